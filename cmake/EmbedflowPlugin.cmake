@@ -1,0 +1,13 @@
+# embedflow_add_plugin(NAME <family> SOURCES ... [LIBS ...])
+# Builds libembedflow_<family>.so into the plugin directory, linked against the SDK only.
+# Installed with the SDK so out-of-tree plugins build the same way.
+function(embedflow_add_plugin)
+  cmake_parse_arguments(P "" "NAME" "SOURCES;LIBS" ${ARGN})
+  set(target embedflow_${P_NAME})
+  add_library(${target} MODULE ${P_SOURCES})
+  target_link_libraries(${target} PRIVATE embedflow::sdk ${P_LIBS})
+  set_target_properties(${target} PROPERTIES PREFIX "lib" OUTPUT_NAME "embedflow_${P_NAME}")
+  if(DEFINED EMBEDFLOW_PLUGIN_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${EMBEDFLOW_PLUGIN_DIR})
+  endif()
+endfunction()

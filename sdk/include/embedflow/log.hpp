@@ -1,0 +1,32 @@
+// Logging shared by the engine and all plugins: one process-wide level, lines to stderr,
+// prefixed with the level and the node id that logged them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "embedflow/error.hpp"
+
+namespace embedflow {
+
+enum class LogLevel { debug = 0, info = 1, warning = 2, error = 3, quiet = 4 };
+
+void set_log_level(LogLevel level);
+LogLevel log_level();
+// Writes one line "[level] source: message" to stderr (thread-safe, whole lines).
+void log_message(LogLevel level, std::string_view source, std::string_view message);
+
+template <class... Args>
+void log_info(std::string_view source, Args&&... args) {
+  if (log_level() <= LogLevel::info) log_message(LogLevel::info, source, cat(std::forward<Args>(args)...));
+}
+template <class... Args>
+void log_warning(std::string_view source, Args&&... args) {
+  if (log_level() <= LogLevel::warning) log_message(LogLevel::warning, source, cat(std::forward<Args>(args)...));
+}
+template <class... Args>
+void log_debug(std::string_view source, Args&&... args) {
+  if (log_level() <= LogLevel::debug) log_message(LogLevel::debug, source, cat(std::forward<Args>(args)...));
+}
+
+}  // namespace embedflow

@@ -1,0 +1,36 @@
+#include "embedflow/log.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+namespace embedflow {
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::info)};
+std::mutex g_mutex;
+}  // namespace
+
+void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
+LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+
+void log_message(LogLevel level, std::string_view source, std::string_view message) {
+  if (static_cast<int>(level) < g_level.load()) return;
+  static const char* names[] = {"debug", "info", "warning", "error"};
+  std::string line;
+  line.reserve(message.size() + source.size() + 16);
+  line += "[";
+  line += names[static_cast<int>(level) < 4 ? static_cast<int>(level) : 3];
+  line += "] ";
+  if (!source.empty()) {
+    line += source;
+    line += ": ";
+  }
+  line += message;
+  line += "\n";
+  std::lock_guard<std::mutex> lock(g_mutex);
+  // A progress line may be on screen: clear it so the log line is readable.
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace embedflow

@@ -1,0 +1,33 @@
+// Helpers for integration tests: run the embedflow CLI or a Python oracle as a child process
+// and capture exit code, stdout and stderr; make scratch directories; write small files.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace embedflow::test {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `argv` (argv[0] is a path) with extra environment assignments ("K=V"); waits.
+Result run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});
+// Runs build/bin/embedflow with the given arguments (plugin path from the build).
+Result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+// Runs Debian's python3 with a script text; the script gets argv[1..] = args.
+Result run_python(const std::string& script, const std::vector<std::string>& args = {});
+
+// A fresh empty directory under the build tree's test scratch area, named after `name`.
+std::filesystem::path scratch_dir(const std::string& name);
+void write_file(const std::filesystem::path& path, const std::string& text);
+std::string read_file(const std::filesystem::path& path);
+
+inline std::string source_dir() { return EMBEDFLOW_SOURCE_DIR; }
+inline std::string binary_dir() { return EMBEDFLOW_BINARY_DIR; }
+inline std::string plugin_dir() { return EMBEDFLOW_TEST_PLUGIN_DIR; }
+
+}  // namespace embedflow::test
