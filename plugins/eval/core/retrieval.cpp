@@ -1,0 +1,406 @@
+#include "retrieval.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <unordered_map>
+
+#include "embedflow/error.hpp"
+#include "embedflow/rng.hpp"
+#include "parallel.hpp"
+
+namespace embedflow::evalcore {
+
+namespace {
+
+using Item = std::pair<float, std::int64_t>;  // (score, gallery index): lexicographic = rank order
+
+struct Positive {
+  double threshold;  // pair_score in double, before the scan
+  std::int64_t index;
+  float score;       // what the blocked scan saw
+  bool seen;
+};
+
+// Per-query scan state; lives only while its query block is being scanned.
+struct QueryState {
+  QueryOutcome::Status status = QueryOutcome::Status::ok;
+  std::int64_t label = 0, camera = 0, group = 0;
+  std::vector<Positive> positives;                     // sorted by (threshold, index)
+  std::vector<double> thresholds;                      // positives[].threshold, for lower_bound
+  std::vector<std::pair<std::int64_t, int>> slot_of;   // (gallery index, slot), sorted
+  double eps = 0, skip_above = -std::numeric_limits<double>::infinity();
+  std::vector<std::int64_t> counts;                    // (repeats + 1) x (P + 1) bucket counts
+  std::vector<Item> near;                              // negatives too close to a positive to bucket
+  std::vector<Item> heap;                              // top-k, max-heap on (score, index)
+};
+
+void push_top(std::vector<Item>& heap, std::size_t k, Item item) {
+  if (heap.size() < k) {
+    heap.push_back(item);
+    std::push_heap(heap.begin(), heap.end());
+  } else if (item < heap.front()) {
+    std::pop_heap(heap.begin(), heap.end());
+    heap.back() = item;
+    std::push_heap(heap.begin(), heap.end());
+  }
+}
+
+std::int64_t count_below(const std::vector<Item>& sorted, Item item) {
+  return std::lower_bound(sorted.begin(), sorted.end(), item) - sorted.begin();
+}
+
+}  // namespace
+
+QueryOutcome outcome_from_ranks(const std::vector<std::int64_t>& ranks) {
+  QueryOutcome o;
+  const auto n = static_cast<std::int64_t>(ranks.size());
+  o.positives = n;
+  if (n == 0) {
+    o.status = QueryOutcome::Status::no_match;
+    return o;
+  }
+  o.first_rank = ranks[0];
+  o.reciprocal_rank = 1.0 / static_cast<double>(ranks[0]);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double r = static_cast<double>(ranks[static_cast<std::size_t>(i)]);
+    const double precision = static_cast<double>(i + 1) / r;
+    const double precision_before = r == 1 ? 1.0 : static_cast<double>(i) / (r - 1);
+    o.ap += precision;
+    o.ap_trapezoid += (precision_before + precision) / 2;
+    if (ranks[static_cast<std::size_t>(i)] <= n) {
+      o.r_precision += 1;
+      o.map_at_r += precision;
+    }
+  }
+  o.ap /= static_cast<double>(n);
+  o.ap_trapezoid /= static_cast<double>(n);
+  o.r_precision /= static_cast<double>(n);
+  o.map_at_r /= static_cast<double>(n);
+  return o;
+}
+
+RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLabels& labels,
+                                   const RetrievalOptions& opt) {
+  const MatrixView Q = scorer.query(), G = scorer.gallery();
+  if (!labels.query_label || !labels.gallery_label) throw DataError("retrieval needs query and gallery labels");
+  if (opt.exclude_self && Q.rows != G.rows)
+    throw DataError(cat("self-retrieval needs the query set to be the gallery, got ", Q.rows, " queries and ",
+                        G.rows, " gallery items"));
+  if (opt.query_block < 1 || opt.gallery_block < 1) throw ConfigError("block sizes must be >= 1");
+  if (opt.max_rank < 1) throw ConfigError("max_rank must be >= 1");
+  const bool cameras = opt.exclude_same_camera && labels.query_camera && labels.gallery_camera;
+  const bool groups = labels.query_group && labels.gallery_group;
+  const double group_offset = groups ? 2 * scorer.score_bound() + 2 : 0;
+  const int repeats = std::max(0, opt.single_shot_repeats);
+  const std::size_t keep = static_cast<std::size_t>(std::max(0, opt.keep_top));
+  const auto* ql = labels.query_label;
+  const auto* gl = labels.gallery_label;
+
+  auto junk = [&](std::int64_t label) { return opt.drop_junk && label == opt.junk_label; };
+
+  std::unordered_map<std::int64_t, std::vector<std::int64_t>> by_label;
+  for (std::int64_t j = 0; j < G.rows; ++j)
+    if (!junk(gl[j])) by_label[gl[j]].push_back(j);
+
+  // Single-gallery-shot: per repeat, one gallery item per identity (CUHK03 protocol). Only the
+  // negatives' masks matter; each query draws its own positive among its valid ones.
+  std::vector<std::vector<std::uint8_t>> shot_mask(static_cast<std::size_t>(repeats));
+  for (int r = 0; r < repeats; ++r) {
+    auto& mask = shot_mask[static_cast<std::size_t>(r)];
+    mask.assign(static_cast<std::size_t>(G.rows), 0);
+    Rng rng(derive_seed(opt.seed, cat("single_shot/", r)));
+    std::vector<std::int64_t> ids;
+    for (const auto& kv : by_label) ids.push_back(kv.first);
+    std::sort(ids.begin(), ids.end());  // hash-map order must not leak into the random stream
+    for (auto id : ids) {
+      const auto& members = by_label[id];
+      std::uniform_int_distribution<std::size_t> pick(0, members.size() - 1);
+      mask[static_cast<std::size_t>(members[pick(rng)])] = 1;
+    }
+  }
+
+  RetrievalResult result;
+  result.queries.resize(static_cast<std::size_t>(Q.rows));
+  if (keep) {
+    result.top_index.assign(static_cast<std::size_t>(Q.rows) * keep, -1);
+    result.top_score.assign(static_cast<std::size_t>(Q.rows) * keep, std::numeric_limits<float>::quiet_NaN());
+  }
+  std::vector<std::int64_t> violations(static_cast<std::size_t>(Q.rows), 0);
+
+  const std::int64_t qb = std::min<std::int64_t>(opt.query_block, std::max<std::int64_t>(Q.rows, 1));
+  const std::int64_t gb = std::min<std::int64_t>(opt.gallery_block, std::max<std::int64_t>(G.rows, 1));
+  std::vector<float> buffer(static_cast<std::size_t>(qb * gb));
+  std::vector<QueryState> states(static_cast<std::size_t>(qb));
+
+  for (std::int64_t q0 = 0; q0 < Q.rows; q0 += qb) {
+    const std::int64_t q1 = std::min(Q.rows, q0 + qb);
+    // Positives and their scores before the scan.
+    parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t s = b; s < e; ++s) {
+        const std::int64_t q = q0 + s;
+        QueryState& st = states[static_cast<std::size_t>(s)];
+        st = QueryState{};
+        st.label = ql[q];
+        st.camera = cameras ? labels.query_camera[q] : 0;
+        st.group = groups ? labels.query_group[q] : 0;
+        st.eps = scorer.tolerance(q) + group_offset * 1e-6;
+        if (keep) st.heap.reserve(keep);
+        if (junk(st.label)) {
+          st.status = QueryOutcome::Status::junk_query;
+          continue;
+        }
+        auto it = by_label.find(st.label);
+        if (it != by_label.end()) {
+          for (std::int64_t j : it->second) {
+            if (opt.exclude_self && j == q) continue;
+            if (cameras && labels.gallery_camera[j] == st.camera) continue;
+            double t = pair_score(scorer.spec(), Q.row(q), G.row(j), Q.cols);
+            if (groups && labels.gallery_group[j] != st.group) t += group_offset;
+            st.positives.push_back({t, j, 0.0f, false});
+          }
+        }
+        if (st.positives.empty()) {
+          st.status = QueryOutcome::Status::no_match;
+          continue;
+        }
+        std::sort(st.positives.begin(), st.positives.end(), [](const Positive& a, const Positive& b) {
+          return a.threshold != b.threshold ? a.threshold < b.threshold : a.index < b.index;
+        });
+        const std::size_t P = st.positives.size();
+        for (std::size_t k = 0; k < P; ++k) {
+          st.thresholds.push_back(st.positives[k].threshold);
+          st.slot_of.emplace_back(st.positives[k].index, static_cast<int>(k));
+        }
+        std::sort(st.slot_of.begin(), st.slot_of.end());
+        st.skip_above = st.thresholds.back() + st.eps;
+        st.counts.assign(static_cast<std::size_t>(repeats + 1) * (P + 1), 0);
+      }
+    });
+
+    for (std::int64_t g0 = 0; g0 < G.rows; g0 += gb) {
+      const std::int64_t g1 = std::min(G.rows, g0 + gb);
+      scorer.compute(q0, q1, g0, g1, buffer.data(), gb, opt.threads);
+      parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t s = b; s < e; ++s) {
+          const std::int64_t q = q0 + s;
+          QueryState& st = states[static_cast<std::size_t>(s)];
+          if (st.status == QueryOutcome::Status::junk_query) continue;
+          const float* row = buffer.data() + s * gb;
+          const std::size_t P = st.positives.size();
+          for (std::int64_t j = g0; j < g1; ++j) {
+            float d = row[j - g0];
+            if (groups && labels.gallery_group[j] != st.group) d += static_cast<float>(group_offset);
+            if (keep && !(junk(gl[j]) || (opt.exclude_self && j == q) ||
+                          (cameras && gl[j] == st.label && labels.gallery_camera[j] == st.camera)))
+              push_top(st.heap, keep, {d, j});
+            if (d > st.skip_above) continue;  // ranks after every positive: changes no metric
+            if (junk(gl[j]) || (opt.exclude_self && j == q)) continue;
+            if (gl[j] == st.label) {
+              if (cameras && labels.gallery_camera[j] == st.camera) continue;
+              auto it = std::lower_bound(st.slot_of.begin(), st.slot_of.end(), std::make_pair(j, -1));
+              Positive& p = st.positives[static_cast<std::size_t>(it->second)];
+              p.score = d;
+              p.seen = true;
+              continue;
+            }
+            const std::size_t bucket =
+                static_cast<std::size_t>(std::lower_bound(st.thresholds.begin(), st.thresholds.end(), double(d)) -
+                                         st.thresholds.begin());
+            if ((bucket < P && st.thresholds[bucket] - d <= st.eps) ||
+                (bucket > 0 && d - st.thresholds[bucket - 1] <= st.eps)) {
+              st.near.emplace_back(d, j);
+              continue;
+            }
+            st.counts[bucket] += 1;
+            for (int r = 0; r < repeats; ++r)
+              if (shot_mask[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)])
+                st.counts[static_cast<std::size_t>(r + 1) * (P + 1) + bucket] += 1;
+          }
+        }
+      });
+    }
+
+    parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t s = b; s < e; ++s) {
+        const std::int64_t q = q0 + s;
+        QueryState& st = states[static_cast<std::size_t>(s)];
+        if (keep) {
+          std::sort(st.heap.begin(), st.heap.end());
+          for (std::size_t r = 0; r < st.heap.size(); ++r) {
+            result.top_index[static_cast<std::size_t>(q) * keep + r] = st.heap[r].second;
+            result.top_score[static_cast<std::size_t>(q) * keep + r] = st.heap[r].first;
+          }
+        }
+        QueryOutcome& out = result.queries[static_cast<std::size_t>(q)];
+        if (st.status != QueryOutcome::Status::ok) {
+          out.status = st.status;
+          continue;
+        }
+        const std::size_t P = st.positives.size();
+        std::vector<Item> pos_items(P);
+        for (std::size_t k = 0; k < P; ++k) {
+          Positive& p = st.positives[k];
+          if (!p.seen) p.score = static_cast<float>(p.threshold);
+          else if (std::fabs(double(p.score) - p.threshold) > st.eps) violations[static_cast<std::size_t>(q)] += 1;
+          pos_items[k] = {p.score, p.index};
+        }
+        std::vector<Item> pos_sorted = pos_items;
+        std::sort(pos_sorted.begin(), pos_sorted.end());
+        std::sort(st.near.begin(), st.near.end());
+        std::vector<std::int64_t> ranks(P);
+        std::int64_t below = 0;
+        for (std::size_t k = 0; k < P; ++k) {
+          below += st.counts[k];
+          ranks[k] = 1 + below + count_below(st.near, pos_items[k]) + count_below(pos_sorted, pos_items[k]);
+        }
+        std::sort(ranks.begin(), ranks.end());
+        out = outcome_from_ranks(ranks);
+        for (int r = 0; r < repeats; ++r) {
+          Rng rng(derive_seed(derive_seed(opt.seed, static_cast<std::uint64_t>(q)), cat("shot/", r)));
+          const std::size_t k = std::uniform_int_distribution<std::size_t>(0, P - 1)(rng);
+          const auto* counts = st.counts.data() + static_cast<std::size_t>(r + 1) * (P + 1);
+          std::int64_t rank = 1;
+          for (std::size_t b2 = 0; b2 <= k; ++b2) rank += counts[b2];
+          const auto& mask = shot_mask[static_cast<std::size_t>(r)];
+          for (const Item& it : st.near) {
+            if (!(it < pos_items[k])) break;
+            rank += mask[static_cast<std::size_t>(it.second)];
+          }
+          out.single_shot_ranks.push_back(rank);
+        }
+      }
+    });
+  }
+
+  result.summary = summarize(result.queries, opt);
+  for (auto v : violations) result.summary.tolerance_violations += v;
+  return result;
+}
+
+RetrievalSummary summarize(const std::vector<QueryOutcome>& queries, const RetrievalOptions& opt) {
+  RetrievalSummary s;
+  s.queries = static_cast<std::int64_t>(queries.size());
+  std::vector<const QueryOutcome*> ok;
+  for (const auto& q : queries) {
+    if (q.status == QueryOutcome::Status::junk_query) s.junk_queries++;
+    else if (q.status == QueryOutcome::Status::no_match) s.no_match++;
+    else ok.push_back(&q);
+  }
+  s.evaluated = static_cast<std::int64_t>(ok.size());
+  s.cmc.assign(static_cast<std::size_t>(opt.max_rank), 0.0);
+  const bool shots = !ok.empty() && !ok.front()->single_shot_ranks.empty();
+  if (shots) s.single_shot_cmc.assign(static_cast<std::size_t>(opt.max_rank), 0.0);
+  if (ok.empty()) return s;
+  const double n = static_cast<double>(ok.size());
+  for (const auto* q : ok) {
+    for (std::int64_t k = q->first_rank; k <= opt.max_rank; ++k) s.cmc[static_cast<std::size_t>(k - 1)] += 1;
+    for (auto r : q->single_shot_ranks)
+      for (std::int64_t k = r; k <= opt.max_rank; ++k)
+        s.single_shot_cmc[static_cast<std::size_t>(k - 1)] += 1.0 / static_cast<double>(q->single_shot_ranks.size());
+    s.map += q->ap;
+    s.map_trapezoid += q->ap_trapezoid;
+    s.p_at_1 += q->first_rank == 1;
+    s.r_precision += q->r_precision;
+    s.map_at_r += q->map_at_r;
+    s.mrr += q->reciprocal_rank;
+  }
+  for (auto& v : s.cmc) v /= n;
+  for (auto& v : s.single_shot_cmc) v /= n;
+  s.map /= n;
+  s.map_trapezoid /= n;
+  s.p_at_1 /= n;
+  s.r_precision /= n;
+  s.map_at_r /= n;
+  s.mrr /= n;
+
+  if (opt.bootstrap > 0) {
+    // Percentile bootstrap over queries: resample the evaluated queries with replacement.
+    std::vector<std::string> names;
+    std::vector<std::vector<double>> values;  // metric x query
+    for (int k : opt.ranks) {
+      names.push_back(cat("rank-", k));
+      std::vector<double> v;
+      for (const auto* q : ok) v.push_back(q->first_rank <= k ? 1.0 : 0.0);
+      values.push_back(std::move(v));
+    }
+    auto add = [&](const char* name, double QueryOutcome::*field) {
+      names.push_back(name);
+      std::vector<double> v;
+      for (const auto* q : ok) v.push_back(q->*field);
+      values.push_back(std::move(v));
+    };
+    add("mAP", &QueryOutcome::ap);
+    add("mAP_trapezoid", &QueryOutcome::ap_trapezoid);
+    add("MRR", &QueryOutcome::reciprocal_rank);
+    add("R-precision", &QueryOutcome::r_precision);
+    add("MAP@R", &QueryOutcome::map_at_r);
+    std::vector<std::vector<double>> means(names.size(), std::vector<double>(static_cast<std::size_t>(opt.bootstrap)));
+    Rng rng(derive_seed(opt.seed, "bootstrap"));
+    std::uniform_int_distribution<std::size_t> pick(0, ok.size() - 1);
+    std::vector<std::size_t> draw(ok.size());
+    for (int b = 0; b < opt.bootstrap; ++b) {
+      for (auto& d : draw) d = pick(rng);
+      for (std::size_t m = 0; m < names.size(); ++m) {
+        double sum = 0;
+        for (auto d : draw) sum += values[m][d];
+        means[m][static_cast<std::size_t>(b)] = sum / n;
+      }
+    }
+    const double alpha = (1 - opt.ci_level) / 2;
+    for (std::size_t m = 0; m < names.size(); ++m) {
+      auto& v = means[m];
+      std::sort(v.begin(), v.end());
+      auto at = [&](double p) {
+        const double pos = p * static_cast<double>(v.size() - 1);
+        const auto lo = static_cast<std::size_t>(std::floor(pos));
+        const auto hi = std::min(v.size() - 1, lo + 1);
+        return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+      };
+      s.ci[names[m]] = {at(alpha), at(1 - alpha)};
+    }
+  }
+  return s;
+}
+
+void knn_search(const BlockScorer& scorer, int k, bool exclude_self, std::int64_t query_block,
+                std::int64_t gallery_block, int threads, std::vector<std::int64_t>& index, std::vector<float>& score) {
+  const MatrixView Q = scorer.query(), G = scorer.gallery();
+  if (k < 1) throw ConfigError(cat("k must be >= 1, got ", k));
+  const auto kk = static_cast<std::size_t>(k);
+  index.assign(static_cast<std::size_t>(Q.rows) * kk, -1);
+  score.assign(static_cast<std::size_t>(Q.rows) * kk, std::numeric_limits<float>::quiet_NaN());
+  const std::int64_t qb = std::max<std::int64_t>(1, std::min(query_block, Q.rows));
+  const std::int64_t gb = std::max<std::int64_t>(1, std::min(gallery_block, G.rows));
+  std::vector<float> buffer(static_cast<std::size_t>(qb * gb));
+  std::vector<std::vector<Item>> heaps(static_cast<std::size_t>(qb));
+  for (std::int64_t q0 = 0; q0 < Q.rows; q0 += qb) {
+    const std::int64_t q1 = std::min(Q.rows, q0 + qb);
+    for (auto& h : heaps) h.clear();
+    for (std::int64_t g0 = 0; g0 < G.rows; g0 += gb) {
+      const std::int64_t g1 = std::min(G.rows, g0 + gb);
+      scorer.compute(q0, q1, g0, g1, buffer.data(), gb, threads);
+      parallel_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t s = b; s < e; ++s) {
+          auto& heap = heaps[static_cast<std::size_t>(s)];
+          const float* row = buffer.data() + s * gb;
+          for (std::int64_t j = g0; j < g1; ++j) {
+            if (exclude_self && j == q0 + s) continue;
+            push_top(heap, kk, {row[j - g0], j});
+          }
+        }
+      });
+    }
+    for (std::int64_t s = 0; s < q1 - q0; ++s) {
+      auto& heap = heaps[static_cast<std::size_t>(s)];
+      std::sort(heap.begin(), heap.end());
+      for (std::size_t r = 0; r < heap.size(); ++r) {
+        index[static_cast<std::size_t>(q0 + s) * kk + r] = heap[r].second;
+        score[static_cast<std::size_t>(q0 + s) * kk + r] = heap[r].first;
+      }
+    }
+  }
+}
+
+}  // namespace embedflow::evalcore
