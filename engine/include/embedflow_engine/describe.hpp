@@ -1,0 +1,24 @@
+// Human- and machine-readable descriptions: `inspect` (like gst-inspect), the JSON schema dump
+// and Graphviz drawings of resolved graphs.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "embedflow/registry.hpp"
+#include "embedflow_engine/graph.hpp"
+#include "embedflow_engine/plugin_loader.hpp"
+
+namespace embedflow::engine {
+
+void print_type_list(std::ostream& out, const Registry& registry, const std::vector<LoadedPlugin>& plugins);
+void print_node_type(std::ostream& out, const NodeType& type);
+void print_component_type(std::ostream& out, const ComponentType& type);
+// Every node and component type with parameters and ports, as JSON (sorted, stable: checked in
+// as a snapshot so schema changes show up in review).
+void write_schema_json(std::ostream& out, const Registry& registry);
+void write_dot(std::ostream& out, const ResolvedGraph& graph);
+std::string json_quote(const std::string& s);
+
+}  // namespace embedflow::engine

@@ -1,0 +1,57 @@
+// Graph files: YAML -> GraphSpec, keeping the line and column of everything so validation can
+// point at it. Parsing checks only the file's shape (keys, kinds); meaning is checked by
+// validate() once plugins are loaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "embedflow/error.hpp"
+#include "embedflow/params.hpp"
+#include "embedflow/value.hpp"
+
+namespace embedflow::engine {
+
+struct NodeSpec {
+  std::string id;
+  std::string type;
+  Value params;          // map (or null)
+  Value cache;           // null, boolean, or map of cache options
+  std::int64_t in_flight = 0;  // sources: cap on messages in flight (0 = graph default)
+  SourceLocation where;       // the node's id
+  SourceLocation type_where;  // its type value
+};
+
+struct EdgeSpec {
+  std::string text;  // as written
+  std::string from_node, from_port;  // port empty = the node's only output
+  std::string to_node, to_port;      // port empty = the node's only input
+  SourceLocation where;
+};
+
+struct GraphSpec {
+  std::string file;
+  std::string description;  // the leading comment block
+  std::uint64_t seed = 0;
+  std::int64_t max_in_flight = 64;  // default per-source cap
+  std::vector<NodeSpec> nodes;
+  std::vector<EdgeSpec> edges;
+
+  const NodeSpec* node(const std::string& id) const;
+  NodeSpec* node(const std::string& id);
+};
+
+// Parses a graph file. Shape errors (malformed YAML, unknown keys, bad edge syntax) are appended
+// to `problems`; the returned spec holds whatever could be read.
+GraphSpec load_graph_file(const std::string& path, std::vector<Diagnostic>& problems);
+GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems);
+
+// Applies --set node.param=value (value in YAML syntax: 3, 0.5, true, [1, 2], {type: x}).
+// "seed=N" and "node.cache=false" are accepted too.
+void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<Diagnostic>& problems);
+
+// Converts YAML text to a Value with locations (used for --set values and tests).
+Value parse_yaml_value(const std::string& text, const std::string& file_name);
+
+}  // namespace embedflow::engine

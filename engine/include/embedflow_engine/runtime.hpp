@@ -1,0 +1,66 @@
+// Runs a resolved graph on a oneTBB flow graph.
+//
+// Each embedflow node becomes one tbb::flow::function_node (serial or unlimited concurrency)
+// that receives Messages; sources are driven by a serial "pump" node. Nodes route their own
+// output to successors' inboxes, which lets the engine do what plain flow-graph edges do not:
+//  - end-of-stream: an EOS message carries how many messages were sent on its edge, so a
+//    parallel node closes exactly when the last of them has been processed;
+//  - order: a parallel node's outputs are re-sequenced by input sequence number, so the stream
+//    downstream is the same whatever the thread count;
+//  - bounded memory: every message a source emits holds a ticket; derived messages inherit it.
+//    A source stops producing while `in_flight` tickets are alive and is woken when they drop
+//    below half, so a fast source before a slow sink blocks (without holding a thread) rather
+//    than dropping or growing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "embedflow/node.hpp"
+#include "embedflow_engine/graph.hpp"
+
+namespace embedflow::engine {
+
+// Observes a node's output (the cache writer uses it). Called serially per node.
+class OutputTap {
+ public:
+  virtual ~OutputTap() = default;
+  virtual void on_record(std::size_t port, const RecordPtr& record) = 0;
+  virtual void on_finish() = 0;  // the node closed cleanly: commit
+};
+
+struct NodePlan {
+  enum class Mode { run, replay, skip };
+  Mode mode = Mode::run;
+  std::unique_ptr<Node> replay;       // replay: a source standing in for the node
+  std::shared_ptr<OutputTap> tap;     // run: sees every output record
+};
+
+struct RunOptions {
+  int threads = 0;            // 0 = every core
+  std::string trace_path;     // Chrome trace JSON
+  bool progress = false;      // progress line on stderr
+  const std::atomic<bool>* stop = nullptr;  // set by SIGINT
+  std::vector<NodePlan>* plans = nullptr;    // per node, indexed like ResolvedGraph::nodes
+};
+
+struct NodeStats {
+  std::string id;
+  std::uint64_t records_in = 0, records_out = 0;
+};
+
+struct RunResult {
+  int exit_code = 0;  // 0 done, 1 runtime failure, 2 invalid, 130 interrupted
+  std::string error;  // located message when exit_code != 0 (and not interrupted)
+  double seconds = 0;
+  std::uint64_t source_records = 0;
+  std::vector<NodeStats> stats;
+};
+
+RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options);
+
+}  // namespace embedflow::engine

@@ -1,0 +1,260 @@
+#include "embedflow_engine/graph.hpp"
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <set>
+
+namespace embedflow::engine {
+
+namespace {
+
+// The view a node type's check hook gets of its node during validation.
+class CheckContext final : public SchemaContext {
+ public:
+  CheckContext(ResolvedNode& node, std::vector<Diagnostic>& problems) : node_(node), problems_(problems) {}
+  const std::string& node_id() const override { return node_.id(); }
+  const Params& params() const override { return node_.params; }
+  const PortSchema& input(const std::string& port) const override {
+    int i = node_.type->input_index(port);
+    if (i < 0) throw ConfigError(cat("check hook of ", node_.type->name, " asked for unknown input '", port, "'"));
+    return node_.input_schemas[static_cast<std::size_t>(i)];
+  }
+  bool connected(const std::string& port) const override {
+    int i = node_.type->input_index(port);
+    if (i >= 0) return !node_.in_edges[static_cast<std::size_t>(i)].empty();
+    int o = node_.type->output_index(port);
+    return o >= 0 && !node_.out_edges[static_cast<std::size_t>(o)].empty();
+  }
+  const PortSchema& output(const std::string& port) const override {
+    int o = node_.type->output_index(port);
+    if (o < 0) throw ConfigError(cat("check hook of ", node_.type->name, " asked for unknown output '", port, "'"));
+    return node_.output_schemas[static_cast<std::size_t>(o)];
+  }
+  void set_output(const std::string& port, PortSchema schema) override {
+    int o = node_.type->output_index(port);
+    if (o < 0) throw ConfigError(cat("check hook of ", node_.type->name, " set unknown output '", port, "'"));
+    node_.output_schemas[static_cast<std::size_t>(o)] = std::move(schema);
+  }
+  void error(const std::string& message, const std::string& param) override {
+    SourceLocation where = node_.spec->where;
+    if (!param.empty() && node_.spec->params.is_map())
+      if (const Value* v = node_.spec->params.get(param))
+        if (v->where().known()) where = v->where();
+    problems_.push_back(Diagnostic{where, node_.id(), message});
+  }
+
+ private:
+  ResolvedNode& node_;
+  std::vector<Diagnostic>& problems_;
+};
+
+std::string port_list(const std::vector<PortSpec>& ports) {
+  std::string s;
+  for (const auto& p : ports) s += (s.empty() ? "" : ", ") + p.name;
+  return s.empty() ? "none" : s;
+}
+
+std::vector<std::string> names_of(const std::vector<PortSpec>& ports) {
+  std::vector<std::string> v;
+  for (const auto& p : ports) v.push_back(p.name);
+  return v;
+}
+
+}  // namespace
+
+std::string node_origin(const ResolvedGraph& g, std::size_t i) {
+  const ResolvedNode& n = g.nodes[i];
+  std::string s = n.spec->where.known() ? n.spec->where.str() + ": " : "";
+  return s + cat("node '", n.id(), "' (", n.type ? n.type->name : n.spec->type, ")");
+}
+
+ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diagnostic>& problems) {
+  ResolvedGraph g;
+  g.spec = std::move(spec);
+  g.registry = &registry;
+  std::map<std::string, std::size_t> index;
+  std::vector<std::string> type_names = registry.node_type_names();
+  bool types_ok = true;
+
+  // Types and parameters.
+  for (const NodeSpec& ns : g.spec.nodes) {
+    ResolvedNode rn;
+    rn.spec = &ns;
+    rn.seed = derive_seed(g.spec.seed, ns.id);
+    rn.type = ns.type.empty() ? nullptr : registry.node_type(ns.type);
+    if (!rn.type) {
+      types_ok = false;
+      if (!ns.type.empty()) {
+        std::string hint = closest_match(ns.type, type_names);
+        problems.push_back(Diagnostic{ns.type_where, ns.id,
+                                      cat("unknown node type '", ns.type, "'",
+                                          hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+                                          " (embedflow inspect lists the types)")});
+      }
+    } else {
+      validate_params(rn.type->params, ns.params, &registry, rn.params, problems, ns.id);
+      rn.input_schemas.resize(rn.type->inputs.size());
+      rn.output_schemas.resize(rn.type->outputs.size());
+      rn.in_edges.resize(rn.type->inputs.size());
+      rn.out_edges.resize(rn.type->outputs.size());
+    }
+    index[ns.id] = g.nodes.size();
+    g.nodes.push_back(std::move(rn));
+  }
+
+  // Edges.
+  std::vector<std::string> ids;
+  for (const auto& n : g.spec.nodes) ids.push_back(n.id);
+  std::set<std::pair<std::pair<std::size_t, std::size_t>, std::pair<std::size_t, std::size_t>>> seen;
+  for (const EdgeSpec& es : g.spec.edges) {
+    auto endpoint = [&](const std::string& node_id, const std::string& port, bool output, PortRef& ref) -> bool {
+      auto it = index.find(node_id);
+      if (it == index.end()) {
+        std::string hint = closest_match(node_id, ids);
+        problems.push_back(Diagnostic{es.where, "", cat("edge '", es.text, "': no node '", node_id, "'",
+                                                        hint.empty() ? "" : cat("; did you mean '", hint, "'?"))});
+        return false;
+      }
+      ref.node = it->second;
+      const ResolvedNode& rn = g.nodes[ref.node];
+      if (!rn.type) return false;  // already reported
+      const auto& ports = output ? rn.type->outputs : rn.type->inputs;
+      const char* dir = output ? "output" : "input";
+      if (port.empty()) {
+        if (ports.size() != 1) {
+          problems.push_back(Diagnostic{es.where, node_id, cat("edge '", es.text, "': name the ", dir, " port; ",
+                                                               rn.type->name, " has ", dir, "s: ", port_list(ports))});
+          return false;
+        }
+        ref.port = 0;
+        return true;
+      }
+      int i = output ? rn.type->output_index(port) : rn.type->input_index(port);
+      if (i < 0) {
+        std::string hint = closest_match(port, names_of(ports));
+        const auto& other = output ? rn.type->inputs : rn.type->outputs;
+        bool wrong_way = std::any_of(other.begin(), other.end(), [&](const PortSpec& p) { return p.name == port; });
+        problems.push_back(Diagnostic{
+            es.where, node_id,
+            cat("edge '", es.text, "': ", rn.type->name, " has no ", dir, " port '", port, "'",
+                wrong_way ? cat(" ('", port, "' is an ", output ? "input" : "output", ")") : "",
+                hint.empty() ? "" : cat("; did you mean '", hint, "'?"), " (", dir, "s: ", port_list(ports), ")")});
+        return false;
+      }
+      ref.port = static_cast<std::size_t>(i);
+      return true;
+    };
+    ResolvedEdge e;
+    e.spec = &es;
+    bool ok_from = endpoint(es.from_node, es.from_port, true, e.from);
+    bool ok_to = endpoint(es.to_node, es.to_port, false, e.to);
+    if (!ok_from || !ok_to) continue;
+    if (!seen.insert({{e.from.node, e.from.port}, {e.to.node, e.to.port}}).second) {
+      problems.push_back(Diagnostic{es.where, "", cat("edge '", es.text, "' is listed twice")});
+      continue;
+    }
+    std::size_t idx = g.edges.size();
+    g.nodes[e.from.node].out_edges[e.from.port].push_back(idx);
+    g.nodes[e.to.node].in_edges[e.to.port].push_back(idx);
+    g.edges.push_back(e);
+  }
+
+  // Unconnected required inputs; side ports take at most one edge (a latch has one writer).
+  for (const ResolvedNode& rn : g.nodes) {
+    if (!rn.type) continue;
+    for (std::size_t p = 0; p < rn.type->inputs.size(); ++p) {
+      const PortSpec& port = rn.type->inputs[p];
+      if (rn.in_edges[p].empty() && !port.optional)
+        problems.push_back(Diagnostic{rn.spec->where, rn.id(),
+                                      cat("input '", port.name, "' of ", rn.type->name, " is not connected",
+                                          port.doc.empty() ? "" : " (" + port.doc + ")")});
+      if (port.side && rn.in_edges[p].size() > 1)
+        problems.push_back(Diagnostic{rn.spec->where, rn.id(), cat("side input '", port.name, "' has ", rn.in_edges[p].size(),
+                                                                   " edges; a side port takes one")});
+    }
+  }
+
+  // Topological order (Kahn); leftovers are on a cycle.
+  std::vector<std::size_t> indegree(g.nodes.size(), 0);
+  for (const auto& e : g.edges) ++indegree[e.to.node];
+  std::queue<std::size_t> ready;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (indegree[i] == 0) ready.push(i);
+  while (!ready.empty()) {
+    std::size_t i = ready.front();
+    ready.pop();
+    g.order.push_back(i);
+    for (const auto& out : g.nodes[i].out_edges)
+      for (std::size_t e : out)
+        if (--indegree[g.edges[e].to.node] == 0) ready.push(g.edges[e].to.node);
+  }
+  if (g.order.size() != g.nodes.size()) {
+    // Walk one cycle to name it: follow edges among the remaining nodes until a node repeats.
+    std::size_t start = 0;
+    while (indegree[start] == 0) ++start;
+    std::vector<std::size_t> path{start};
+    std::vector<int> pos(g.nodes.size(), -1);
+    pos[start] = 0;
+    const EdgeSpec* first_edge = nullptr;
+    for (;;) {
+      std::size_t cur = path.back(), next = cur;
+      const EdgeSpec* via = nullptr;
+      for (const auto& out : g.nodes[cur].out_edges)
+        for (std::size_t e : out)
+          if (indegree[g.edges[e].to.node] > 0 && !via) {
+            next = g.edges[e].to.node;
+            via = g.edges[e].spec;
+          }
+      if (!via) break;
+      if (pos[next] >= 0) {
+        path.erase(path.begin(), path.begin() + pos[next]);
+        path.push_back(next);
+        first_edge = via;
+        break;
+      }
+      pos[next] = static_cast<int>(path.size());
+      path.push_back(next);
+    }
+    std::string cycle;
+    for (std::size_t i : path) cycle += (cycle.empty() ? "" : " -> ") + g.nodes[i].id();
+    problems.push_back(Diagnostic{first_edge ? first_edge->where : SourceLocation{g.spec.file, 0, 0}, "",
+                                  cat("the graph has a cycle: ", cycle)});
+    return g;
+  }
+
+  // Schemas, in topological order so every input's producer is already resolved.
+  if (!types_ok) return g;
+  for (std::size_t i : g.order) {
+    ResolvedNode& rn = g.nodes[i];
+    auto param_ints = rn.params.integer_values();
+    std::vector<std::string> local;
+    for (std::size_t p = 0; p < rn.type->inputs.size(); ++p) {
+      PortSchema required = substitute(rn.type->inputs[p].schema, param_ints, {});
+      rn.input_schemas[p] = required;
+      for (std::size_t e : rn.in_edges[p]) {
+        const ResolvedEdge& edge = g.edges[e];
+        const PortSchema& produced = g.nodes[edge.from.node].output_schemas[edge.from.port];
+        std::vector<std::string> found;
+        unify(produced, required, rn.bindings, found);
+        for (const auto& msg : found)
+          problems.push_back(Diagnostic{edge.spec->where, rn.id(), cat("edge '", edge.spec->text, "': ", msg)});
+        // What arrives is what the producer guarantees, when it says.
+        if (!produced.is_any()) rn.input_schemas[p] = produced;
+      }
+    }
+    for (std::size_t p = 0; p < rn.type->outputs.size(); ++p)
+      rn.output_schemas[p] = substitute(rn.type->outputs[p].schema, param_ints, rn.bindings);
+    if (rn.type->check) {
+      CheckContext ctx(rn, problems);
+      try {
+        rn.type->check(ctx);
+      } catch (const std::exception& ex) {
+        problems.push_back(Diagnostic{rn.spec->where, rn.id(), ex.what()});
+      }
+    }
+  }
+  return g;
+}
+
+}  // namespace embedflow::engine

@@ -1,0 +1,281 @@
+#include "embedflow_engine/graph_file.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace embedflow::engine {
+
+const NodeSpec* GraphSpec::node(const std::string& id) const {
+  for (const auto& n : nodes)
+    if (n.id == id) return &n;
+  return nullptr;
+}
+NodeSpec* GraphSpec::node(const std::string& id) {
+  for (auto& n : nodes)
+    if (n.id == id) return &n;
+  return nullptr;
+}
+
+namespace {
+
+SourceLocation loc(const std::string& file, const YAML::Mark& m) {
+  if (m.line < 0) return SourceLocation{file, 0, 0};
+  return SourceLocation{file, m.line + 1, m.column + 1};
+}
+
+Value to_value(const YAML::Node& n, const std::string& file) {
+  Value v;
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: v = Value(); break;
+    case YAML::NodeType::Scalar: v = Value::from_scalar_text(n.Scalar(), n.Tag() == "!"); break;
+    case YAML::NodeType::Sequence: {
+      Value::List items;
+      for (const auto& item : n) items.push_back(to_value(item, file));
+      v = Value::list(std::move(items));
+      break;
+    }
+    case YAML::NodeType::Map: {
+      Value::Map entries;
+      for (const auto& kv : n) entries.emplace_back(kv.first.Scalar(), to_value(kv.second, file));
+      v = Value::map(std::move(entries));
+      break;
+    }
+  }
+  v.at(loc(file, n.Mark()));
+  return v;
+}
+
+struct Parser {
+  std::string file;
+  std::vector<Diagnostic>& problems;
+
+  void fail(const YAML::Node& at, const std::string& msg, const std::string& node = "") {
+    problems.push_back(Diagnostic{loc(file, at.Mark()), node, msg});
+  }
+
+  void parse_edge(GraphSpec& g, const YAML::Node& e) {
+    if (!e.IsScalar()) {
+      fail(e, "an edge is a string 'node.port -> node.port'");
+      return;
+    }
+    static const std::regex pattern(R"(^\s*([A-Za-z_][\w-]*)(?:\.([A-Za-z_]\w*))?\s*->\s*([A-Za-z_][\w-]*)(?:\.([A-Za-z_]\w*))?\s*$)");
+    std::smatch m;
+    const std::string text = e.Scalar();
+    if (!std::regex_match(text, m, pattern)) {
+      fail(e, cat("bad edge '", text, "': expected 'node.port -> node.port' (ports may be omitted for single-port nodes)"));
+      return;
+    }
+    EdgeSpec edge;
+    edge.text = text;
+    edge.from_node = m[1];
+    edge.from_port = m[2];
+    edge.to_node = m[3];
+    edge.to_port = m[4];
+    edge.where = loc(file, e.Mark());
+    g.edges.push_back(std::move(edge));
+  }
+
+  void parse_node(GraphSpec& g, const std::string& id, const YAML::Node& key, const YAML::Node& body) {
+    NodeSpec n;
+    n.id = id;
+    n.where = loc(file, key.Mark());
+    static const std::regex id_pattern(R"(^[A-Za-z_][\w-]*$)");
+    if (!std::regex_match(id, id_pattern)) fail(key, cat("bad node id '", id, "': use letters, digits, _ and -"));
+    if (g.node(id)) fail(key, cat("node id '", id, "' is used twice"), id);
+    if (!body.IsMap()) {
+      fail(body, "a node is a map with at least 'type'", id);
+      g.nodes.push_back(std::move(n));
+      return;
+    }
+    static const std::set<std::string> keys{"type", "params", "cache", "in_flight", "doc"};
+    for (const auto& kv : body) {
+      const std::string k = kv.first.Scalar();
+      if (!keys.count(k)) {
+        std::string hint = closest_match(k, {keys.begin(), keys.end()});
+        fail(kv.first, cat("unknown key '", k, "' (a node has type, params, cache, in_flight, doc)",
+                           hint.empty() ? "" : cat("; did you mean '", hint, "'?")), id);
+      }
+    }
+    if (!body["type"] || !body["type"].IsScalar()) {
+      fail(body, "missing 'type: family.name'", id);
+    } else {
+      n.type = body["type"].Scalar();
+      n.type_where = loc(file, body["type"].Mark());
+    }
+    if (body["params"]) {
+      n.params = to_value(body["params"], file);
+      if (!n.params.is_map() && !n.params.is_null()) fail(body["params"], "params must be a map", id);
+    } else {
+      n.params = Value::map({});
+      n.params.at(n.where);
+    }
+    if (body["cache"]) {
+      n.cache = to_value(body["cache"], file);
+      if (!n.cache.is_boolean() && !n.cache.is_map()) fail(body["cache"], "cache is true, false or a map of options", id);
+    }
+    if (body["in_flight"]) {
+      Value v = to_value(body["in_flight"], file);
+      if (!v.is_integer() || v.as_integer() < 1) fail(body["in_flight"], "in_flight must be a positive integer", id);
+      else n.in_flight = v.as_integer();
+    }
+    g.nodes.push_back(std::move(n));
+  }
+
+  GraphSpec parse(const YAML::Node& root, const std::string& text) {
+    GraphSpec g;
+    g.file = file;
+    // The leading comment block is the graph's description (shown by inspect and dot).
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line) && !line.empty() && line[0] == '#') {
+      std::string body = line.substr(1);
+      if (!body.empty() && body[0] == ' ') body.erase(0, 1);
+      g.description += (g.description.empty() ? "" : "\n") + body;
+    }
+    if (!root.IsMap()) {
+      fail(root, "a graph file is a map with 'nodes' and 'edges'");
+      return g;
+    }
+    static const std::set<std::string> keys{"seed", "nodes", "edges", "max_in_flight", "description"};
+    for (const auto& kv : root) {
+      const std::string k = kv.first.Scalar();
+      if (!keys.count(k)) {
+        std::string hint = closest_match(k, {keys.begin(), keys.end()});
+        fail(kv.first, cat("unknown top-level key '", k, "' (expected seed, nodes, edges, max_in_flight)",
+                           hint.empty() ? "" : cat("; did you mean '", hint, "'?")));
+      }
+    }
+    if (auto s = root["seed"]) {
+      Value v = to_value(s, file);
+      if (!v.is_integer() || v.as_integer() < 0) fail(s, "seed must be a non-negative integer");
+      else g.seed = static_cast<std::uint64_t>(v.as_integer());
+    }
+    if (auto s = root["max_in_flight"]) {
+      Value v = to_value(s, file);
+      if (!v.is_integer() || v.as_integer() < 1) fail(s, "max_in_flight must be a positive integer");
+      else g.max_in_flight = v.as_integer();
+    }
+    if (auto s = root["description"]) {
+      if (s.IsScalar()) g.description = s.Scalar();
+    }
+    auto nodes = root["nodes"];
+    if (!nodes) {
+      fail(root, "missing 'nodes'");
+    } else if (!nodes.IsMap()) {
+      fail(nodes, "'nodes' must be a map of id: {type: ..., params: {...}}");
+    } else {
+      for (const auto& kv : nodes) parse_node(g, kv.first.Scalar(), kv.first, kv.second);
+    }
+    auto edges = root["edges"];
+    if (edges) {
+      if (!edges.IsSequence()) fail(edges, "'edges' must be a list of 'a.out -> b.in'");
+      else
+        for (const auto& e : edges) parse_edge(g, e);
+    }
+    return g;
+  }
+};
+
+}  // namespace
+
+GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    problems.push_back(Diagnostic{loc(file_name, e.mark), "", "malformed YAML: " + e.msg});
+    GraphSpec g;
+    g.file = file_name;
+    return g;
+  }
+  Parser p{file_name, problems};
+  return p.parse(root, text);
+}
+
+GraphSpec load_graph_file(const std::string& path, std::vector<Diagnostic>& problems) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    problems.push_back(Diagnostic{SourceLocation{path, 0, 0}, "", "cannot open graph file"});
+    GraphSpec g;
+    g.file = path;
+    return g;
+  }
+  std::ostringstream s;
+  s << f.rdbuf();
+  return parse_graph_text(s.str(), path, problems);
+}
+
+Value parse_yaml_value(const std::string& text, const std::string& file_name) {
+  YAML::Node n = YAML::Load(text);
+  return to_value(n, file_name);
+}
+
+void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<Diagnostic>& problems) {
+  SourceLocation where{"--set " + assignment, 0, 0};
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    problems.push_back(Diagnostic{where, "", "expected --set node.param=value"});
+    return;
+  }
+  std::string key = assignment.substr(0, eq);
+  std::string text = assignment.substr(eq + 1);
+  Value value;
+  try {
+    value = parse_yaml_value(text, where.file);
+  } catch (const YAML::Exception& e) {
+    problems.push_back(Diagnostic{where, "", "value is not valid YAML: " + e.msg});
+    return;
+  }
+  value.at(where);
+  if (key == "seed") {
+    if (!value.is_integer() || value.as_integer() < 0) problems.push_back(Diagnostic{where, "", "seed must be a non-negative integer"});
+    else spec.seed = static_cast<std::uint64_t>(value.as_integer());
+    return;
+  }
+  auto dot = key.find('.');
+  if (dot == std::string::npos) {
+    problems.push_back(Diagnostic{where, "", "expected --set node.param=value (or seed=N)"});
+    return;
+  }
+  std::string node_id = key.substr(0, dot);
+  std::string param = key.substr(dot + 1);
+  NodeSpec* node = spec.node(node_id);
+  if (!node) {
+    std::vector<std::string> ids;
+    for (const auto& n : spec.nodes) ids.push_back(n.id);
+    std::string hint = closest_match(node_id, ids);
+    problems.push_back(Diagnostic{where, "", cat("no node '", node_id, "' in the graph", hint.empty() ? "" : cat("; did you mean '", hint, "'?"))});
+    return;
+  }
+  if (param == "cache") {
+    node->cache = value;
+    return;
+  }
+  if (!node->params.is_map()) node->params = Value::map({});
+  // Dotted paths reach into component specs: --set train.loss.margin=0.5
+  Value* target = &node->params;
+  std::string rest = param;
+  for (auto d = rest.find('.'); d != std::string::npos; d = rest.find('.')) {
+    std::string head = rest.substr(0, d);
+    Value* next = target->get_mutable(head);
+    if (!next) {
+      target->set(head, Value::map({}));
+      next = target->get_mutable(head);
+    } else if (next->is_string()) {
+      // Shorthand component spec "loss: torch.contrastive" becomes a map to accept a param.
+      Value m = Value::map({{"type", *next}});
+      m.at(next->where());
+      *next = m;
+    }
+    target = next;
+    rest = rest.substr(d + 1);
+  }
+  target->set(rest, value);
+}
+
+}  // namespace embedflow::engine

@@ -1,0 +1,91 @@
+#include "embedflow_engine/plugin_loader.hpp"
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "embedflow/plugin.hpp"
+
+namespace embedflow::engine {
+namespace fs = std::filesystem;
+
+std::vector<std::string> PluginLoader::default_search_path(const std::vector<std::string>& explicit_dirs) {
+  std::vector<std::string> path = explicit_dirs;
+  if (const char* env = std::getenv("EMBEDFLOW_PLUGIN_PATH")) {
+    std::stringstream s(env);
+    std::string dir;
+    while (std::getline(s, dir, ':'))
+      if (!dir.empty()) path.push_back(dir);
+  }
+  // build/bin/embedflow -> build/plugins; <prefix>/bin/embedflow -> <prefix>/lib/embedflow/plugins
+  boost::system::error_code ec;
+  fs::path exe = boost::dll::program_location(ec).string();
+  if (!ec) {
+    fs::path bin = exe.parent_path();
+    path.push_back((bin.parent_path() / "plugins").string());
+    path.push_back((bin.parent_path() / "lib" / "embedflow" / "plugins").string());
+  }
+  return path;
+}
+
+PluginLoader::PluginLoader(std::vector<std::string> search_path) : search_path_(std::move(search_path)) {}
+
+void PluginLoader::load_all(Registry& registry) {
+  std::set<std::string> seen_names;
+  for (const auto& dir : search_path_) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("libembedflow_", 0) == 0 && entry.path().extension() == ".so" && name != "libembedflow_sdk.so" &&
+          name != "libembedflow_hdf5.so")
+        files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      if (!seen_names.insert(f.filename().string()).second) continue;  // shadowed by an earlier dir
+      load_file(f.string(), registry);
+    }
+  }
+}
+
+void PluginLoader::load_file(const std::string& path, Registry& registry) {
+  auto lib = std::make_shared<boost::dll::shared_library>();
+  boost::system::error_code ec;
+  lib->load(path, boost::dll::load_mode::default_mode, ec);
+  if (ec) {
+    // Boost's error code only says "failed"; dlerror() holds the useful text (missing symbol or
+    // dependency), so load once more through dlopen to report it.
+    std::string why = ec.message();
+    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) dlclose(h);
+    else if (const char* e = dlerror()) why = e;
+    throw ConfigError(cat("plugin ", path, ": cannot load: ", why));
+  }
+  if (!lib->has(kPluginAlias))
+    throw ConfigError(cat("plugin ", path, ": no '", kPluginAlias,
+                          "' symbol; is it an embedflow plugin built with EMBEDFLOW_PLUGIN(...)?"));
+  auto& fn = lib->get_alias<PluginDescriptorFn>(kPluginAlias);
+  const PluginDescriptor* d = fn();
+  if (!d) throw ConfigError(cat("plugin ", path, ": descriptor is null"));
+  if (d->abi_version != kAbiVersion)
+    throw ConfigError(cat("plugin ", path, ": built for embedflow ABI ", d->abi_version, " but this engine has ABI ",
+                          kAbiVersion, "; rebuild the plugin against this SDK"));
+  if (std::string(d->toolchain ? d->toolchain : "") != kToolchain)
+    throw ConfigError(cat("plugin ", path, ": built with toolchain ", d->toolchain ? d->toolchain : "(none)",
+                          " but the engine uses ", kToolchain, "; C++ types cannot cross that boundary safely"));
+  if (!d->register_types) throw ConfigError(cat("plugin ", path, ": descriptor has no registration function"));
+  registry.set_current_plugin(d->name ? d->name : "", path, d->version ? d->version : "");
+  d->register_types(registry);
+  registry.set_current_plugin("", "", "");
+  plugins_.push_back(LoadedPlugin{d->name ? d->name : "", d->version ? d->version : "", path,
+                                  d->libraries ? d->libraries : "", d->toolchain, d->sdk_version ? d->sdk_version : ""});
+  libraries_.push_back(std::move(lib));
+}
+
+}  // namespace embedflow::engine

@@ -1,0 +1,644 @@
+#include "embedflow_engine/runtime.hpp"
+
+#include <tbb/flow_graph.h>
+#include <tbb/global_control.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "embedflow/log.hpp"
+#include "embedflow_engine/trace.hpp"
+
+namespace embedflow::engine {
+namespace {
+
+namespace flow = tbb::flow;
+
+class Runtime;
+class NodeRuntime;
+
+// In-flight accounting of one source (see runtime.hpp).
+struct SourceState {
+  std::atomic<std::int64_t> in_flight{0};
+  std::int64_t cap = 64;
+  std::int64_t low = 32;
+  std::atomic<bool> parked{false};
+  std::atomic<bool> done{false};
+  std::function<void()> wake;
+};
+
+struct Ticket {
+  SourceState* source;
+  explicit Ticket(SourceState* s) : source(s) { source->in_flight.fetch_add(1, std::memory_order_relaxed); }
+  ~Ticket() {
+    std::int64_t n = source->in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    if (n <= source->low && !source->done.load(std::memory_order_acquire) &&
+        source->parked.exchange(false, std::memory_order_acq_rel))
+      source->wake();
+  }
+};
+using TicketPtr = std::shared_ptr<Ticket>;
+
+struct Message {
+  RecordPtr record;
+  TicketPtr ticket;
+  std::uint64_t seq = 0;
+  std::uint32_t port = 0;  // destination input port
+  std::uint32_t edge = 0;  // destination's logical incoming edge
+  bool eos = false;
+  std::uint64_t count = 0;  // eos: messages sent on the edge before it
+};
+
+struct Output {
+  std::size_t port;
+  RecordPtr record;
+};
+
+struct OutEdge {
+  NodeRuntime* dst = nullptr;
+  std::uint32_t dst_port = 0;
+  std::uint32_t dst_edge = 0;
+  bool via_gate = false;
+  std::uint64_t sent = 0;  // written only by the owning node's serialised dispatch
+};
+
+struct InEdge {
+  std::uint32_t port = 0;
+  bool side = false;
+  std::atomic<bool> eos{false};
+  std::atomic<std::uint64_t> expected{0};
+  std::atomic<std::uint64_t> processed{0};
+};
+
+class Runtime {
+ public:
+  Runtime(const ResolvedGraph& g, const RunOptions& o) : graph(g), options(o) {}
+  const ResolvedGraph& graph;
+  const RunOptions& options;
+  flow::graph tbb_graph;
+  std::unique_ptr<TraceRecorder> trace;
+  std::atomic<bool> cancelled{false};
+  std::mutex error_mutex;
+  std::string error;
+  int error_code = 0;
+  std::atomic<std::uint64_t> source_records{0};
+  std::atomic<std::uint64_t> expected_records{0};
+  int threads = 1;
+
+  bool stop_requested() const { return options.stop && options.stop->load(std::memory_order_relaxed); }
+
+  void fail(std::size_t node, const char* phase, std::exception_ptr ex) {
+    std::string what;
+    int code = 1;
+    try {
+      std::rethrow_exception(ex);
+    } catch (const ConfigError& e) {
+      what = e.what();
+      code = 2;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (error.empty()) {
+        error = cat(node_origin(graph, node), " failed in ", phase, ": ", what);
+        error_code = code;
+      }
+    }
+    cancelled.store(true);
+    tbb_graph.cancel();
+  }
+};
+
+class NodeRuntime final : public NodeContext {
+ public:
+  NodeRuntime(Runtime& rt, std::size_t index, std::unique_ptr<Node> node, bool acts_as_source,
+              std::shared_ptr<OutputTap> tap)
+      : rt_(rt), index_(index), rn_(rt.graph.nodes[index]), node_(std::move(node)), source_(acts_as_source),
+        tap_(std::move(tap)), rng_(rn_.seed) {
+    parallel_ = rn_.type->concurrency == Concurrency::parallel && !source_;
+  }
+
+  // --- NodeContext -------------------------------------------------------------------------
+  const std::string& id() const override { return rn_.id(); }
+  const Params& params() const override { return rn_.params; }
+  std::uint64_t seed() const override { return rn_.seed; }
+  Rng& rng() override { return rng_; }
+  RecordPtr side(std::size_t port) const override {
+    std::lock_guard<std::mutex> lock(side_mutex_);
+    return port < side_values_.size() ? side_values_[port] : nullptr;
+  }
+  const PortSchema& input_schema(std::size_t port) const override { return rn_.input_schemas.at(port); }
+  const PortSchema& output_schema(std::size_t port) const override { return rn_.output_schemas.at(port); }
+  bool input_connected(std::size_t port) const override { return !rn_.in_edges.at(port).empty(); }
+  bool output_connected(std::size_t port) const override { return !rn_.out_edges.at(port).empty(); }
+  int threads() const override { return rt_.threads; }
+  bool stop_requested() const override { return rt_.stop_requested(); }
+  void set_expected_items(std::uint64_t n) override {
+    if (source_) rt_.expected_records.fetch_add(n);
+  }
+  const std::string& graph_file() const override { return rt_.graph.spec.file; }
+  std::unique_ptr<Component> make_component(const std::string& param) const override {
+    if (!rn_.params.has(param)) return nullptr;
+    return rt_.graph.registry->instantiate(rn_.params.value(param), derive_seed(rn_.seed, param),
+                                           cat("node '", id(), "' param '", param, "'"));
+  }
+
+  // --- wiring ------------------------------------------------------------------------------
+  void build() {
+    const std::size_t inputs = rn_.type->inputs.size();
+    side_values_.resize(inputs);
+    outs_.resize(rn_.type->outputs.size());
+    for (std::size_t p = 0; p < inputs; ++p)
+      if (rn_.type->inputs[p].side && !rn_.type->inputs[p].optional && !rn_.in_edges[p].empty()) ++sides_missing_;
+    std::size_t stream_edges = 0;
+    for (std::size_t p = 0; p < inputs; ++p)
+      if (!rn_.type->inputs[p].side) stream_edges += rn_.in_edges[p].size();
+    // A parallel node fed by several stream edges gets a serial gate that merges them into one
+    // numbered stream, so its outputs can be re-sequenced.
+    gated_ = parallel_ && stream_edges > 1;
+    if (gated_) {
+      in_edges_.push_back(std::make_unique<InEdge>());  // logical edge 0: the gate's output
+      gate_edges_ = stream_edges;
+    }
+    auto concurrency = parallel_ ? flow::unlimited : flow::serial;
+    inbox_ = std::make_unique<flow::function_node<Message, flow::continue_msg>>(
+        rt_.tbb_graph, concurrency, [this](Message m) {
+          on_message(m);
+          return flow::continue_msg();
+        });
+    if (gated_)
+      gate_ = std::make_unique<flow::function_node<Message, flow::continue_msg>>(
+          rt_.tbb_graph, flow::serial, [this](Message m) {
+            on_gate(m);
+            return flow::continue_msg();
+          });
+    if (source_) {
+      source_state_->cap = rn_.spec->in_flight > 0 ? rn_.spec->in_flight : rt_.graph.spec.max_in_flight;
+      source_state_->low = source_state_->cap / 2;
+      pump_ = std::make_unique<flow::function_node<int, flow::continue_msg>>(rt_.tbb_graph, flow::serial, [this](int) {
+        pump();
+        return flow::continue_msg();
+      });
+      source_state_->wake = [this] { pump_->try_put(0); };
+    }
+  }
+
+  // Registers an incoming edge; returns (logical edge index, via gate).
+  std::pair<std::uint32_t, bool> add_in_edge(std::uint32_t port) {
+    bool side = rn_.type->inputs[port].side;
+    if (gated_ && !side) return {0, true};
+    auto e = std::make_unique<InEdge>();
+    e->port = port;
+    e->side = side;
+    in_edges_.push_back(std::move(e));
+    return {static_cast<std::uint32_t>(in_edges_.size() - 1), false};
+  }
+
+  void connect(std::size_t out_port, NodeRuntime* dst, std::uint32_t dst_port) {
+    auto [edge, via_gate] = dst->add_in_edge(dst_port);
+    OutEdge oe;
+    oe.dst = dst;
+    oe.dst_port = dst_port;
+    oe.dst_edge = edge;
+    oe.via_gate = via_gate;
+    outs_[out_port].push_back(oe);
+  }
+
+  void open() {
+    auto t0 = TraceRecorder::now_ns();
+    try {
+      node_->open(*this);
+    } catch (...) {
+      rt_.fail(index_, "open", std::current_exception());
+    }
+    if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "open", t0, TraceRecorder::now_ns());
+  }
+
+  // Called once every node is open and every edge made.
+  void activate() {
+    if (source_) {
+      if (sides_missing_ == 0) pump_->try_put(0);
+    } else if (in_edges_.empty()) {
+      // Nothing can ever arrive: close right away (a node whose inputs are all optional).
+      inbox_->try_put(Message{nullptr, nullptr, 0, 0, 0, true, 0});
+    }
+  }
+
+  void release_sources() { source_state_->done.store(true); }
+  std::shared_ptr<SourceState> source_state() const { return source_state_; }
+  bool finished() const { return finished_.load(); }
+  std::string unfinished_reason() const {
+    std::string s;
+    for (std::size_t i = 0; i < in_edges_.size(); ++i) {
+      const InEdge& e = *in_edges_[i];
+      s += cat(" [input '", rn_.type->inputs.empty() ? "" : rn_.type->inputs[e.port].name, "': ",
+               e.eos.load() ? "ended" : "open", ", ", e.processed.load(), "/", e.expected.load(), "]");
+    }
+    return s;
+  }
+  NodeStats stats() const { return NodeStats{id(), records_in_.load(), records_out_.load()}; }
+  void deliver(const Message& m, bool via_gate) {
+    if (via_gate) gate_->try_put(m);
+    else inbox_->try_put(m);
+  }
+
+ private:
+  class Emit final : public Emitter {
+   public:
+    Emit(NodeRuntime& n, std::uint64_t seq, const TicketPtr* ticket, std::vector<Output>* capture)
+        : node_(n), seq_(seq), ticket_(ticket), capture_(capture) {}
+    void emit(std::size_t port, RecordPtr record) override {
+      if (port >= node_.outs_.size())
+        throw Error(cat("emitted on output ", port, " but ", node_.rn_.type->name, " has ", node_.outs_.size(), " outputs"));
+      if (!record) throw Error("emitted a null record");
+      if (capture_) {
+        capture_->push_back(Output{port, std::move(record)});
+        return;
+      }
+      if (node_.source_) {
+        // Each record a source emits is one message in flight.
+        TicketPtr t = std::make_shared<Ticket>(node_.source_state_.get());
+        node_.rt_.source_records.fetch_add(1, std::memory_order_relaxed);
+        node_.dispatch(port, record, t);
+        ++seq_;
+        return;
+      }
+      node_.dispatch(port, record, ticket_ ? *ticket_ : nullptr);
+    }
+    std::uint64_t sequence() const override { return seq_; }
+
+   private:
+    NodeRuntime& node_;
+    std::uint64_t seq_;
+    const TicketPtr* ticket_;
+    std::vector<Output>* capture_;
+  };
+
+  void dispatch(std::size_t port, const RecordPtr& record, const TicketPtr& ticket) {
+    records_out_.fetch_add(1, std::memory_order_relaxed);
+    if (tap_) tap_->on_record(port, record);
+    for (OutEdge& oe : outs_[port]) {
+      Message m;
+      m.record = record;
+      m.ticket = ticket;
+      m.seq = oe.sent++;
+      m.port = oe.dst_port;
+      m.edge = oe.dst_edge;
+      oe.dst->deliver(m, oe.via_gate);
+    }
+  }
+
+  void send_eos() {
+    for (auto& port : outs_)
+      for (OutEdge& oe : port) {
+        Message m;
+        m.eos = true;
+        m.count = oe.sent;
+        m.port = oe.dst_port;
+        m.edge = oe.dst_edge;
+        oe.dst->deliver(m, oe.via_gate);
+      }
+  }
+
+  void on_gate(Message& m) {
+    if (rt_.cancelled.load(std::memory_order_relaxed)) return;
+    if (m.eos) {
+      if (++gate_eos_ == gate_edges_) {
+        Message e;
+        e.eos = true;
+        e.count = gate_forwarded_;
+        inbox_->try_put(e);
+      }
+      return;
+    }
+    m.seq = gate_forwarded_++;
+    m.edge = 0;
+    inbox_->try_put(m);
+  }
+
+  void on_message(Message& m) {
+    if (rt_.cancelled.load(std::memory_order_relaxed)) return;
+    try {
+      if (in_edges_.empty()) {  // the activation message of an input-less node
+        try_finish();
+        return;
+      }
+      InEdge& e = *in_edges_[m.edge];
+      if (m.eos) {
+        e.expected.store(m.count);
+        e.eos.store(true);
+        if (e.side) check_side_ended(e);
+        try_finish();
+        return;
+      }
+      if (e.side) {
+        on_side_value(e, m);
+      } else {
+        if (sides_missing_.load() > 0) {
+          std::lock_guard<std::mutex> lock(side_mutex_);
+          if (sides_missing_.load() > 0) {
+            pending_.push_back(m);
+            return;
+          }
+        }
+        process_stream(m);
+      }
+      e.processed.fetch_add(1);
+      try_finish();
+    } catch (...) {
+      rt_.fail(index_, m.eos ? "close" : "process", std::current_exception());
+    }
+  }
+
+  void process_stream(Message& m) {
+    records_in_.fetch_add(1, std::memory_order_relaxed);
+    auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
+    if (!parallel_) {
+      Emit out(*this, m.seq, &m.ticket, nullptr);
+      node_->process(m.port, m.record, out);
+    } else {
+      std::vector<Output> captured;
+      Emit out(*this, m.seq, &m.ticket, &captured);
+      node_->process(m.port, m.record, out);
+      resequence(m.seq, std::move(captured), m.ticket);
+    }
+    if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "process", t0, TraceRecorder::now_ns());
+  }
+
+  // Emits a parallel node's outputs in input order: results that arrive early wait in a map.
+  void resequence(std::uint64_t seq, std::vector<Output> outputs, const TicketPtr& ticket) {
+    std::lock_guard<std::mutex> lock(reorder_mutex_);
+    if (seq != next_seq_) {
+      early_.emplace(seq, std::make_pair(std::move(outputs), ticket));
+      return;
+    }
+    for (auto& o : outputs) dispatch(o.port, o.record, ticket);
+    ++next_seq_;
+    for (auto it = early_.find(next_seq_); it != early_.end(); it = early_.find(next_seq_)) {
+      for (auto& o : it->second.first) dispatch(o.port, o.record, it->second.second);
+      early_.erase(it);
+      ++next_seq_;
+    }
+  }
+
+  void on_side_value(InEdge& e, Message& m) {
+    std::deque<Message> ready;
+    {
+      std::lock_guard<std::mutex> lock(side_mutex_);
+      bool first = !side_values_[e.port];
+      side_values_[e.port] = m.record;
+      if (first && !rn_.type->inputs[e.port].optional && sides_missing_.fetch_sub(1) == 1) ready.swap(pending_);
+    }
+    Emit out(*this, m.seq, &m.ticket, nullptr);
+    auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
+    node_->on_side(e.port, m.record, out);
+    if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "side", t0, TraceRecorder::now_ns());
+    if (source_ && sides_missing_.load() == 0) pump_->try_put(0);
+    // Stream records that waited for this value run now, in arrival order.
+    for (Message& p : ready) {
+      process_stream(p);
+      in_edges_[p.edge]->processed.fetch_add(1);
+    }
+  }
+
+  void check_side_ended(const InEdge& e) {
+    if (side_values_[e.port] || rn_.type->inputs[e.port].optional) return;
+    std::size_t waiting;
+    {
+      std::lock_guard<std::mutex> lock(side_mutex_);
+      waiting = pending_.size();
+    }
+    throw Error(cat("side input '", rn_.type->inputs[e.port].name, "' ended without a value", 
+                    waiting ? cat("; ", waiting, " records waited for it") : ""));
+  }
+
+  void try_finish() {
+    if (source_) return;  // sources finish from their pump
+    for (const auto& e : in_edges_)
+      if (!e->eos.load() || e->processed.load() != e->expected.load()) return;
+    if (finished_.exchange(true)) return;
+    finish();
+  }
+
+  void finish() {
+    auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
+    {
+      Emit out(*this, 0, nullptr, nullptr);
+      node_->close(out);
+    }
+    if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "close", t0, TraceRecorder::now_ns());
+    if (tap_) tap_->on_finish();
+    send_eos();
+  }
+
+  void pump() {
+    if (rt_.cancelled.load(std::memory_order_relaxed) || finished_.load()) return;
+    try {
+      // A bounded quantum, then requeue: other sources sharing the pool get their turn.
+      for (int quantum = 0; quantum < 256; ++quantum) {
+        if (rt_.stop_requested() || exhausted_) break;
+        if (source_state_->in_flight.load(std::memory_order_acquire) >= source_state_->cap) {
+          source_state_->parked.store(true, std::memory_order_release);
+          // Re-check: tickets released between the test and the park would not wake us.
+          if (source_state_->in_flight.load(std::memory_order_acquire) >= source_state_->cap) return;
+          if (!source_state_->parked.exchange(false)) return;  // a release already re-queued us
+          continue;
+        }
+        auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
+        Emit out(*this, produced_, nullptr, nullptr);
+        bool more = node_->produce(out);
+        produced_ = out.sequence();
+        if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "produce", t0, TraceRecorder::now_ns());
+        if (!more) exhausted_ = true;
+      }
+      if (rt_.stop_requested() || exhausted_) {
+        if (!finished_.exchange(true)) finish();
+        return;
+      }
+      pump_->try_put(0);
+    } catch (...) {
+      rt_.fail(index_, "produce", std::current_exception());
+    }
+  }
+
+  Runtime& rt_;
+  std::size_t index_;
+  const ResolvedNode& rn_;
+  std::unique_ptr<Node> node_;
+  bool source_;
+  bool parallel_ = false;
+  std::shared_ptr<OutputTap> tap_;
+  Rng rng_;
+
+  std::vector<std::unique_ptr<InEdge>> in_edges_;
+  std::vector<std::vector<OutEdge>> outs_;
+  std::unique_ptr<flow::function_node<Message, flow::continue_msg>> inbox_;
+  std::unique_ptr<flow::function_node<Message, flow::continue_msg>> gate_;
+  std::unique_ptr<flow::function_node<int, flow::continue_msg>> pump_;
+  bool gated_ = false;
+  std::size_t gate_edges_ = 0, gate_eos_ = 0;
+  std::uint64_t gate_forwarded_ = 0;
+
+  mutable std::mutex side_mutex_;
+  std::vector<RecordPtr> side_values_;
+  std::atomic<int> sides_missing_{0};
+  std::deque<Message> pending_;
+
+  std::mutex reorder_mutex_;
+  std::uint64_t next_seq_ = 0;
+  std::map<std::uint64_t, std::pair<std::vector<Output>, TicketPtr>> early_;
+
+  std::shared_ptr<SourceState> source_state_ = std::make_shared<SourceState>();
+  bool exhausted_ = false;
+  std::uint64_t produced_ = 0;
+
+  std::atomic<bool> finished_{false};
+  std::atomic<std::uint64_t> records_in_{0}, records_out_{0};
+};
+
+// Progress line on a terminal: records from sources, rate, ETA when sources announced a total.
+class Progress {
+ public:
+  explicit Progress(Runtime& rt) : rt_(rt), start_(std::chrono::steady_clock::now()), thread_([this] { loop(); }) {}
+  ~Progress() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return done_; })) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      std::uint64_t n = rt_.source_records.load();
+      std::uint64_t total = rt_.expected_records.load();
+      double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
+      std::string line = cat("\r\033[K", n, " records  ", static_cast<std::uint64_t>(rate), "/s  ",
+                             static_cast<int>(secs), "s");
+      if (total > 0 && rate > 0 && n <= total)
+        line += cat("  ", (100 * n) / total, "%  ETA ", static_cast<int>(static_cast<double>(total - n) / rate), "s");
+      std::fputs(line.c_str(), stderr);
+      std::fflush(stderr);
+    }
+  }
+  Runtime& rt_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
+  RunResult result;
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  if (threads < 1) threads = 1;
+  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
+  auto t_start = std::chrono::steady_clock::now();
+
+  Runtime rt(graph, options);
+  rt.threads = threads;
+  if (!options.trace_path.empty()) rt.trace = std::make_unique<TraceRecorder>();
+
+  // Tickets may outlive the node that issued them (messages left in queues of a cancelled
+  // graph), so source states are kept until every node is gone.
+  std::vector<std::shared_ptr<SourceState>> source_states;
+  std::vector<std::unique_ptr<NodeRuntime>> nodes(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    NodePlan* plan = options.plans ? &(*options.plans)[i] : nullptr;
+    if (plan && plan->mode == NodePlan::Mode::skip) continue;
+    const ResolvedNode& rn = graph.nodes[i];
+    std::unique_ptr<Node> body;
+    bool acts_as_source = rn.type->source;
+    if (plan && plan->mode == NodePlan::Mode::replay) {
+      body = std::move(plan->replay);
+      acts_as_source = true;
+    } else {
+      try {
+        body = rn.type->create();
+      } catch (...) {
+        rt.fail(i, "create", std::current_exception());
+        break;
+      }
+    }
+    nodes[i] = std::make_unique<NodeRuntime>(rt, i, std::move(body), acts_as_source, plan ? plan->tap : nullptr);
+    nodes[i]->build();
+    source_states.push_back(nodes[i]->source_state());
+  }
+  if (!rt.cancelled) {
+    for (const ResolvedEdge& e : graph.edges) {
+      if (!nodes[e.from.node] || !nodes[e.to.node]) continue;  // an edge into a skipped or replayed part
+      // A replayed node has no inputs: its upstream edges are not wired.
+      NodePlan* plan = options.plans ? &(*options.plans)[e.to.node] : nullptr;
+      if (plan && plan->mode == NodePlan::Mode::replay) continue;
+      nodes[e.from.node]->connect(e.from.port, nodes[e.to.node].get(), static_cast<std::uint32_t>(e.to.port));
+    }
+    // Open in topological order so a node may rely on its producers being ready.
+    for (std::size_t i : graph.order) {
+      if (!nodes[i] || rt.cancelled) continue;
+      nodes[i]->open();
+    }
+  }
+  {
+    std::unique_ptr<Progress> progress;
+    if (options.progress && !rt.cancelled) progress = std::make_unique<Progress>(rt);
+    try {
+      if (!rt.cancelled)
+        for (std::size_t i : graph.order)
+          if (nodes[i]) nodes[i]->activate();
+      rt.tbb_graph.wait_for_all();
+    } catch (...) {
+      rt.fail(0, "run", std::current_exception());
+    }
+  }
+  for (auto& n : nodes)
+    if (n) n->release_sources();
+
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  result.source_records = rt.source_records.load();
+  for (auto& n : nodes)
+    if (n) result.stats.push_back(n->stats());
+  if (rt.cancelled) {
+    result.exit_code = rt.error_code ? rt.error_code : 1;
+    result.error = rt.error;
+  } else {
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i] && !nodes[i]->finished()) {
+        result.exit_code = 1;
+        result.error = cat(node_origin(graph, i), " never reached end of stream:", nodes[i]->unfinished_reason());
+        break;
+      }
+    if (result.exit_code == 0 && rt.stop_requested()) result.exit_code = 130;
+  }
+  if (rt.trace) {
+    std::vector<std::string> names, types;
+    for (const auto& n : graph.nodes) {
+      names.push_back(n.id());
+      types.push_back(n.type ? n.type->name : "");
+    }
+    rt.trace->write(options.trace_path, names, types);
+    if (rt.trace->dropped())
+      log_warning("trace", rt.trace->dropped(), " events past the first 4M were not recorded");
+  }
+  nodes.clear();
+  return result;
+}
+
+}  // namespace embedflow::engine

@@ -1,0 +1,42 @@
+// core.limit — passes the first `count` records and drops the rest.
+// Caveat: upstream still produces the dropped records; put the limit as early as possible.
+//
+// Inputs: in   Outputs: out
+//
+//   nodes:
+//     numbers: {type: core.range, params: {count: 100}}
+//     first:   {type: core.limit, params: {count: 5}}
+//     show:    {type: core.sink, params: {mode: count, expect: 5}}
+//   edges: [numbers.out -> first.in, first.out -> show.in]
+#include "core_types.hpp"
+
+namespace embedflow::core {
+namespace {
+
+class Limit final : public Node {
+ public:
+  void open(NodeContext& ctx) override { count_ = ctx.params().integer("count"); }
+  void process(std::size_t, const RecordPtr& in, Emitter& out) override {
+    if (passed_ < count_) {
+      ++passed_;
+      out.emit(in);
+    }
+  }
+
+ private:
+  std::int64_t count_ = 0, passed_ = 0;
+};
+
+}  // namespace
+
+NodeType limit_type() {
+  return NodeTypeBuilder("core.limit")
+      .doc("Passes the first `count` records, drops the rest.")
+      .param(Param::integer("count").min(0).doc("records to pass"))
+      .input("in", "*")
+      .output("out", "*")
+      .forward("in", "out")
+      .create<Limit>();
+}
+
+}  // namespace embedflow::core

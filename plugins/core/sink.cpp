@@ -1,0 +1,117 @@
+// core.sink — the end of a stream: counts records, or prints them one per line (to stdout or
+// to the file `out`). `expect` turns it into an assertion: a different count at end of stream
+// is an error. `delay_us` makes it a deliberately slow consumer (for back-pressure tests).
+//
+// Inputs: in   Outputs: none
+//
+//   nodes:
+//     numbers: {type: core.range, params: {count: 3}}
+//     show:    {type: core.sink, params: {mode: print}}
+//   edges: [numbers.out -> show.in]
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core_types.hpp"
+
+namespace embedflow::core {
+namespace {
+
+std::string format_array(const Array& a) {
+  constexpr std::int64_t kShown = 8;
+  std::ostringstream s;
+  if (a.is_string()) {
+    if (a.rank() == 0) return "\"" + a.string_at(0) + "\"";
+    s << "[";
+    for (std::int64_t i = 0; i < std::min(a.numel(), kShown); ++i) s << (i ? ", " : "") << "\"" << a.string_at(i) << "\"";
+    s << (a.numel() > kShown ? ", ...]" : "]");
+    return s.str();
+  }
+  if (a.numel() > kShown) return a.describe();
+  auto one = [&](std::int64_t i) {
+    if (a.dtype() == DType::f32 || a.dtype() == DType::f64) s << a.as_double(i);
+    else s << a.as_int(i);
+  };
+  if (a.rank() == 0) {
+    one(0);
+    return s.str();
+  }
+  s << "[";
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    if (i) s << ", ";
+    one(i);
+  }
+  s << "]";
+  return s.str();
+}
+
+class Sink final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    const Params& p = ctx.params();
+    print_ = p.string("mode") == "print";
+    if (p.has("expect")) expect_ = p.integer("expect");
+    delay_ = std::chrono::microseconds(p.integer("delay_us"));
+    if (p.has("out")) {
+      path_ = p.string("out");
+      file_.open(path_);
+      if (!file_) throw DataError(cat("cannot write '", path_, "'"));
+    }
+  }
+  void process(std::size_t, const RecordPtr& in, Emitter&) override {
+    ++count_;
+    if (delay_.count() > 0) {
+      // Busy-wait: sleeping would hand the core to the producer and hide the back-pressure.
+      auto until = std::chrono::steady_clock::now() + delay_;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    if (!print_) return;
+    std::string line = "{";
+    bool first = true;
+    for (const auto& [name, value] : in->fields()) {
+      line += (first ? "" : ", ") + name + ": " + format_array(value);
+      first = false;
+    }
+    line += "}\n";
+    if (file_.is_open()) file_ << line;
+    else std::cout << line;
+  }
+  void close(Emitter&) override {
+    if (!print_) {
+      if (file_.is_open()) file_ << "{\"count\": " << count_ << "}\n";
+      else std::cout << "count: " << count_ << "\n";
+    }
+    if (file_.is_open()) {
+      file_.close();
+      if (!file_) throw DataError(cat("error writing '", path_, "'"));
+    }
+    std::cout.flush();
+    if (expect_ >= 0 && count_ != expect_)
+      throw DataError(cat("expected ", expect_, " records, received ", count_));
+  }
+
+ private:
+  bool print_ = false;
+  std::int64_t expect_ = -1, count_ = 0;
+  std::chrono::microseconds delay_{0};
+  std::string path_;
+  std::ofstream file_;
+};
+
+}  // namespace
+
+NodeType sink_type() {
+  return NodeTypeBuilder("core.sink")
+      .doc("Counts or prints records; `expect` asserts the count at end of stream.")
+      .param(Param::choice("mode", {"count", "print"}).default_value("count").doc("count records, or print one line each"))
+      .param(Param::path("out").optional().doc("write to this file instead of stdout"))
+      .param(Param::integer("expect").optional().min(0).doc("fail unless exactly this many records arrive"))
+      .param(Param::integer("delay_us").default_value(0).min(0).not_fingerprinted().doc("busy-wait per record (a slow consumer)"))
+      .input("in", "*")
+      .create<Sink>();
+}
+
+}  // namespace embedflow::core
