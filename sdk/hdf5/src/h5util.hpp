@@ -1,0 +1,88 @@
+// Internal helpers over the HDF5 C API: owning handles, quiet error stacks turned into messages,
+// dtype <-> HDF5 type mapping, string attributes. Not installed.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "embedflow/array.hpp"
+#include "embedflow/hdf5/stream_file.hpp"
+
+namespace embedflow::hdf5::detail {
+
+// Owns one HDF5 identifier and closes it with the function matching its kind.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  Handle(Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), closer_(o.closer_) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+      closer_ = o.closer_;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  // Closes now; returns false when HDF5 reported a failure (it matters for files being written).
+  bool reset() {
+    bool ok = true;
+    if (id_ >= 0 && closer_) ok = closer_(id_) >= 0;
+    id_ = H5I_INVALID_HID;
+    return ok;
+  }
+  hid_t get() const { return id_; }
+  operator hid_t() const { return id_; }  // NOLINT: handles pass straight into the C API
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  Closer closer_ = nullptr;
+};
+
+// HDF5 prints its error stack to stderr by default, per thread in thread-safe builds; we turn
+// failures into exceptions instead, so each thread silences it before its first call.
+void quiet();
+// The current thread's HDF5 error stack as one line, innermost cause first.
+std::string last_error();
+
+// Throws DataError "<path>: <what>: <hdf5 reason>" when id < 0.
+hid_t check(hid_t id, const std::filesystem::path& path, const std::string& what);
+void check_status(herr_t status, const std::filesystem::path& path, const std::string& what);
+
+Handle file_type_for(DType dtype);    // type stored in files we write
+Handle memory_type_for(DType dtype);  // type of our in-memory buffers
+
+// How a dataset's stored type is read: the embedflow dtype and the memory type HDF5 converts to.
+struct ReadType {
+  DType dtype = DType::f32;
+  Handle memory_type;
+  bool vlen_string = false;
+  std::size_t fixed_string_size = 0;  // > 0 for fixed-length strings
+};
+// nullopt with `why` set when the type has no embedflow equivalent.
+std::optional<ReadType> read_type_for(hid_t file_type, std::string& why);
+
+bool has_attribute(hid_t obj, const char* name);
+void write_string_attribute(hid_t obj, const char* name, const std::string& value);
+void write_string_list_attribute(hid_t obj, const char* name, const std::vector<std::string>& values);
+void write_int_attribute(hid_t obj, const char* name, std::int64_t value);
+// Reads a string (fixed or variable, scalar or one element), a string list, or an integer;
+// nullopt when absent or of another kind.
+std::optional<std::string> read_string_attribute(hid_t obj, const char* name);
+std::optional<std::vector<std::string>> read_string_list_attribute(hid_t obj, const char* name);
+std::optional<std::int64_t> read_int_attribute(hid_t obj, const char* name);
+// All scalar string-or-number attributes of an object, as text.
+std::vector<std::pair<std::string, std::string>> read_all_text_attributes(hid_t obj);
+
+}  // namespace embedflow::hdf5::detail

@@ -1,0 +1,745 @@
+// Reading: Table (rows of same-length datasets), StreamFileReader (validated stream files) and
+// Cursor (sequential or chunk-aware shuffled replay in large slabs, with prefetch).
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <numeric>
+#include <random>
+
+#include "embedflow/rng.hpp"
+#include "h5util.hpp"
+
+namespace embedflow::hdf5 {
+using detail::Handle;
+namespace fs = std::filesystem;
+
+const char* hdf5_version() { return H5_VERSION; }
+
+class File {
+ public:
+  File(fs::path p, Handle h) : path(std::move(p)), handle(std::move(h)) {}
+  fs::path path;
+  Handle handle;
+};
+
+namespace {
+
+// Opens read-only. A missing file is a DataError; an unopenable one a CorruptFileError.
+std::shared_ptr<File> open_file(const fs::path& path) {
+  detail::quiet();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw DataError(cat(path.string(), ": no such file"));
+  if (fs::is_directory(path, ec)) throw DataError(cat(path.string(), ": is a directory, not an HDF5 file"));
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    auto size = fs::file_size(path, ec);
+    throw CorruptFileError(path, size == 0 ? "empty file (not HDF5)" : "not an HDF5 file (no HDF5 signature)");
+  }
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  // Readers never need the lock (files at final names are not written again), and some file
+  // systems refuse it.
+  H5Pset_file_locking(fapl, false, true);
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+  if (f < 0) throw CorruptFileError(path, cat("cannot open as HDF5 (truncated or damaged?): ", detail::last_error()));
+  return std::make_shared<File>(path, Handle(f, H5Fclose));
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? "(none)" : s;
+}
+
+std::string child_path(const std::string& group, const std::string& name) {
+  return group == "/" ? "/" + name : group + "/" + name;
+}
+
+// Uninitialised, suitably aligned bytes: read buffers are overwritten entirely by HDF5.
+std::shared_ptr<std::uint8_t[]> raw_buffer(std::size_t bytes) {
+  return std::shared_ptr<std::uint8_t[]>(new std::uint8_t[bytes > 0 ? bytes : 1]);
+}
+
+}  // namespace
+
+// One dataset read as a column of rows.
+struct Table::Column {
+  std::shared_ptr<File> file;
+  std::string name, object;  // field name, dataset path
+  Handle dataset;
+  detail::ReadType type;
+  FieldInfo info;
+  std::int64_t rows = 0;
+  std::int64_t row_elems = 1;
+  std::size_t row_bytes = 0;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw CorruptFileError(file->path, cat("reading dataset '", object, "': ", what, ": ", detail::last_error()));
+  }
+
+  // Reads rows [begin, end) into dst (numeric) or appends to out (strings).
+  void read(std::int64_t begin, std::int64_t end, void* dst, std::vector<std::string>* out) const {
+    std::int64_t n = end - begin;
+    if (n <= 0 || row_elems == 0) {
+      if (out) out->resize(out->size() + static_cast<std::size_t>(n * row_elems));
+      return;
+    }
+    detail::quiet();
+    std::vector<hsize_t> start(info.inner.size() + 1, 0), count(info.inner.size() + 1);
+    start[0] = static_cast<hsize_t>(begin);
+    count[0] = static_cast<hsize_t>(n);
+    for (std::size_t i = 0; i < info.inner.size(); ++i) count[i + 1] = static_cast<hsize_t>(info.inner[i]);
+    Handle fspace(H5Dget_space(dataset), H5Sclose);
+    if (!fspace.valid()) fail("no dataspace");
+    if (H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0)
+      fail(cat("selecting rows [", begin, ",", end, ")"));
+    Handle mspace(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
+    std::size_t elems = static_cast<std::size_t>(n * row_elems);
+    if (info.dtype != DType::string) {
+      if (H5Dread(dataset, type.memory_type, mspace, fspace, H5P_DEFAULT, dst) < 0)
+        fail(cat("rows [", begin, ",", end, ")"));
+      return;
+    }
+    if (type.vlen_string) {
+      std::vector<char*> ptrs(elems, nullptr);
+      if (H5Dread(dataset, type.memory_type, mspace, fspace, H5P_DEFAULT, ptrs.data()) < 0)
+        fail(cat("rows [", begin, ",", end, ")"));
+      out->reserve(out->size() + elems);
+      for (char* p : ptrs) out->emplace_back(p ? p : "");
+      H5Dvlen_reclaim(type.memory_type, mspace, H5P_DEFAULT, ptrs.data());
+    } else {
+      std::size_t size = type.fixed_string_size;
+      std::vector<char> buf(elems * size);
+      if (H5Dread(dataset, type.memory_type, mspace, fspace, H5P_DEFAULT, buf.data()) < 0)
+        fail(cat("rows [", begin, ",", end, ")"));
+      out->reserve(out->size() + elems);
+      for (std::size_t i = 0; i < elems; ++i) {
+        const char* p = buf.data() + i * size;
+        std::size_t len = strnlen(p, size);
+        while (len > 0 && p[len - 1] == ' ') --len;  // space-padded (Fortran-style) strings
+        out->emplace_back(p, len);
+      }
+    }
+  }
+
+  // Rows of several ranges, concatenated into one array with the leading axis.
+  Array read_ranges(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) const {
+    std::int64_t total = 0;
+    for (const auto& [b, e] : ranges) total += e - b;
+    Shape shape = info.inner;
+    shape.insert(shape.begin(), total);
+    if (info.dtype == DType::string) {
+      std::vector<std::string> values;
+      for (const auto& [b, e] : ranges) read(b, e, nullptr, &values);
+      return Array::strings(std::move(values)).reshape(shape);
+    }
+    auto buf = raw_buffer(static_cast<std::size_t>(total) * row_bytes);
+    std::uint8_t* dst = buf.get();
+    for (const auto& [b, e] : ranges) {
+      read(b, e, dst, nullptr);
+      dst += static_cast<std::size_t>(e - b) * row_bytes;
+    }
+    std::uint8_t* p = buf.get();
+    return Array::wrap(info.dtype, std::move(shape), p, std::shared_ptr<const void>(std::move(buf), p));
+  }
+};
+
+namespace {
+
+std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hid_t parent, const std::string& name,
+                                           const std::string& object) {
+  auto c = std::make_shared<Table::Column>();
+  c->file = file;
+  c->name = name;
+  c->object = object;
+  Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  c->dataset = Handle(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!c->dataset.valid()) throw CorruptFileError(file->path, cat("cannot open dataset '", object, "': ", detail::last_error()));
+  Handle ftype(H5Dget_type(c->dataset), H5Tclose);
+  std::string why;
+  auto rt = detail::read_type_for(ftype, why);
+  if (!rt) throw DataError(cat(file->path.string(), ": dataset '", object, "' has ", why, ", which embedflow cannot read"));
+  c->type = std::move(*rt);
+  Handle space(H5Dget_space(c->dataset), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 1)
+    throw DataError(cat(file->path.string(), ": dataset '", object, "' is a scalar; a table column needs a leading axis"));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  c->rows = static_cast<std::int64_t>(dims[0]);
+  c->info.name = name;
+  c->info.dtype = c->type.dtype;
+  for (int i = 1; i < rank; ++i) c->info.inner.push_back(static_cast<std::int64_t>(dims[static_cast<std::size_t>(i)]));
+  c->row_elems = shape_numel(c->info.inner);
+  c->row_bytes = static_cast<std::size_t>(c->row_elems) * dtype_size(c->info.dtype);
+  Handle dcpl(H5Dget_create_plist(c->dataset), H5Pclose);
+  bool filtered = false;
+  if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));
+    H5Pget_chunk(dcpl, rank, chunk.data());
+    c->info.chunk_rows = static_cast<std::int64_t>(chunk[0]);
+    filtered = H5Pget_nfilters(dcpl) > 0;
+    // Slabs cover whole chunks, so unfiltered chunks are read straight into our buffers; the
+    // chunk cache would add a copy. Filtered chunks must be cached (decompressed once even when
+    // a slab ends inside one).
+    std::size_t chunk_bytes = static_cast<std::size_t>(c->info.chunk_rows) *
+                              std::max<std::size_t>(c->row_bytes, static_cast<std::size_t>(c->row_elems) * 16);
+    Handle access(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+    H5Pset_chunk_cache(access, 521, filtered ? 4 * chunk_bytes + 4096 : 0, 1.0);
+    // Re-open with the access list (H5Dopen2 takes it; the first open only read metadata).
+    c->dataset = Handle(H5Dopen2(parent, name.c_str(), access), H5Dclose);
+    if (!c->dataset.valid()) throw CorruptFileError(file->path, cat("cannot open dataset '", object, "': ", detail::last_error()));
+  }
+  return c;
+}
+
+struct LinkList {
+  std::vector<std::string> datasets, groups;
+};
+// H5Iget_type on an opened object works the same on HDF5 1.10 and 1.12 (whose H5O_info differ).
+H5I_type_t object_kind(hid_t loc, const char* name) {
+  Handle obj(H5Oopen(loc, name, H5P_DEFAULT), H5Oclose);
+  if (!obj.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    return H5I_BADID;
+  }
+  return H5Iget_type(obj);
+}
+
+herr_t list_link(hid_t group, const char* name, const H5L_info_t*, void* data) {
+  auto* out = static_cast<LinkList*>(data);
+  H5I_type_t kind = object_kind(group, name);
+  if (kind == H5I_DATASET) out->datasets.emplace_back(name);
+  else if (kind == H5I_GROUP) out->groups.emplace_back(name);
+  return 0;
+}
+
+LinkList list_group(hid_t group) {
+  LinkList l;
+  hsize_t idx = 0;
+  H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &idx, list_link, &l);
+  return l;
+}
+
+std::vector<std::int64_t> read_i64_column(const Table::Column& c) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(c.rows));
+  if (c.rows > 0) c.read(0, c.rows, v.data(), nullptr);
+  return v;
+}
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------- Table
+
+const fs::path& Table::path() const { return file_->path; }
+const std::string& Table::object() const { return object_; }
+
+const FieldInfo& Table::field(const std::string& name) const {
+  for (const auto& f : fields_)
+    if (f.name == name) return f;
+  std::vector<std::string> names;
+  for (const auto& f : fields_) names.push_back(f.name);
+  throw ConfigError(cat(file_->path.string(), ": '", object_, "' has no field '", name, "'; it has ", join_names(names)));
+}
+
+std::int64_t Table::records() const {
+  return has_records() ? static_cast<std::int64_t>(offsets_.size()) - 1 : rows_;
+}
+std::int64_t Table::record_begin(std::int64_t i) const { return has_records() ? offsets_[static_cast<std::size_t>(i)] : i; }
+std::int64_t Table::record_end(std::int64_t i) const { return has_records() ? offsets_[static_cast<std::size_t>(i) + 1] : i + 1; }
+
+namespace {
+std::vector<std::size_t> select_columns(const Table& t, const std::vector<std::string>& fields) {
+  std::vector<std::size_t> idx;
+  if (fields.empty()) {
+    for (std::size_t i = 0; i < t.fields().size(); ++i) idx.push_back(i);
+    return idx;
+  }
+  for (const auto& name : fields) {
+    t.field(name);  // throws naming the available fields
+    for (std::size_t i = 0; i < t.fields().size(); ++i)
+      if (t.fields()[i].name == name) idx.push_back(i);
+  }
+  return idx;
+}
+}  // namespace
+
+Record Table::read_rows(std::int64_t begin, std::int64_t end, const std::vector<std::string>& fields) const {
+  if (begin < 0 || end < begin || end > rows_)
+    throw DataError(cat(file_->path.string(), ": rows [", begin, ",", end, ") out of range for '", object_, "' with ",
+                        rows_, " rows"));
+  Record r;
+  for (std::size_t i : select_columns(*this, fields)) r.set(fields_[i].name, columns_[i]->read_ranges({{begin, end}}));
+  return r;
+}
+
+RecordPtr Table::read_record(std::int64_t i, const std::vector<std::string>& fields) const {
+  if (i < 0 || i >= records())
+    throw DataError(cat(file_->path.string(), ": record ", i, " out of range for '", object_, "' with ", records(), " records"));
+  bool slice = has_records() && layout_ == Layout::batches;
+  Record rows = read_rows(record_begin(i), record_end(i), fields);
+  if (slice) return share(std::move(rows));
+  Record r;
+  for (const auto& [name, a] : rows.fields()) r.set(name, a.row(0));
+  return share(std::move(r));
+}
+
+void Table::for_each(const std::function<void(const RecordPtr&)>& fn, ReadOptions options) const {
+  Cursor c = cursor(std::move(options));
+  while (RecordPtr r = c.next()) fn(r);
+}
+
+// ---------------------------------------------------------------------------------- Cursor
+
+namespace {
+
+// Rows of every selected column for one load (a run of blocks), concatenated.
+struct Slab {
+  std::vector<Array> columns;
+};
+using SlabPtr = std::shared_ptr<const Slab>;
+
+// One read: row ranges to fetch, and the units to return from them, in order. A unit is given
+// as its [begin, end) rows within the slab.
+struct Load {
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  std::vector<std::pair<std::int64_t, std::int64_t>> units;
+};
+
+}  // namespace
+
+struct Cursor::Impl {
+  std::shared_ptr<const Table> table;  // a copy: keeps columns and file open
+  std::vector<std::size_t> columns;
+  std::vector<std::string> names;
+  ReadOptions options;
+  bool slice_records = false;  // units are stored batches (slice) rather than single rows
+  std::vector<Load> loads;
+  std::size_t next_load = 0;
+  std::future<SlabPtr> prefetched;
+  SlabPtr slab;
+  std::size_t unit_in_load = 0;
+  std::int64_t total_units = 0, returned = 0, total_out = 0;
+  // Rows collected for the batch being built: (slab, row within slab).
+  std::vector<std::pair<SlabPtr, std::int64_t>> pending;
+
+  ~Impl() {
+    if (prefetched.valid()) prefetched.wait();
+  }
+
+  SlabPtr read_load(std::size_t i) const {
+    auto s = std::make_shared<Slab>();
+    for (std::size_t c : columns) s->columns.push_back(table->columns_[c]->read_ranges(loads[i].ranges));
+    return s;
+  }
+
+  void start_prefetch() {
+    if (next_load >= loads.size()) return;
+    std::size_t i = next_load;
+    if (options.prefetch)
+      prefetched = std::async(std::launch::async, [this, i] { return read_load(i); });
+    else
+      prefetched = std::async(std::launch::deferred, [this, i] { return read_load(i); });
+  }
+
+  // Advances to the next load; false at the end.
+  bool advance() {
+    if (!prefetched.valid()) return false;
+    slab = prefetched.get();
+    unit_in_load = 0;
+    ++next_load;
+    start_prefetch();
+    return true;
+  }
+
+  Record make_slice(const Slab& s, std::int64_t b, std::int64_t e) const {
+    Record r;
+    for (std::size_t i = 0; i < names.size(); ++i) r.set(names[i], s.columns[i].slice(b, e));
+    return r;
+  }
+
+  Record make_row(const Slab& s, std::int64_t row) const {
+    Record r;
+    for (std::size_t i = 0; i < names.size(); ++i) r.set(names[i], s.columns[i].row(row));
+    return r;
+  }
+
+  // Copies the pending rows into one batch (used when they are not one contiguous slice).
+  Record gather() const {
+    Record r;
+    auto n = static_cast<std::int64_t>(pending.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const Array& proto = pending[0].first->columns[i];
+      Shape shape = proto.shape();
+      shape[0] = n;
+      if (proto.is_string()) {
+        std::int64_t per_row = proto.dim(0) ? proto.numel() / proto.dim(0) : 0;
+        std::vector<std::string> values;
+        values.reserve(static_cast<std::size_t>(n * per_row));
+        for (const auto& [s, row] : pending)
+          for (std::int64_t k = 0; k < per_row; ++k) values.push_back(s->columns[i].string_at(row * per_row + k));
+        r.set(names[i], Array::strings(std::move(values)).reshape(shape));
+        continue;
+      }
+      std::size_t row_bytes = table->columns_[columns[i]]->row_bytes;
+      auto buf = raw_buffer(static_cast<std::size_t>(n) * row_bytes);
+      std::uint8_t* dst = buf.get();
+      for (const auto& [s, row] : pending) {
+        std::memcpy(dst, static_cast<const std::uint8_t*>(s->columns[i].raw()) + static_cast<std::size_t>(row) * row_bytes, row_bytes);
+        dst += row_bytes;
+      }
+      std::uint8_t* p = buf.get();
+      r.set(names[i], Array::wrap(proto.dtype(), shape, p, std::shared_ptr<const void>(std::move(buf), p)));
+    }
+    return r;
+  }
+
+  Record take_batch() {
+    bool contiguous = true;
+    for (std::size_t k = 1; k < pending.size() && contiguous; ++k)
+      contiguous = pending[k].first == pending[0].first && pending[k].second == pending[k - 1].second + 1;
+    Record r = contiguous ? make_slice(*pending[0].first, pending[0].second, pending[0].second + static_cast<std::int64_t>(pending.size()))
+                          : gather();
+    pending.clear();
+    return r;
+  }
+
+  RecordPtr next() {
+    std::int64_t batch = options.batch_size;
+    for (;;) {
+      if (!slab || unit_in_load >= loads[next_load - 1].units.size()) {
+        if (!advance()) break;
+        continue;
+      }
+      auto [b, e] = loads[next_load - 1].units[unit_in_load++];
+      if (batch == 0) {
+        ++returned;
+        return share(slice_records ? make_slice(*slab, b, e) : make_row(*slab, b));
+      }
+      pending.emplace_back(slab, b);
+      if (static_cast<std::int64_t>(pending.size()) == batch) {
+        ++returned;
+        return share(take_batch());
+      }
+    }
+    if (!pending.empty() && !options.drop_last) {
+      ++returned;
+      return share(take_batch());
+    }
+    pending.clear();
+    slab.reset();
+    return nullptr;
+  }
+
+  void plan() {
+    const Table& t = *table;
+    slice_records = options.batch_size == 0 && t.has_records() && t.layout() == Layout::batches;
+    // Units: records when replaying stored batches, rows otherwise.
+    std::int64_t available = slice_records ? t.records() : t.rows();
+    std::int64_t start = std::clamp<std::int64_t>(options.start, 0, available);
+    std::int64_t stop = options.stop < 0 ? available : std::clamp<std::int64_t>(options.stop, start, available);
+    auto unit_rows = [&](std::int64_t u) -> std::pair<std::int64_t, std::int64_t> {
+      return slice_records ? std::make_pair(t.record_begin(u), t.record_end(u)) : std::make_pair(u, u + 1);
+    };
+    std::size_t row_bytes = 0;
+    std::int64_t chunk_rows = 0;
+    std::size_t widest = 0;
+    for (std::size_t c : columns) {
+      const auto& col = *t.columns_[c];
+      std::size_t rb = col.info.dtype == DType::string ? static_cast<std::size_t>(col.row_elems) * 16 : col.row_bytes;
+      row_bytes += rb;
+      if (rb >= widest) {
+        widest = rb;
+        chunk_rows = col.info.chunk_rows;
+      }
+    }
+    row_bytes = std::max<std::size_t>(row_bytes, 1);
+    // Sequential: slabs of about slab_bytes. Shuffled: blocks of whole chunks of the widest
+    // column (at least 256 KiB), so each block is one contiguous run of chunks on disk.
+    std::int64_t target_rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(options.slab_bytes / row_bytes));
+    if (options.shuffle) {
+      std::int64_t min_rows = std::max<std::int64_t>(1, static_cast<std::int64_t>((256u << 10) / row_bytes));
+      std::int64_t c = chunk_rows > 0 ? chunk_rows : min_rows;
+      target_rows = ((std::max(min_rows, c) + c - 1) / c) * c;
+    }
+    // Blocks: [unit_begin, unit_end), cut at multiples of target_rows (aligned to the dataset,
+    // not to `start`, so they coincide with chunk boundaries).
+    std::vector<std::pair<std::int64_t, std::int64_t>> blocks;
+    for (std::int64_t u = start; u < stop;) {
+      std::int64_t first_row = unit_rows(u).first;
+      std::int64_t limit = (first_row / target_rows + 1) * target_rows;
+      std::int64_t v = u + 1;
+      while (v < stop && unit_rows(v).second <= limit) ++v;
+      blocks.emplace_back(u, v);
+      u = v;
+    }
+    total_units = stop - start;
+    if (!options.shuffle) {
+      for (const auto& [ub, ue] : blocks) {
+        Load l;
+        std::int64_t base = unit_rows(ub).first;
+        l.ranges.emplace_back(base, unit_rows(ue - 1).second);
+        for (std::int64_t u = ub; u < ue; ++u) {
+          auto [rb, re] = unit_rows(u);
+          l.units.emplace_back(rb - base, re - base);
+        }
+        loads.push_back(std::move(l));
+      }
+    } else {
+      Rng rng(options.seed);
+      std::shuffle(blocks.begin(), blocks.end(), rng);
+      std::int64_t window_units = options.shuffle_window;
+      if (window_units <= 0) window_units = std::max<std::int64_t>(1, static_cast<std::int64_t>((32u << 20) / row_bytes));
+      for (std::size_t i = 0; i < blocks.size();) {
+        Load l;
+        std::int64_t units = 0, slab_row = 0;
+        // A window takes whole blocks until it holds window_units units (at least one block).
+        while (i < blocks.size() && (units == 0 || units + (blocks[i].second - blocks[i].first) <= window_units)) {
+          auto [ub, ue] = blocks[i++];
+          std::int64_t base = unit_rows(ub).first;
+          std::int64_t end = unit_rows(ue - 1).second;
+          l.ranges.emplace_back(base, end);
+          for (std::int64_t u = ub; u < ue; ++u) {
+            auto [rb, re] = unit_rows(u);
+            l.units.emplace_back(slab_row + rb - base, slab_row + re - base);
+          }
+          slab_row += end - base;
+          units += ue - ub;
+        }
+        std::shuffle(l.units.begin(), l.units.end(), rng);
+        loads.push_back(std::move(l));
+      }
+    }
+    if (options.batch_size > 0) {
+      total_out = total_units / options.batch_size + (!options.drop_last && total_units % options.batch_size ? 1 : 0);
+    } else {
+      total_out = total_units;
+    }
+    start_prefetch();
+  }
+};
+
+Cursor Table::cursor(ReadOptions options) const {
+  if (options.batch_size < 0) throw ConfigError(cat(file_->path.string(), ": batch_size must be >= 0"));
+  auto impl = std::make_unique<Cursor::Impl>();
+  impl->table = std::make_shared<const Table>(*this);
+  impl->columns = select_columns(*this, options.fields);
+  for (std::size_t c : impl->columns) impl->names.push_back(fields_[c].name);
+  impl->options = std::move(options);
+  impl->plan();
+  return Cursor(std::move(impl));
+}
+
+Cursor::Cursor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Cursor::Cursor(Cursor&&) noexcept = default;
+Cursor& Cursor::operator=(Cursor&&) noexcept = default;
+Cursor::~Cursor() = default;
+RecordPtr Cursor::next() { return impl_->next(); }
+std::int64_t Cursor::units() const { return impl_->total_out; }
+std::int64_t Cursor::returned() const { return impl_->returned; }
+
+// ------------------------------------------------------------------------- open_table etc.
+
+// Loads a stream-file port and checks its record index against its datasets.
+Table load_stream_port(const std::shared_ptr<File>& file, const std::string& port, Table t) {
+  const fs::path& path = file->path;
+  std::string object = "/" + port;
+  if (H5Lexists(file->handle, port.c_str(), H5P_DEFAULT) <= 0)
+    throw CorruptFileError(path, cat("missing group '", object, "' (listed in the 'ports' attribute)"));
+  Handle group(H5Gopen2(file->handle, port.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!group.valid()) throw CorruptFileError(path, cat("cannot open group '", object, "': ", detail::last_error()));
+  auto layout = detail::read_string_attribute(group, "layout");
+  auto fields = detail::read_string_list_attribute(group, "fields");
+  auto records = detail::read_int_attribute(group, "records");
+  auto rows = detail::read_int_attribute(group, "rows");
+  if (!layout || (*layout != "records" && *layout != "batches") || !fields || !records || !rows)
+    throw CorruptFileError(path, cat("group '", object, "' lacks its layout/fields/records/rows attributes"));
+  t.layout_ = *layout == "records" ? Layout::records : Layout::batches;
+  t.rows_ = *rows;
+  for (const char* index : {"record_offsets", "record_sizes"})
+    if (H5Lexists(group, index, H5P_DEFAULT) <= 0)
+      throw CorruptFileError(path, cat("missing dataset '", object, "/", index, "'"));
+  auto offsets_col = open_column(file, group, "record_offsets", object + "/record_offsets");
+  auto sizes_col = open_column(file, group, "record_sizes", object + "/record_sizes");
+  if (offsets_col->rows != *records || sizes_col->rows != *records)
+    throw CorruptFileError(path, cat("group '", object, "' says ", *records, " records but record_offsets has ",
+                                     offsets_col->rows, " and record_sizes ", sizes_col->rows));
+  auto offsets = read_i64_column(*offsets_col);
+  auto sizes = read_i64_column(*sizes_col);
+  std::int64_t row = 0;
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    if (offsets[i] != row || sizes[i] < 0 || (t.layout_ == Layout::records && sizes[i] != 1))
+      throw CorruptFileError(path, cat("group '", object, "': record ", i, " has offset ", offsets[i], " and size ", sizes[i],
+                                       " but the records before it end at row ", row));
+    row += sizes[i];
+  }
+  if (row != t.rows_)
+    throw CorruptFileError(path, cat("group '", object, "': record_sizes add up to ", row, " rows but the group says ", t.rows_));
+  t.offsets_.reserve(offsets.size() + 1);
+  t.offsets_ = std::move(offsets);
+  t.offsets_.push_back(row);
+  for (const auto& name : *fields) {
+    if (H5Lexists(group, name.c_str(), H5P_DEFAULT) <= 0)
+      throw CorruptFileError(path, cat("missing dataset '", object, "/", name, "' (listed in the 'fields' attribute)"));
+    auto c = open_column(file, group, name, object + "/" + name);
+    if (c->rows != t.rows_)
+      throw CorruptFileError(path, cat("dataset '", object, "/", name, "' has ", c->rows, " rows but record_offsets/record_sizes describe ",
+                                       t.rows_));
+    t.fields_.push_back(c->info);
+    t.columns_.push_back(std::move(c));
+  }
+  return t;
+}
+
+bool is_stream_file(const fs::path& path) {
+  detail::quiet();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_file_locking(fapl, false, true);
+  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose);
+  if (!f.valid()) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  return detail::has_attribute(f, "embedflow_format");
+}
+
+StreamFileReader::StreamFileReader(const fs::path& path) {
+  file_ = open_file(path);
+  hid_t root = file_->handle;
+  auto format = detail::read_string_attribute(root, "embedflow_format");
+  if (!format) throw CorruptFileError(path, "not an embedflow stream file (no embedflow_format attribute)");
+  if (*format != kFormat)
+    throw CorruptFileError(path, cat("stream file format '", *format, "' is not the supported '", kFormat, "'"));
+  auto complete = detail::read_int_attribute(root, "complete");
+  if (!complete || *complete != 1)
+    throw CorruptFileError(path, "incomplete: the writer never committed it (killed or failed mid-write)");
+  auto ports = detail::read_string_list_attribute(root, "ports");
+  if (!ports) throw CorruptFileError(path, "lacks the 'ports' attribute");
+  for (const auto& [k, v] : detail::read_all_text_attributes(root))
+    if (k != "ports") attributes_[k] = v;
+  port_names_ = *ports;
+  for (const auto& name : port_names_) {
+    Table t;
+    t.file_ = file_;
+    t.object_ = "/" + name;
+    ports_.emplace(name, load_stream_port(file_, name, std::move(t)));
+  }
+}
+
+const fs::path& StreamFileReader::path() const { return file_->path; }
+bool StreamFileReader::has_port(const std::string& port) const { return ports_.count(port) != 0; }
+
+const Table& StreamFileReader::port(const std::string& port) const {
+  auto it = ports_.find(port);
+  if (it == ports_.end())
+    throw DataError(cat(file_->path.string(), ": no port '", port, "'; the file has ", join_names(port_names_)));
+  return it->second;
+}
+
+std::optional<std::string> StreamFileReader::attribute(const std::string& key) const {
+  auto it = attributes_.find(key);
+  if (it == attributes_.end()) return std::nullopt;
+  return it->second;
+}
+
+Cursor StreamFileReader::replay(const std::string& p, ReadOptions options) const { return port(p).cursor(std::move(options)); }
+
+void StreamFileReader::read_port(const std::string& p, const std::function<void(const RecordPtr&)>& fn) const {
+  port(p).for_each(fn);
+}
+
+RecordPtr StreamFileReader::read_record(const std::string& p, std::int64_t index) const { return port(p).read_record(index); }
+
+Table open_table(const fs::path& path, const std::string& object_in, const std::vector<std::string>& fields) {
+  detail::quiet();
+  std::string object = object_in;
+  while (object.size() > 1 && object.back() == '/') object.pop_back();
+  if (is_stream_file(path)) {
+    StreamFileReader reader(path);
+    std::string port = object;
+    if (!port.empty() && port[0] == '/') port.erase(0, 1);
+    if (port.empty()) {
+      if (reader.ports().size() != 1)
+        throw ConfigError(cat(path.string(), ": stream file has ports ", join_names(reader.ports()),
+                              "; name one with 'object'"));
+      port = reader.ports()[0];
+    }
+    if (!reader.has_port(port))
+      throw ConfigError(cat(path.string(), ": no port '", port, "' in this stream file; it has ", join_names(reader.ports())));
+    return reader.port(port);
+  }
+  auto file = open_file(path);
+  if (object.empty()) object = "/";
+  // Walk the path one link at a time so a missing part is named precisely.
+  hid_t root = file->handle;
+  if (object != "/") {
+    std::string partial;
+    std::size_t pos = object[0] == '/' ? 1 : 0;
+    while (pos <= object.size()) {
+      std::size_t next = object.find('/', pos);
+      std::string part = object.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+      partial += "/" + part;
+      if (H5Lexists(root, partial.c_str(), H5P_DEFAULT) <= 0) {
+        std::string parent = partial.substr(0, partial.size() - part.size() - 1);
+        if (parent.empty()) parent = "/";
+        Handle g(H5Gopen2(root, parent.c_str(), H5P_DEFAULT), H5Gclose);
+        LinkList l = g.valid() ? list_group(g) : LinkList{};
+        std::vector<std::string> all = l.datasets;
+        all.insert(all.end(), l.groups.begin(), l.groups.end());
+        std::sort(all.begin(), all.end());
+        H5Eclear2(H5E_DEFAULT);
+        throw ConfigError(cat(path.string(), ": no object '", partial, "'; '", parent, "' holds ", join_names(all)));
+      }
+      if (next == std::string::npos) break;
+      pos = next + 1;
+    }
+    if (object[0] != '/') object = "/" + object;
+  }
+  H5I_type_t kind = object_kind(root, object.c_str());
+  Table t;
+  t.file_ = file;
+  t.object_ = object;
+  if (kind == H5I_DATASET) {
+    std::string name = object.substr(object.rfind('/') + 1);
+    auto c = open_column(file, root, object, object);
+    c->name = name;
+    c->info.name = name;
+    t.rows_ = c->rows;
+    t.fields_.push_back(c->info);
+    t.columns_.push_back(std::move(c));
+    return t;
+  }
+  if (kind != H5I_GROUP) throw ConfigError(cat(path.string(), ": '", object, "' is neither a group nor a dataset"));
+  Handle group(H5Gopen2(root, object.c_str(), H5P_DEFAULT), H5Gclose);
+  LinkList l = list_group(group);
+  if (l.datasets.empty())
+    throw ConfigError(cat(path.string(), ": group '", object, "' holds no datasets",
+                          l.groups.empty() ? std::string() : cat("; its groups are ", join_names(l.groups))));
+  std::string lengths;
+  bool disagree = false;
+  if (!fields.empty()) {
+    for (const auto& f : fields)
+      if (std::find(l.datasets.begin(), l.datasets.end(), f) == l.datasets.end())
+        throw ConfigError(cat(path.string(), ": group '", object, "' has no dataset '", f, "'; it has ", join_names(l.datasets)));
+    l.datasets = fields;
+  }
+  for (const auto& name : l.datasets) {
+    auto c = open_column(file, group, name, child_path(object, name));
+    if (!t.columns_.empty() && c->rows != t.rows_) disagree = true;
+    t.rows_ = t.columns_.empty() ? c->rows : t.rows_;
+    lengths += cat(lengths.empty() ? "" : ", ", name, ": ", c->rows);
+    t.fields_.push_back(c->info);
+    t.columns_.push_back(std::move(c));
+  }
+  if (disagree)
+    throw DataError(cat(path.string(), ": datasets in '", object, "' differ in length (", lengths,
+                        "); read one with 'object' naming the dataset"));
+  return t;
+}
+
+}  // namespace embedflow::hdf5
