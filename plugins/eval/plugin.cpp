@@ -1,0 +1,20 @@
+// The eval plugin: retrieval, clustering, triplet and pair evaluators, and the report that
+// gathers several methods' metrics into one table and one CMC chart.
+#include <cblas.h>
+
+#include <string>
+
+#include "eval_types.hpp"
+
+namespace {
+void register_types(embedflow::Registry& r) {
+  using namespace embedflow::eval;
+  r.add(retrieval_type());
+  r.add(clustering_type());
+  r.add(triplet_accuracy_type());
+  r.add(pair_prediction_type());
+  r.add(report_type());
+}
+}  // namespace
+
+EMBEDFLOW_PLUGIN("eval", "0.1.0", "OpenBLAS " OPENBLAS_VERSION ", OpenCV", register_types)

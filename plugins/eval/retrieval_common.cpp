@@ -1,0 +1,160 @@
+#include "retrieval_common.hpp"
+
+#include <cblas.h>
+
+#include <sstream>
+
+#include "plot.hpp"
+
+namespace embedflow::eval {
+
+using namespace evalcore;
+
+void add_retrieval_params(NodeTypeBuilder& b) {
+  b.param(Param::choice("distance", distance_names()).default_value("euclidean")
+              .doc("ranking measure; kernels rank by decreasing similarity"))
+      .param(Param::number("gamma").default_value(1.0).min(0).doc("kernel width: k = exp(-gamma * d)"))
+      .param(Param::integers("ranks").default_value(std::vector<std::int64_t>{1, 5, 10, 20}).min(1)
+                 .doc("rank-k accuracies to report (each <= max_rank)"))
+      .param(Param::integer("max_rank").default_value(50).min(1).doc("length of the CMC curve"))
+      .param(Param::boolean("exclude_same_camera").default_value(true)
+                 .doc("drop gallery items with the query's identity AND camera (re-id protocol); needs 'camera' fields"))
+      .param(Param::integer("junk_label").default_value(-1).doc("gallery items with this label are never ranked"))
+      .param(Param::integer("single_shot_repeats").default_value(0).min(0)
+                 .doc("CUHK03 single-gallery-shot CMC averaged over this many seeded draws (0: off)"))
+      .param(Param::integer("bootstrap").default_value(1000).min(0).doc("bootstrap resamples over queries for CIs (0: none)"))
+      .param(Param::number("ci_level").default_value(0.95).range(0.5, 0.999).doc("confidence level of the intervals"))
+      .param(Param::integer("keep_top").default_value(0).min(0).doc("write each query's top-k rank list to <out>_ranklists.csv"))
+      .param(Param::integer("query_block").default_value(1024).min(1).not_fingerprinted().doc("queries per distance block"))
+      .param(Param::integer("gallery_block").default_value(4096).min(1).not_fingerprinted().doc("gallery items per distance block"))
+      .param(Param::path("out").optional().doc("output prefix: <out>.json, <out>.md, <out>_cmc.png"))
+      .param(Param::string("name").optional().doc("method name in tables and legends (default: the node id)"));
+}
+
+void check_retrieval_params(SchemaContext& c) {
+  const Params& p = c.params();
+  const auto max_rank = p.integer("max_rank");
+  for (auto k : p.integers("ranks"))
+    if (k > max_rank) c.error(cat("rank ", k, " is beyond max_rank ", max_rank), "ranks");
+}
+
+RetrievalSettings RetrievalSettings::from(const NodeContext& ctx) {
+  const Params& p = ctx.params();
+  RetrievalSettings s;
+  s.spec.kind = parse_distance(p.string("distance"));
+  s.spec.gamma = p.number("gamma");
+  if (is_kernel(s.spec.kind) && !(s.spec.gamma > 0))
+    throw ConfigError(cat("distance '", p.string("distance"), "' needs gamma > 0"));
+  auto& o = s.options;
+  o.ranks.clear();
+  for (auto k : p.integers("ranks")) o.ranks.push_back(static_cast<int>(k));
+  o.max_rank = static_cast<int>(p.integer("max_rank"));
+  o.exclude_same_camera = p.boolean("exclude_same_camera");
+  o.junk_label = p.integer("junk_label");
+  o.single_shot_repeats = static_cast<int>(p.integer("single_shot_repeats"));
+  o.bootstrap = static_cast<int>(p.integer("bootstrap"));
+  o.ci_level = p.number("ci_level");
+  o.keep_top = static_cast<int>(p.integer("keep_top"));
+  o.query_block = p.integer("query_block");
+  o.gallery_block = p.integer("gallery_block");
+  o.seed = ctx.seed();
+  o.threads = std::max(1, ctx.threads());
+  s.out = p.has("out") ? p.string("out") : "";
+  s.name = p.has("name") ? p.string("name") : ctx.id();
+  // SGEMM is the bulk of the work; give it the graph's thread budget.
+  openblas_set_num_threads(o.threads);
+  return s;
+}
+
+std::string percent_with_ci(double v, const RetrievalSummary& s, const std::string& ci_name) {
+  auto it = s.ci.find(ci_name);
+  if (it == s.ci.end()) return percent(v);
+  return cat(percent(v), " [", percent(it->second.low), ", ", percent(it->second.high), "]");
+}
+
+Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult& r, const FeatureSet& query,
+                               const FeatureSet& gallery, const std::function<void(JsonWriter&)>& extra) {
+  const RetrievalSummary& sum = r.summary;
+  if (sum.no_match > 0)
+    log_warning(s.name, sum.no_match, " of ", sum.queries, " queries have no valid match in the gallery; they are",
+                " left out of the means and reported as no_match");
+  if (sum.evaluated == 0) log_warning(s.name, "no query could be evaluated: every metric is 0");
+  if (!s.out.empty()) {
+    JsonWriter j;
+    j.begin_object();
+    j.field("method", s.name).field("distance", distance_name(s.spec.kind));
+    if (is_kernel(s.spec.kind)) j.field("gamma", s.spec.gamma);
+    j.key("protocol").begin_object();
+    j.field("self_retrieval", s.options.exclude_self);
+    j.field("exclude_same_camera", s.options.exclude_same_camera && query.has_camera && gallery.has_camera);
+    j.field("junk_label", s.options.junk_label).field("single_shot_repeats", s.options.single_shot_repeats);
+    j.field("bootstrap", s.options.bootstrap).field("ci_level", s.options.ci_level);
+    j.field("gallery_size", gallery.rows()).field("dim", query.dim);
+    j.end_object();
+    j.key("metrics");
+    write_summary_json(j, sum, s.options.ranks);
+    if (extra) extra(j);
+    j.end_object();
+    write_text_atomic(s.out + ".json", j.str() + "\n");
+
+    std::vector<std::string> header{"method"};
+    std::vector<std::string> row{s.name};
+    for (int k : s.options.ranks) {
+      header.push_back(cat("rank-", k, " %"));
+      row.push_back(percent_with_ci(sum.cmc[static_cast<std::size_t>(k - 1)], sum, cat("rank-", k)));
+    }
+    header.insert(header.end(), {"mAP %", "mAP trapz %", "MRR %", "R-prec %", "MAP@R %", "queries", "no match"});
+    row.insert(row.end(), {percent_with_ci(sum.map, sum, "mAP"), percent_with_ci(sum.map_trapezoid, sum, "mAP_trapezoid"),
+                           percent(sum.mrr), percent(sum.r_precision), percent(sum.map_at_r),
+                           std::to_string(sum.evaluated), std::to_string(sum.no_match)});
+    std::string md = cat("### ", s.name, " (", distance_name(s.spec.kind), ")\n\n", markdown_table(header, {row}));
+    if (s.options.bootstrap > 0)
+      md += cat("\nBrackets: ", percent(s.options.ci_level, 0), "% bootstrap intervals over queries (", s.options.bootstrap,
+                " resamples).\n");
+    write_text_atomic(s.out + ".md", md);
+
+    LineChart chart;
+    chart.title = cat("CMC: ", s.name);
+    chart.x_label = "rank";
+    chart.y_label = "matching rate (%)";
+    chart.y_min = 0, chart.y_max = 100, chart.x_min = 1, chart.x_max = s.options.max_rank;
+    PlotSeries cmc{cat(s.name, " (rank-1 ", percent(sum.cmc[0], 1), "%)"), {}, {}};
+    for (std::size_t k = 0; k < sum.cmc.size(); ++k) cmc.x.push_back(double(k + 1)), cmc.y.push_back(100 * sum.cmc[k]);
+    chart.series.push_back(cmc);
+    if (!sum.single_shot_cmc.empty()) {
+      PlotSeries ss{"single-gallery-shot", {}, {}};
+      for (std::size_t k = 0; k < sum.single_shot_cmc.size(); ++k)
+        ss.x.push_back(double(k + 1)), ss.y.push_back(100 * sum.single_shot_cmc[k]);
+      chart.series.push_back(ss);
+    }
+    save_line_chart(s.out + "_cmc.png", chart);
+
+    if (!r.top_index.empty()) {
+      const auto k = static_cast<std::size_t>(s.options.keep_top);
+      std::ostringstream csv;
+      csv << "query,query_label,rank,gallery,gallery_label,value\n";
+      for (std::size_t q = 0; q < r.queries.size(); ++q)
+        for (std::size_t i = 0; i < k; ++i) {
+          const auto g = r.top_index[q * k + i];
+          if (g < 0) break;
+          csv << q << ',' << query.label[q] << ',' << i + 1 << ',' << g << ',' << gallery.label[static_cast<std::size_t>(g)]
+              << ',' << score_to_value(s.spec, r.top_score[q * k + i]) << '\n';
+        }
+      write_text_atomic(s.out + "_ranklists.csv", csv.str());
+    }
+  }
+  Record m;
+  m.set("method", Array::string_scalar(s.name));
+  m.set("cmc", Array::from_vector<double>({static_cast<std::int64_t>(sum.cmc.size())}, sum.cmc));
+  m.set("map", Array::scalar<double>(sum.map));
+  m.set("map_trapezoid", Array::scalar<double>(sum.map_trapezoid));
+  m.set("mrr", Array::scalar<double>(sum.mrr));
+  m.set("r_precision", Array::scalar<double>(sum.r_precision));
+  m.set("map_at_r", Array::scalar<double>(sum.map_at_r));
+  m.set("evaluated", Array::scalar<std::int64_t>(sum.evaluated));
+  m.set("no_match", Array::scalar<std::int64_t>(sum.no_match));
+  if (sum.ci.count("mAP")) m.set("map_ci", Array::from_vector<double>({2}, {sum.ci.at("mAP").low, sum.ci.at("mAP").high}));
+  return m;
+}
+
+}  // namespace embedflow::eval

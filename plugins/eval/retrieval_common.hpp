@@ -1,0 +1,39 @@
+// Glue shared by eval.retrieval and eval.clustering: their common parameters, reading them into
+// evaluator options, and writing the JSON / Markdown / PNG outputs and the `metrics` record.
+#pragma once
+
+#include <embedflow/embedflow.hpp>
+
+#include <functional>
+#include <string>
+
+#include "features.hpp"
+#include "report.hpp"
+#include "retrieval.hpp"
+
+namespace embedflow::eval {
+
+// Schema of the `metrics` output, which eval.report consumes.
+inline const char* kMetricsSchema = "method: str[], cmc: f64[R], map: f64[]";
+
+void add_retrieval_params(NodeTypeBuilder& b);
+void check_retrieval_params(SchemaContext& c);
+
+struct RetrievalSettings {
+  evalcore::DistanceSpec spec;
+  evalcore::RetrievalOptions options;
+  std::string out;   // file prefix, empty: no files
+  std::string name;  // method name in tables and legends
+  static RetrievalSettings from(const NodeContext& ctx);
+};
+
+// Writes <out>.json, <out>.md, <out>_cmc.png (and <out>_ranklists.csv with keep_top) and
+// returns the metrics record. `extra` adds fields to the JSON object (clustering scores).
+Record write_retrieval_outputs(const RetrievalSettings& s, const evalcore::RetrievalResult& r,
+                               const evalcore::FeatureSet& query, const evalcore::FeatureSet& gallery,
+                               const std::function<void(evalcore::JsonWriter&)>& extra = {});
+
+// "47.26 [46.10, 48.31]" from a fraction and an optional CI.
+std::string percent_with_ci(double v, const evalcore::RetrievalSummary& s, const std::string& ci_name);
+
+}  // namespace embedflow::eval

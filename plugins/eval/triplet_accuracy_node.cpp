@@ -1,0 +1,99 @@
+// eval.triplet_accuracy — the fraction of human-labelled triplets (query, positive, negative)
+// on which the embedding agrees: d(query, positive) < d(query, negative). Triplets come from
+// Wang et al.'s file (four lines each: query text, query, positive, negative) or from a CSV of
+// ids (query,positive,negative); each id is looked up in the `id` field of the embeddings.
+// Writes <out>.json and emits one record {accuracy, evaluated, agree, ties, missing}.
+//
+// Inputs:  in       embedding f32[B,D], id i64[B] or str[B]
+// Outputs: metrics  accuracy f64[], evaluated i64[], ... (one record at end of stream)
+//
+// Caveats: ties count as disagreement and are reported. Triplets naming an id that never
+// arrived are counted as `missing`; if none can be evaluated the node fails.
+//
+//   seed: 1
+//   nodes:
+//     emb:  {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: gallery}}
+//     acc:  {type: eval.triplet_accuracy, params: {triplets: data/triplets.csv, out: out/triplets}}
+//   edges: [emb.out -> acc.in]
+#include <cblas.h>
+
+#include "eval_types.hpp"
+#include "features.hpp"
+#include "judgements.hpp"
+#include "report.hpp"
+
+namespace embedflow::eval {
+namespace {
+
+using namespace evalcore;
+
+class TripletAccuracy final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    const Params& p = ctx.params();
+    path_ = p.string("triplets");
+    std::string format = p.string("format");
+    if (format == "auto") format = path_.size() >= 4 && path_.substr(path_.size() - 4) == ".csv" ? "csv" : "wang";
+    triplets_ = format == "csv" ? read_triplet_csv(path_) : read_wang_triplets(path_);
+    spec_.kind = parse_distance(p.string("distance"));
+    spec_.gamma = p.number("gamma");
+    out_ = p.has("out") ? p.string("out") : "";
+    name_ = ctx.id();
+    features_.what = "embeddings";
+  }
+  void process(std::size_t, const RecordPtr& batch, Emitter&) override {
+    features_.append(*batch, false);
+    if (!features_.has_id) throw DataError("embeddings need an 'id' field to match the triplet file's ids");
+  }
+  void close(Emitter& out) override {
+    IdIndex ids;
+    for (std::size_t i = 0; i < features_.id.size(); ++i)
+      if (!ids.emplace(features_.id[i], static_cast<std::int64_t>(i)).second)
+        throw DataError(cat("id '", features_.id[i], "' arrives twice"));
+    const TripletScore s = score_triplets(triplets_, ids, features_.view(), spec_);
+    if (s.evaluated == 0)
+      throw DataError(cat("none of the ", s.total, " triplets in '", path_, "' could be evaluated; e.g. id '",
+                          s.first_missing, "' is not among the ", ids.size(), " embeddings"));
+    if (s.missing > 0)
+      log_warning(name_, s.missing, " of ", s.total, " triplets name ids that never arrived (e.g. '", s.first_missing, "')");
+    log_info(name_, "triplet accuracy ", percent(s.accuracy()), "% on ", s.evaluated, " triplets");
+    if (!out_.empty()) {
+      JsonWriter j;
+      j.begin_object().field("triplets", path_).field("distance", distance_name(spec_.kind));
+      j.field("accuracy", s.accuracy()).field("evaluated", s.evaluated).field("agree", s.agree);
+      j.field("ties", s.ties).field("missing", s.missing).field("total", s.total).end_object();
+      write_text_atomic(out_ + ".json", j.str() + "\n");
+    }
+    Record r;
+    r.set("accuracy", Array::scalar<double>(s.accuracy()));
+    r.set("evaluated", Array::scalar<std::int64_t>(s.evaluated));
+    r.set("agree", Array::scalar<std::int64_t>(s.agree));
+    r.set("ties", Array::scalar<std::int64_t>(s.ties));
+    r.set("missing", Array::scalar<std::int64_t>(s.missing));
+    out.emit(0, std::move(r));
+  }
+
+ private:
+  std::string path_, out_, name_;
+  std::vector<Triplet> triplets_;
+  DistanceSpec spec_;
+  FeatureSet features_;
+};
+
+}  // namespace
+
+NodeType triplet_accuracy_type() {
+  return NodeTypeBuilder("eval.triplet_accuracy")
+      .doc("Fraction of human-labelled (query, positive, negative) triplets the embedding orders correctly.")
+      .example("acc: {type: eval.triplet_accuracy, params: {triplets: data/triplets.csv, out: out/triplets}}")
+      .param(Param::path("triplets").doc("Wang et al. triplet file, or a CSV query,positive,negative of ids"))
+      .param(Param::choice("format", {"auto", "wang", "csv"}).default_value("auto").doc("auto: csv for *.csv, else wang"))
+      .param(Param::choice("distance", distance_names()).default_value("euclidean").doc("measure compared"))
+      .param(Param::number("gamma").default_value(1.0).min(0).doc("kernel width"))
+      .param(Param::path("out").optional().doc("write <out>.json"))
+      .input("in", "embedding: f32[B,D]", "embeddings with an id field (i64 or str)")
+      .output("metrics", "accuracy: f64[], evaluated: i64[]", "one record at end of stream")
+      .create<TripletAccuracy>();
+}
+
+}  // namespace embedflow::eval
