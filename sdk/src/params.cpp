@@ -69,32 +69,43 @@ std::map<std::string, std::int64_t> Params::integer_values() const {
   return out;
 }
 
+// Optimal string alignment distance: insertions, deletions, substitutions and adjacent
+// transpositions ("rnage" -> "range") each cost one.
 static std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+static std::size_t name_distance(const std::string& word, const std::string& candidate) {
+  std::size_t d = edit_distance(word, candidate);
+  // A dropped family ("batch" for "core.batch") or a longer spelling of a short name
+  // ("output" for "out") is a near miss too.
+  auto dot = candidate.rfind('.');
+  if (dot != std::string::npos) d = std::min(d, edit_distance(word, candidate.substr(dot + 1)) + 1);
+  const std::string& shorter = word.size() < candidate.size() ? word : candidate;
+  const std::string& longer = word.size() < candidate.size() ? candidate : word;
+  if (shorter.size() >= 2 && longer.compare(0, shorter.size(), shorter) == 0) d = std::min<std::size_t>(d, 1);
+  return d;
 }
 
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_d = std::string::npos;
   for (const auto& c : candidates) {
-    std::size_t d = edit_distance(word, c);
-    // A suffix match also counts ("batch" for "core.batch"): users often drop the family.
-    auto dot = c.rfind('.');
-    if (dot != std::string::npos) d = std::min(d, edit_distance(word, c.substr(dot + 1)) + 1);
+    std::size_t d = name_distance(word, c);
     if (d < best_d) {
       best_d = d;
       best = c;
     }
   }
-  std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
+  std::size_t limit = std::max<std::size_t>(1, word.size() / 4);
   return best_d <= limit ? best : "";
 }
 

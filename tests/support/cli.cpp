@@ -1,6 +1,7 @@
 #include "cli.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,8 +43,10 @@ Result run_process(const std::vector<std::string>& argv, const std::vector<std::
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  struct rusage usage {};
+  wait4(pid, &status, 0, &usage);
   Result r;
+  r.max_rss_kb = usage.ru_maxrss;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   lseek(out_fd, 0, SEEK_SET);
   lseek(err_fd, 0, SEEK_SET);
@@ -62,6 +65,43 @@ Result run_cli(const std::vector<std::string>& args, const std::vector<std::stri
   std::vector<std::string> full_env{"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()};
   full_env.insert(full_env.end(), env.begin(), env.end());
   return run_process(argv, full_env);
+}
+
+Child spawn_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  Child c;
+  fs::path dir = scratch_dir("child");
+  c.out_path = (dir / "out").string();
+  c.err_path = (dir / "err").string();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int out_fd = open(c.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err_fd = open(c.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    putenv(strdup(("EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()).c_str()));
+    for (const auto& kv : env) putenv(strdup(kv.c_str()));
+    std::vector<std::string> argv{EMBEDFLOW_CLI};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> raw;
+    for (const auto& a : argv) raw.push_back(const_cast<char*>(a.c_str()));
+    raw.push_back(nullptr);
+    execv(raw[0], raw.data());
+    _exit(127);
+  }
+  c.pid = pid;
+  return c;
+}
+
+Result wait_child(const Child& c) {
+  int status = 0;
+  struct rusage usage {};
+  wait4(c.pid, &status, 0, &usage);
+  Result r;
+  r.max_rss_kb = usage.ru_maxrss;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(c.out_path);
+  r.err = read_file(c.err_path);
+  return r;
 }
 
 Result run_python(const std::string& script, const std::vector<std::string>& args) {

@@ -12,7 +12,16 @@ struct Result {
   int exit_code = -1;
   std::string out;
   std::string err;
+  long max_rss_kb = 0;  // peak resident set of the child
 };
+
+// A child started without waiting (for signal tests).
+struct Child {
+  int pid = -1;
+  std::string out_path, err_path;
+};
+Child spawn_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+Result wait_child(const Child& child);
 
 // Runs `argv` (argv[0] is a path) with extra environment assignments ("K=V"); waits.
 Result run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env = {});

@@ -94,10 +94,7 @@ bool prepare(const std::string& file, const Common& c, std::optional<std::uint64
   GraphSpec spec = load_graph_file(file, problems);
   if (seed) spec.seed = *seed;
   for (const auto& s : c.sets) apply_override(spec, s, problems);
-  if (!problems.empty()) {
-    print_problems(problems);
-    return false;
-  }
+  // Shape problems do not stop resolution, so one pass reports everything it can.
   out = resolve(std::move(spec), registry, problems);
   if (!problems.empty()) {
     print_problems(problems);

@@ -1,0 +1,178 @@
+// Graph files and validation, in process: every error class, located and all at once.
+#include <catch2/catch.hpp>
+
+#include "cli.hpp"
+#include "embedflow_engine/graph.hpp"
+#include "embedflow_engine/plugin_loader.hpp"
+
+using namespace embedflow;
+using namespace embedflow::engine;
+
+namespace {
+
+const Registry& registry() {
+  static Registry r;
+  static PluginLoader loader({test::plugin_dir(), EMBEDFLOW_TESTING_PLUGIN_DIR});
+  static bool loaded = (loader.load_all(r), true);
+  (void)loaded;
+  return r;
+}
+
+std::vector<std::string> problems_of(const std::string& yaml, std::vector<std::string> sets = {}) {
+  std::vector<Diagnostic> problems;
+  GraphSpec spec = parse_graph_text(yaml, "g.yaml", problems);
+  for (const auto& s : sets) apply_override(spec, s, problems);
+  // Shape problems do not stop resolution: the user sees every problem in one pass.
+  resolve(std::move(spec), registry(), problems);
+  std::vector<std::string> text;
+  for (const auto& d : problems) text.push_back(d.str());
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a valid graph resolves with schemas on every edge") {
+  std::vector<Diagnostic> problems;
+  GraphSpec spec = parse_graph_text(R"(# Two lines of
+# description.
+seed: 3
+nodes:
+  numbers: {type: core.range, params: {count: 8}}
+  batches: {type: core.batch, params: {size: 4, drop_last: true}}
+  show: {type: core.sink}
+edges:
+  - numbers.out -> batches.in
+  - batches -> show
+)", "g.yaml", problems);
+  REQUIRE(problems.empty());
+  CHECK(spec.description == "Two lines of\ndescription.");
+  ResolvedGraph g = resolve(std::move(spec), registry(), problems);
+  REQUIRE(problems.empty());
+  CHECK(g.order.size() == 3);
+  CHECK(g.nodes[1].output_schemas[0].str() == "index: i64[4], value: f64[4]");
+  CHECK(g.nodes[0].seed != g.nodes[1].seed);
+}
+
+TEST_CASE("unknown node types suggest the closest name") {
+  auto p = problems_of("nodes:\n  a: {type: core.rnage, params: {count: 1}}\n");
+  REQUIRE(p.size() == 1);
+  CHECK(p[0] == "g.yaml:2:13: node 'a': unknown node type 'core.rnage'; did you mean 'core.range'? (embedflow inspect lists the types)");
+}
+
+TEST_CASE("parameter errors are all reported with their positions") {
+  auto p = problems_of(R"(nodes:
+  a: {type: core.range, params: {count: -1, stat: 2}}
+  b: {type: core.sink, params: {mode: 3}}
+  c: {type: core.batch}
+edges: [a.out -> b.in, a.out -> c.in]
+)");
+  REQUIRE(p.size() == 4);
+  CHECK(p[0] == "g.yaml:2:51: node 'a': unknown parameter 'stat'; did you mean 'start'?");
+  CHECK(p[1] == "g.yaml:2:41: node 'a': parameter 'count' = -1 is out of range [0, inf]");
+  CHECK(p[2] == "g.yaml:3:39: node 'b': parameter 'mode' expects a string, got integer 3");
+  CHECK_THAT(p[3], Catch::StartsWith("g.yaml:4:3: node 'c': missing required parameter 'size'"));
+}
+
+TEST_CASE("unknown ports, unconnected inputs and bad edges") {
+  auto p = problems_of(R"(nodes:
+  a: {type: core.range, params: {count: 1}}
+  b: {type: core.limit, params: {count: 1}}
+  c: {type: core.sink}
+edges:
+  - a.output -> b.in
+  - a.out -> c.inn
+  - a.out -> zz.in
+  - a.out => c.in
+)");
+  REQUIRE(p.size() == 6);
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:9:5: bad edge 'a.out => c.in'"));
+  CHECK(p[1] == "g.yaml:6:5: node 'a': edge 'a.output -> b.in': core.range has no output port 'output'; did you mean 'out'? (outputs: out)");
+  CHECK_THAT(p[2], Catch::StartsWith("g.yaml:7:5: node 'c': edge 'a.out -> c.inn': core.sink has no input port 'inn'; did you mean 'in'?"));
+  CHECK(p[3] == "g.yaml:8:5: edge 'a.out -> zz.in': no node 'zz'");  // no far-fetched suggestion
+  CHECK(p[4] == "g.yaml:3:3: node 'b': input 'in' of core.limit is not connected");
+  CHECK(p[5] == "g.yaml:4:3: node 'c': input 'in' of core.sink is not connected");
+}
+
+TEST_CASE("a dim mismatch across edges is caught at load") {
+  const char* yaml = R"(nodes:
+  left:  {type: testing.vectors, params: {dim: 128}}
+  right: {type: testing.vectors, params: {dim: 64}}
+  check: {type: testing.pair_check}
+edges: [left.out -> check.a, right.out -> check.b]
+)";
+  auto p = problems_of(yaml);
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:5:30: node 'check': edge 'right.out -> check.b': field 'embedding' dim D: is 64 here but 128"));
+  CHECK(problems_of(yaml, {"right.dim=128"}).empty());
+  auto typed = problems_of(yaml, {"right.dim=wide"});
+  REQUIRE(typed.size() == 1);
+  CHECK(typed[0] == "--set right.dim=wide: node 'right': parameter 'dim' expects an integer, got string wide");
+}
+
+TEST_CASE("dtype mismatches name both sides") {
+  auto p = problems_of(R"(nodes:
+  a: {type: core.range, params: {count: 1}}
+  sel: {type: core.rename, params: {fields: {value: embedding}}}
+  check: {type: testing.pair_check}
+edges: [a.out -> sel.in, sel.out -> check.a, sel.out -> check.b]
+)");
+  REQUIRE(p.size() == 2);
+  CHECK_THAT(p[0], Catch::Contains("field 'embedding': expects dtype f32, upstream gives f64"));
+}
+
+TEST_CASE("cycles are named") {
+  auto p = problems_of(R"(nodes:
+  src: {type: core.range, params: {count: 1}}
+  a: {type: core.limit, params: {count: 1}}
+  b: {type: core.limit, params: {count: 1}}
+edges: [src.out -> a.in, a.out -> b.in, b.out -> a.in]
+)");
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::Contains("the graph has a cycle: a -> b -> a"));
+}
+
+TEST_CASE("malformed YAML and bad file shapes") {
+  auto p = problems_of("nodes:\n  a: {type: core.range\n  b: 3\n");
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:3:") && Catch::Contains("malformed YAML"));
+  p = problems_of("nodez: {}\nseed: -4\n");
+  REQUIRE(p.size() == 3);
+  CHECK_THAT(p[0], Catch::Contains("unknown top-level key 'nodez'") && Catch::Contains("did you mean 'nodes'?"));
+  CHECK_THAT(p[1], Catch::Contains("seed must be a non-negative integer"));
+  CHECK_THAT(p[2], Catch::Contains("missing 'nodes'"));
+  p = problems_of("nodes:\n  a: {type: core.range, parms: {count: 1}}\n");
+  CHECK_THAT(p[0], Catch::Contains("unknown key 'parms'") && Catch::Contains("did you mean 'params'?"));
+}
+
+TEST_CASE("overrides reach nested component parameters") {
+  const char* yaml = R"(nodes:
+  a: {type: core.range, params: {count: 5}}
+  agg: {type: core.aggregate, params: {op: core.quantile}}
+edges: [a.out -> agg.in]
+)";
+  auto p = problems_of(yaml);
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::Contains("parameter 'op' (core.quantile): missing required parameter 'q'"));
+  CHECK(problems_of(yaml, {"agg.op.q=0.5"}).empty());
+  auto bad = problems_of(yaml, {"agg.op.q=1.5"});
+  REQUIRE(bad.size() == 1);
+  CHECK_THAT(bad[0], Catch::Contains("'q' = 1.5 is out of range [0, 1]"));
+  auto no_node = problems_of(yaml, {"ag.count=1"});
+  CHECK_THAT(no_node[0], Catch::Contains("no node 'ag' in the graph; did you mean 'a'?"));
+}
+
+TEST_CASE("plugins with another ABI are refused naming both versions") {
+  Registry r;
+  PluginLoader loader({EMBEDFLOW_BAD_PLUGIN_DIR});
+  CHECK_THROWS_WITH(loader.load_all(r), Catch::Contains("libembedflow_badabi.so") && Catch::Contains("ABI 42") &&
+                                            Catch::Contains("this engine has ABI 1"));
+  CHECK(r.node_types().empty());
+}
+
+TEST_CASE("a library that is not a plugin is refused with the reason") {
+  Registry r;
+  PluginLoader loader({});
+  CHECK_THROWS_WITH(loader.load_file("/nonexistent/libembedflow_x.so", r), Catch::Contains("cannot load"));
+  CHECK_THROWS_WITH(loader.load_file(test::binary_dir() + "/lib/libembedflow_sdk.so", r),
+                    Catch::Contains("no 'embedflow_plugin_descriptor' symbol"));
+}
