@@ -169,7 +169,7 @@ TEST_CASE("memory stays bounded: 10M messages into a slow sink peak like 1M") {
   write_file(dir / "g.yaml", R"(max_in_flight: 256
 nodes:
   numbers: {type: core.range, params: {count: 1000000, payload_bytes: 1024}}
-  show: {type: core.sink, params: {delay_us: 0}}
+  show: {type: core.sink, params: {delay_us: 1}}
 edges: [numbers.out -> show.in]
 )");
   std::string g = (dir / "g.yaml").string();
