@@ -123,3 +123,24 @@ print("ok")
   CHECK(py.exit_code == 0);
   CHECK_THAT(py.out + py.err, Catch::StartsWith("ok"));
 }
+
+TEST_CASE("a progress line shows on a terminal, not in pipes or with --quiet") {
+  auto dir = scratch_dir("progress");
+  write_file(dir / "g.yaml", R"(nodes:
+  numbers: {type: core.range, params: {count: 3000}}
+  show: {type: core.sink, params: {delay_us: 500}}
+edges: [numbers.out -> show.in]
+)");
+  std::string g = (dir / "g.yaml").string();
+  std::string cli = EMBEDFLOW_CLI;
+  // script(1) gives the child a pseudo-terminal, as an interactive user would have.
+  Result tty = run_process({"/usr/bin/script", "-qec", cli + " run " + g, "/dev/null"},
+                           {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()});
+  REQUIRE(tty.exit_code == 0);
+  CHECK_THAT(tty.out, Catch::Contains(" records  ") && Catch::Contains("/s  ") && Catch::Contains("%  ETA "));
+  Result quiet = run_process({"/usr/bin/script", "-qec", cli + " run -q " + g, "/dev/null"},
+                             {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()});
+  CHECK_THAT(quiet.out, !Catch::Contains("ETA"));
+  Result piped = run_cli({"run", g});
+  CHECK_THAT(piped.err, !Catch::Contains("ETA"));
+}
