@@ -2,8 +2,12 @@
 // Cursor (sequential or chunk-aware shuffled replay in large slabs, with prefetch).
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
-#include <future>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <numeric>
 #include <random>
 
@@ -55,11 +59,63 @@ std::string child_path(const std::string& group, const std::string& name) {
   return group == "/" ? "/" + name : group + "/" + name;
 }
 
-// Uninitialised, suitably aligned bytes: read buffers are overwritten entirely by HDF5.
-std::shared_ptr<std::uint8_t[]> raw_buffer(std::size_t bytes) {
-  return std::shared_ptr<std::uint8_t[]>(new std::uint8_t[bytes > 0 ? bytes : 1]);
-}
+}  // namespace
 
+// Recycles read buffers across all cursors of the process. A fresh multi-MiB allocation is
+// mmap'd by glibc and page-faulted on first touch, which costs more than the HDF5 read into it
+// (measured: ~2x the whole replay time); replays reuse a bounded set of slab-sized buffers
+// instead. Buffers are uninitialised (HDF5 overwrites them) and come back when the last record
+// viewing them is dropped.
+class BufferPool {
+ public:
+  static BufferPool& instance() {
+    static auto* pool = new BufferPool();  // never destroyed: deleters may run at exit
+    return *pool;
+  }
+  std::shared_ptr<std::uint8_t> get(std::size_t bytes) {
+    bytes = std::max<std::size_t>(bytes, 1);
+    std::uint8_t* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto it = free_.rbegin(); it != free_.rend(); ++it)
+        if (it->first == bytes) {
+          p = it->second;
+          kept_bytes_ -= bytes;
+          free_.erase(std::next(it).base());
+          break;
+        }
+    }
+    if (!p) p = new std::uint8_t[bytes];
+    return std::shared_ptr<std::uint8_t>(p, [this, bytes](std::uint8_t* q) { give_back(q, bytes); });
+  }
+
+ private:
+  void give_back(std::uint8_t* p, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes > kMaxKeptBytes / 4) {
+      delete[] p;
+      return;
+    }
+    free_.emplace_back(bytes, p);
+    kept_bytes_ += bytes;
+    while (kept_bytes_ > kMaxKeptBytes || free_.size() > kMaxKept) {  // drop the least recently returned
+      kept_bytes_ -= free_.front().first;
+      delete[] free_.front().second;
+      free_.pop_front();
+    }
+  }
+  static constexpr std::size_t kMaxKept = 256;
+  static constexpr std::size_t kMaxKeptBytes = 128u << 20;
+  std::mutex mutex_;
+  std::deque<std::pair<std::size_t, std::uint8_t*>> free_;
+  std::size_t kept_bytes_ = 0;
+};
+
+namespace {
+std::shared_ptr<std::uint8_t> raw_buffer(BufferPool* pool, std::size_t bytes) {
+  if (pool) return pool->get(bytes);
+  return std::shared_ptr<std::uint8_t>(new std::uint8_t[std::max<std::size_t>(bytes, 1)], std::default_delete<std::uint8_t[]>());
+}
 }  // namespace
 
 // One dataset read as a column of rows.
@@ -123,7 +179,7 @@ struct Table::Column {
   }
 
   // Rows of several ranges, concatenated into one array with the leading axis.
-  Array read_ranges(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) const {
+  Array read_ranges(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, BufferPool* pool = nullptr) const {
     std::int64_t total = 0;
     for (const auto& [b, e] : ranges) total += e - b;
     Shape shape = info.inner;
@@ -133,7 +189,7 @@ struct Table::Column {
       for (const auto& [b, e] : ranges) read(b, e, nullptr, &values);
       return Array::strings(std::move(values)).reshape(shape);
     }
-    auto buf = raw_buffer(static_cast<std::size_t>(total) * row_bytes);
+    auto buf = raw_buffer(pool, static_cast<std::size_t>(total) * row_bytes);
     std::uint8_t* dst = buf.get();
     for (const auto& [b, e] : ranges) {
       read(b, e, dst, nullptr);
@@ -186,7 +242,9 @@ std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hi
                               std::max<std::size_t>(c->row_bytes, static_cast<std::size_t>(c->row_elems) * 16);
     Handle access(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     H5Pset_chunk_cache(access, 521, filtered ? 4 * chunk_bytes + 4096 : 0, 1.0);
-    // Re-open with the access list (H5Dopen2 takes it; the first open only read metadata).
+    // Re-open with the access list. The first handle must be closed before: while a dataset is
+    // open, HDF5 shares its state (and first chunk-cache setting) with every further open.
+    c->dataset.reset();
     c->dataset = Handle(H5Dopen2(parent, name.c_str(), access), H5Dclose);
     if (!c->dataset.valid()) throw CorruptFileError(file->path, cat("cannot open dataset '", object, "': ", detail::last_error()));
   }
@@ -294,16 +352,24 @@ void Table::for_each(const std::function<void(const RecordPtr&)>& fn, ReadOption
 namespace {
 
 // Rows of every selected column for one load (a run of blocks), concatenated.
+// Rows of every selected column for one contiguous block of the file.
 struct Slab {
   std::vector<Array> columns;
 };
 using SlabPtr = std::shared_ptr<const Slab>;
+// A load's blocks, one slab each: separate chunk-sized buffers rather than one window-sized
+// one, so they recycle through the buffer pool.
+using LoadData = std::vector<SlabPtr>;
 
-// One read: row ranges to fetch, and the units to return from them, in order. A unit is given
-// as its [begin, end) rows within the slab.
+// One read: blocks (row ranges) to fetch, and the units to return from them, in order. A unit
+// is [begin, end) rows within one block.
+struct Unit {
+  std::uint32_t block;
+  std::int64_t begin, end;
+};
 struct Load {
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
-  std::vector<std::pair<std::int64_t, std::int64_t>> units;
+  std::vector<Unit> units;
 };
 
 }  // namespace
@@ -315,40 +381,86 @@ struct Cursor::Impl {
   ReadOptions options;
   bool slice_records = false;  // units are stored batches (slice) rather than single rows
   std::vector<Load> loads;
-  std::size_t next_load = 0;
-  std::future<SlabPtr> prefetched;
-  SlabPtr slab;
+  BufferPool* pool = &BufferPool::instance();
+  // Prefetch: one worker reads loads in order into `ready`, at most kDepth ahead.
+  static constexpr std::size_t kDepth = 2;
+  std::thread worker;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<LoadData> ready;
+  std::exception_ptr failure;
+  bool stopping = false;
+  std::size_t next_load = 0;  // next load the consumer takes (without prefetch: reads)
+  LoadData slab;
+  std::size_t current_load = 0;
   std::size_t unit_in_load = 0;
   std::int64_t total_units = 0, returned = 0, total_out = 0;
   // Rows collected for the batch being built: (slab, row within slab).
   std::vector<std::pair<SlabPtr, std::int64_t>> pending;
 
   ~Impl() {
-    if (prefetched.valid()) prefetched.wait();
+    if (worker.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        stopping = true;
+      }
+      changed.notify_all();
+      worker.join();
+    }
   }
 
-  SlabPtr read_load(std::size_t i) const {
-    auto s = std::make_shared<Slab>();
-    for (std::size_t c : columns) s->columns.push_back(table->columns_[c]->read_ranges(loads[i].ranges));
-    return s;
+  LoadData read_load(std::size_t i) const {
+    LoadData blocks;
+    for (const auto& range : loads[i].ranges) {
+      auto s = std::make_shared<Slab>();
+      for (std::size_t c : columns) s->columns.push_back(table->columns_[c]->read_ranges({range}, pool));
+      blocks.push_back(std::move(s));
+    }
+    return blocks;
   }
 
   void start_prefetch() {
-    if (next_load >= loads.size()) return;
-    std::size_t i = next_load;
-    if (options.prefetch)
-      prefetched = std::async(std::launch::async, [this, i] { return read_load(i); });
-    else
-      prefetched = std::async(std::launch::deferred, [this, i] { return read_load(i); });
+    if (!options.prefetch || loads.size() < 2) return;
+    worker = std::thread([this] {
+      try {
+        for (std::size_t i = 0; i < loads.size(); ++i) {
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            changed.wait(lock, [this] { return stopping || ready.size() < kDepth; });
+            if (stopping) return;
+          }
+          LoadData s = read_load(i);
+          {
+            std::lock_guard<std::mutex> lock(mutex);
+            ready.push_back(std::move(s));
+          }
+          changed.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failure = std::current_exception();
+        changed.notify_all();
+      }
+    });
   }
 
   // Advances to the next load; false at the end.
   bool advance() {
-    if (!prefetched.valid()) return false;
-    slab = prefetched.get();
+    slab.clear();  // lets its buffers return to the pool once emitted records are dropped
+    if (next_load >= loads.size()) return false;
+    if (!worker.joinable()) {
+      slab = read_load(next_load);
+    } else {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [this] { return !ready.empty() || failure; });
+      if (ready.empty()) std::rethrow_exception(failure);
+      slab = std::move(ready.front());
+      ready.pop_front();
+      lock.unlock();
+      changed.notify_all();
+    }
+    current_load = next_load++;
     unit_in_load = 0;
-    ++next_load;
-    start_prefetch();
     return true;
   }
 
@@ -382,10 +494,21 @@ struct Cursor::Impl {
         continue;
       }
       std::size_t row_bytes = table->columns_[columns[i]]->row_bytes;
-      auto buf = raw_buffer(static_cast<std::size_t>(n) * row_bytes);
+      auto buf = raw_buffer(pool, static_cast<std::size_t>(n) * row_bytes);
       std::uint8_t* dst = buf.get();
-      for (const auto& [s, row] : pending) {
-        std::memcpy(dst, static_cast<const std::uint8_t*>(s->columns[i].raw()) + static_cast<std::size_t>(row) * row_bytes, row_bytes);
+      auto source = [&](std::size_t k) {
+        return static_cast<const std::uint8_t*>(pending[k].first->columns[i].raw()) +
+               static_cast<std::size_t>(pending[k].second) * row_bytes;
+      };
+      // Rows come from random places in a window larger than the CPU caches; prefetching a few
+      // rows ahead hides most of the memory latency that dominates shuffled replay.
+      constexpr std::size_t kAhead = 8;
+      for (std::size_t k = 0; k < pending.size(); ++k) {
+        if (k + kAhead < pending.size() && row_bytes >= 64) {
+          const std::uint8_t* next = source(k + kAhead);
+          for (std::size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(next + off);
+        }
+        std::memcpy(dst, source(k), row_bytes);
         dst += row_bytes;
       }
       std::uint8_t* p = buf.get();
@@ -407,16 +530,17 @@ struct Cursor::Impl {
   RecordPtr next() {
     std::int64_t batch = options.batch_size;
     for (;;) {
-      if (!slab || unit_in_load >= loads[next_load - 1].units.size()) {
+      if (slab.empty() || unit_in_load >= loads[current_load].units.size()) {
         if (!advance()) break;
         continue;
       }
-      auto [b, e] = loads[next_load - 1].units[unit_in_load++];
+      const Unit& u = loads[current_load].units[unit_in_load++];
+      const SlabPtr& block = slab[u.block];
       if (batch == 0) {
         ++returned;
-        return share(slice_records ? make_slice(*slab, b, e) : make_row(*slab, b));
+        return share(slice_records ? make_slice(*block, u.begin, u.end) : make_row(*block, u.begin));
       }
-      pending.emplace_back(slab, b);
+      pending.emplace_back(block, u.begin);
       if (static_cast<std::int64_t>(pending.size()) == batch) {
         ++returned;
         return share(take_batch());
@@ -427,7 +551,7 @@ struct Cursor::Impl {
       return share(take_batch());
     }
     pending.clear();
-    slab.reset();
+    slab.clear();
     return nullptr;
   }
 
@@ -481,7 +605,7 @@ struct Cursor::Impl {
         l.ranges.emplace_back(base, unit_rows(ue - 1).second);
         for (std::int64_t u = ub; u < ue; ++u) {
           auto [rb, re] = unit_rows(u);
-          l.units.emplace_back(rb - base, re - base);
+          l.units.push_back(Unit{0, rb - base, re - base});
         }
         loads.push_back(std::move(l));
       }
@@ -489,10 +613,10 @@ struct Cursor::Impl {
       Rng rng(options.seed);
       std::shuffle(blocks.begin(), blocks.end(), rng);
       std::int64_t window_units = options.shuffle_window;
-      if (window_units <= 0) window_units = std::max<std::int64_t>(1, static_cast<std::int64_t>((32u << 20) / row_bytes));
+      if (window_units <= 0) window_units = std::max<std::int64_t>(1, static_cast<std::int64_t>((16u << 20) / row_bytes));
       for (std::size_t i = 0; i < blocks.size();) {
         Load l;
-        std::int64_t units = 0, slab_row = 0;
+        std::int64_t units = 0;
         // A window takes whole blocks until it holds window_units units (at least one block).
         while (i < blocks.size() && (units == 0 || units + (blocks[i].second - blocks[i].first) <= window_units)) {
           auto [ub, ue] = blocks[i++];
@@ -501,9 +625,8 @@ struct Cursor::Impl {
           l.ranges.emplace_back(base, end);
           for (std::int64_t u = ub; u < ue; ++u) {
             auto [rb, re] = unit_rows(u);
-            l.units.emplace_back(slab_row + rb - base, slab_row + re - base);
+            l.units.push_back(Unit{static_cast<std::uint32_t>(l.ranges.size() - 1), rb - base, re - base});
           }
-          slab_row += end - base;
           units += ue - ub;
         }
         std::shuffle(l.units.begin(), l.units.end(), rng);

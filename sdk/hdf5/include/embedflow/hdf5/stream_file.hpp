@@ -153,8 +153,8 @@ struct ReadOptions {
   // as sequential replay.
   bool shuffle = false;
   std::uint64_t seed = 0;
-  std::int64_t shuffle_window = 0;      // units per window; 0 = about 32 MiB of data
-  std::size_t slab_bytes = 4u << 20;    // sequential read size
+  std::int64_t shuffle_window = 0;      // units per window; 0 = about 16 MiB of data
+  std::size_t slab_bytes = 1u << 20;    // sequential read size (whole chunks at the default chunk size)
   bool prefetch = true;                 // read the next slab on a background thread
 };
 
