@@ -411,10 +411,10 @@ class NodeRuntime final : public NodeContext {
   }
 
   void check_side_ended(const InEdge& e) {
-    if (side_values_[e.port] || rn_.type->inputs[e.port].optional) return;
     std::size_t waiting;
     {
       std::lock_guard<std::mutex> lock(side_mutex_);
+      if (side_values_[e.port] || rn_.type->inputs[e.port].optional) return;
       waiting = pending_.size();
     }
     throw Error(cat("side input '", rn_.type->inputs[e.port].name, "' ended without a value", 
