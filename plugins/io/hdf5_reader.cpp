@@ -1,0 +1,142 @@
+// io.hdf5_reader — streams a dataset or a group of an HDF5 file as records or batches. Reads our
+// stream files (a port group: records replay as written, batches keep their sizes) and plain
+// files written by h5py (a group of datasets sharing their first dimension, or one dataset, whose
+// field is named after it). Reads are large slabs with prefetch on a background thread.
+//
+// Outputs: out — the selected fields; without batch_size, one record per row (fields without
+//          the leading axis) or per stored record; with batch_size, batches [B, ...].
+// Caveats: start/stop count rows, except when replaying a stream file's stored batches
+//          (batch_size 0), where they count records. Shuffling is chunk-aware: blocks of whole
+//          HDF5 chunks are visited in random order and rows are shuffled within windows of
+//          `shuffle_window` rows (default about 16 MiB), so it is a local shuffle, not a
+//          uniform permutation of a file larger than the window. Each epoch reshuffles with a
+//          seed from the graph seed, the node id and the epoch. Dtypes map to the nearest
+//          embedflow dtype (i16 -> i32, u32 -> i64, f16 -> f32); compound types are refused.
+//          Relative paths are relative to the working directory.
+//
+//   nodes:
+//     images: {type: io.hdf5_reader, params: {path: data/fashion.h5, object: train, fields: [image, label], batch_size: 256, shuffle: true}}
+//     show:   {type: core.sink, params: {mode: count}}
+//   edges: [images.out -> show.in]
+#include <embedflow/hdf5/stream_file.hpp>
+
+#include "io_types.hpp"
+
+namespace embedflow::io {
+namespace {
+
+hdf5::ReadOptions read_options(const Params& p) {
+  hdf5::ReadOptions o;
+  o.fields = p.strings("fields");
+  o.batch_size = p.integer("batch_size");
+  o.drop_last = p.boolean("drop_last");
+  o.start = p.integer("start");
+  o.stop = p.integer("stop");
+  o.shuffle = p.boolean("shuffle");
+  o.shuffle_window = p.integer("shuffle_window");
+  o.prefetch = p.boolean("prefetch");
+  return o;
+}
+
+hdf5::Table open_from_params(const Params& p) {
+  return hdf5::open_table(p.string("path"), p.string("object"), p.strings("fields"));
+}
+
+// The output schema the file implies: fields, dtypes and shapes, batched or not.
+PortSchema schema_of(const hdf5::Table& t, const Params& p) {
+  const std::int64_t batch = p.integer("batch_size");
+  bool stored_batches = batch == 0 && t.has_records() && t.layout() == hdf5::Layout::batches;
+  PortSchema s;
+  std::vector<std::string> names = p.strings("fields");
+  if (names.empty())
+    for (const auto& f : t.fields()) names.push_back(f.name);
+  for (const auto& name : names) {
+    const hdf5::FieldInfo& f = t.field(name);
+    std::vector<Dim> dims;
+    if (stored_batches || batch > 0) {
+      if (batch > 0 && p.boolean("drop_last")) dims.push_back(Dim{Dim::Kind::fixed, batch, ""});
+      else dims.push_back(Dim{Dim::Kind::symbol, -1, "B"});
+    }
+    for (auto d : f.inner) dims.push_back(Dim{Dim::Kind::fixed, d, ""});
+    s.add(FieldSchema{name, f.dtype, dims});
+  }
+  return s;
+}
+
+class Hdf5Reader final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    table_ = std::make_unique<hdf5::Table>(open_from_params(ctx.params()));
+    options_ = read_options(ctx.params());
+    epochs_ = ctx.params().integer("epochs");
+    start_epoch();
+    ctx.set_expected_items(static_cast<std::uint64_t>(cursor_->units() * epochs_));
+  }
+
+  bool produce(Emitter& out) override {
+    for (;;) {
+      if (ctx_->stop_requested()) return false;
+      if (RecordPtr r = cursor_->next()) {
+        out.emit(std::move(r));
+        return true;
+      }
+      if (++epoch_ >= epochs_) return false;
+      start_epoch();
+    }
+  }
+
+ private:
+  void start_epoch() {
+    hdf5::ReadOptions o = options_;
+    o.seed = derive_seed(ctx_->seed(), static_cast<std::uint64_t>(epoch_));
+    cursor_ = std::make_unique<hdf5::Cursor>(table_->cursor(o));
+  }
+
+  NodeContext* ctx_ = nullptr;
+  std::unique_ptr<hdf5::Table> table_;
+  std::unique_ptr<hdf5::Cursor> cursor_;
+  hdf5::ReadOptions options_;
+  std::int64_t epochs_ = 1, epoch_ = 0;
+};
+
+}  // namespace
+
+NodeType hdf5_reader_type() {
+  return NodeTypeBuilder("io.hdf5_reader")
+      .doc("Streams a dataset or group of an HDF5 file (embedflow stream files and h5py files) as records or "
+           "batches, with field selection, slicing and seeded chunk-aware shuffling.")
+      .source()
+      .param(Param::path("path").doc("HDF5 file to read"))
+      .param(Param::string("object").default_value("").doc(
+          "group or dataset inside the file; empty: the only port of a stream file, else the root group"))
+      .param(Param::strings("fields").default_value(std::vector<std::string>{}).doc("datasets to emit, in this order; empty: all"))
+      .param(Param::integer("batch_size").default_value(0).min(0).doc(
+          "rows per batch; 0: one record per row, or per stored record of a stream file"))
+      .param(Param::boolean("drop_last").default_value(false).doc("drop the final partial batch"))
+      .param(Param::integer("start").default_value(0).min(0).doc("first row (or stored record) to read"))
+      .param(Param::integer("stop").default_value(-1).min(-1).doc("row (or stored record) to stop before; -1: the end"))
+      .param(Param::boolean("shuffle").default_value(false).doc("chunk-aware seeded shuffle (block order, then rows within a window)"))
+      .param(Param::integer("shuffle_window").default_value(0).min(0).doc("rows shuffled together; 0: about 16 MiB of rows"))
+      .param(Param::integer("epochs").default_value(1).min(1).doc("passes over the data, reshuffled each time"))
+      .param(Param::boolean("prefetch").default_value(true).not_fingerprinted().doc("read the next slab on a background thread"))
+      .output("out", "*", "the selected fields, per row, per stored record or per batch")
+      .check([](SchemaContext& c) {
+        const Params& p = c.params();
+        if (p.integer("stop") >= 0 && p.integer("stop") < p.integer("start")) {
+          c.error("stop must be -1 or >= start", "stop");
+          return;
+        }
+        if (p.boolean("drop_last") && p.integer("batch_size") == 0) c.error("drop_last needs batch_size > 0", "drop_last");
+        try {
+          hdf5::Table t = open_from_params(p);
+          c.set_output("out", schema_of(t, p));
+        } catch (const Error& e) {
+          c.error(e.what(), "path");
+        }
+      })
+      .example("images: {type: io.hdf5_reader, params: {path: data/fashion.h5, batch_size: 256, shuffle: true}}")
+      .create<Hdf5Reader>();
+}
+
+}  // namespace embedflow::io
