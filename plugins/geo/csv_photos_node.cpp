@@ -1,0 +1,121 @@
+// geo.csv_photos: streams photo metadata from a CSV file as record batches.
+//
+// Output `out`: id i64[B], lat f64[B], lon f64[B] (degrees), time i64[B] (unix seconds, UTC),
+// user str[B], accuracy i64[B] (-1 when the file has no accuracy column), title str[B] and
+// description str[B] (when text: true), path str[B] (when the file has a path column).
+// Columns are found by header name (id, lat, lon, time, user required; accuracy, title,
+// description, path optional); fields follow RFC 4180 quoting, so titles may hold commas,
+// quotes and newlines. Times are ISO 8601 (an offset is honoured; none means UTC) or unix seconds.
+// Caveats: a malformed row stops the run with file:line unless on_bad_row: skip, which skips
+// and counts it (logged at the end with the first few locations). Rows outside `bbox` or below
+// `min_accuracy` are dropped and counted. Relative paths are relative to the working directory.
+//
+//   seed: 1
+//   nodes:
+//     photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv, on_bad_row: skip}}
+//     stats:  {type: geo.pair_stats, params: {out: out/csv_photos_example, histogram_pairs: 1000}}
+//   edges:
+//     - photos.out -> stats.photos
+#include <memory>
+
+#include "embedflow/embedflow.hpp"
+#include "geo_nodes.hpp"
+#include "photo_csv.hpp"
+
+namespace embedflow::geo {
+namespace {
+
+class CsvPhotosNode : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    const Params& p = ctx.params();
+    id_ = ctx.id();
+    CsvReadOptions o;
+    o.skip_bad_rows = p.string("on_bad_row") == "skip";
+    o.min_accuracy = p.integer("min_accuracy");
+    o.keep_text = p.boolean("text");
+    const std::string& tf = p.string("time_format");
+    o.time_format = tf == "unix" ? TimeFormat::unix_seconds : tf == "iso8601" ? TimeFormat::iso8601 : TimeFormat::automatic;
+    if (p.has("bbox")) {
+      const auto b = p.numbers("bbox");
+      o.bbox = BBox{b[0], b[1], b[2], b[3]};
+    }
+    batch_size_ = static_cast<std::size_t>(p.integer("batch_size"));
+    reader_ = std::make_unique<PhotoCsvReader>(p.string("path"), o);
+  }
+
+  bool produce(Emitter& out) override {
+    if (!reader_->next(batch_size_, cols_)) {
+      report();
+      return false;
+    }
+    const auto n = static_cast<std::int64_t>(cols_.size());
+    Record r;
+    r.set("id", Array::from_vector<std::int64_t>({n}, std::move(cols_.id)));
+    r.set("lat", Array::from_vector<double>({n}, std::move(cols_.lat)));
+    r.set("lon", Array::from_vector<double>({n}, std::move(cols_.lon)));
+    r.set("time", Array::from_vector<std::int64_t>({n}, std::move(cols_.time)));
+    r.set("user", Array::strings(std::move(cols_.user)));
+    r.set("accuracy", Array::from_vector<std::int64_t>({n}, std::move(cols_.accuracy)));
+    if (!cols_.title.empty() || n == 0) {
+      r.set("title", Array::strings(std::move(cols_.title)));
+      r.set("description", Array::strings(std::move(cols_.description)));
+    }
+    if (reader_->has_path_column()) r.set("path", Array::strings(std::move(cols_.path)));
+    cols_ = PhotoColumns();
+    out.emit(std::move(r));
+    return true;
+  }
+
+ private:
+  void report() {
+    if (reported_) return;
+    reported_ = true;
+    const CsvReadStats& s = reader_->stats();
+    log_info(id_, reader_->path(), ": ", s.emitted, " of ", s.rows, " rows emitted; ", s.outside_bbox,
+             " outside bbox, ", s.low_accuracy, " below min_accuracy, ", s.bad_rows, " bad rows skipped");
+    if (s.bad_rows > 0) {
+      std::string first;
+      for (const auto& b : s.first_bad) first += "\n  " + b;
+      log_warning(id_, "skipped ", s.bad_rows, " malformed rows; first ones:", first);
+    }
+  }
+
+  std::string id_;
+  std::size_t batch_size_ = 0;
+  std::unique_ptr<PhotoCsvReader> reader_;
+  PhotoColumns cols_;
+  bool reported_ = false;
+};
+
+}  // namespace
+
+NodeType csv_photos_type() {
+  return NodeTypeBuilder("geo.csv_photos")
+      .doc("Streams photo metadata (id, lat, lon, time, user, accuracy, text, path) from a CSV file in batches.")
+      .example("nodes:\n  photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv}}\n")
+      .source()
+      .param(Param::path("path").doc("CSV file with a header row (id, lat, lon, time, user; optional accuracy, title, description, path)"))
+      .param(Param::integer("batch_size").default_value(65536).min(1).doc("photos per emitted batch"))
+      .param(Param::choice("on_bad_row", {"error", "skip"}).default_value("error")
+                 .doc("error: a malformed row stops the run naming file:line; skip: skip it and count it"))
+      .param(Param::numbers("bbox").optional()
+                 .doc("[min_lon, min_lat, max_lon, max_lat]: rows outside are dropped and counted"))
+      .param(Param::integer("min_accuracy").default_value(0).range(0, 16)
+                 .doc("drop rows whose Flickr accuracy level is below this (16 = street level); 0 keeps all"))
+      .param(Param::choice("time_format", {"auto", "iso8601", "unix"}).default_value("auto")
+                 .doc("how the time column is written; auto takes plain numbers as unix seconds"))
+      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns"))
+      .output("out", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B], accuracy: i64[B]",
+              "one batch of photos; also title, description (text: true) and path (when the file has it)")
+      .check([](SchemaContext& c) {
+        if (c.params().has("bbox")) {
+          const auto b = c.params().numbers("bbox");
+          if (b.size() != 4) c.error(cat("bbox needs 4 numbers [min_lon, min_lat, max_lon, max_lat], got ", b.size()), "bbox");
+          else if (b[0] >= b[2] || b[1] >= b[3]) c.error("bbox must have min_lon < max_lon and min_lat < max_lat", "bbox");
+        }
+      })
+      .create<CsvPhotosNode>();
+}
+
+}  // namespace embedflow::geo

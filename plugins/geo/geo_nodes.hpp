@@ -1,0 +1,12 @@
+// The geo plugin's node types; plugin.cpp registers each of them.
+#pragma once
+
+#include "embedflow/node.hpp"
+
+namespace embedflow::geo {
+
+NodeType csv_photos_type();
+NodeType pair_sampler_type();
+NodeType pair_stats_type();
+
+}  // namespace embedflow::geo

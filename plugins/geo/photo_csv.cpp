@@ -1,0 +1,374 @@
+#include "photo_csv.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include "embedflow/error.hpp"
+#include "geodesy.hpp"
+
+namespace embedflow::geo {
+
+void PhotoColumns::clear() {
+  id.clear(); lat.clear(); lon.clear(); time.clear(); user.clear(); accuracy.clear();
+  title.clear(); description.clear(); path.clear();
+}
+
+void PhotoColumns::reserve(std::size_t n) {
+  id.reserve(n); lat.reserve(n); lon.reserve(n); time.reserve(n); user.reserve(n);
+  accuracy.reserve(n);
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+bool parse_int(std::string_view s, std::int64_t& out) {
+  s = trim(s);
+  if (s.empty()) return false;
+  if (s.front() == '+') s.remove_prefix(1);
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool parse_double(std::string_view s, double& out) {
+  s = trim(s);
+  if (s.empty()) return false;
+  if (s.front() == '+') s.remove_prefix(1);
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && std::isfinite(out);
+}
+
+// Reads exactly `n` digits at s[i..]; advances i.
+bool digits(std::string_view s, std::size_t& i, int n, int& out) {
+  if (i + n > s.size()) return false;
+  out = 0;
+  for (int k = 0; k < n; ++k) {
+    const char c = s[i + k];
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  i += n;
+  return true;
+}
+
+bool looks_numeric(std::string_view s) {
+  std::size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  const std::size_t start = i;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  if (i == start) return false;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  }
+  return i == s.size();
+}
+
+bool parse_unix(std::string_view s, std::int64_t& out) {
+  if (!looks_numeric(s)) return false;
+  const auto dot = s.find('.');
+  const bool negative = s.front() == '-';
+  std::string_view whole = s.substr(0, dot);
+  if (!parse_int(whole, out)) return false;
+  if (dot != std::string_view::npos && negative) {
+    // Floor, so -1.5 is the second before -1, like every other time in the file.
+    const std::string_view frac = s.substr(dot + 1);
+    if (frac.find_first_not_of('0') != std::string_view::npos) out -= 1;
+  }
+  return true;
+}
+
+bool parse_iso(std::string_view s, std::int64_t& out) {
+  std::size_t i = 0;
+  int y, mo, d, h = 0, mi = 0, sec = 0;
+  if (!digits(s, i, 4, y) || i >= s.size() || s[i++] != '-' || !digits(s, i, 2, mo) || i >= s.size() ||
+      s[i++] != '-' || !digits(s, i, 2, d))
+    return false;
+  if (mo < 1 || mo > 12 || d < 1) return false;
+  static const int month_days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (d > month_days[mo - 1] + (mo == 2 && leap ? 1 : 0)) return false;
+  std::int64_t offset = 0;
+  if (i < s.size()) {
+    if (s[i] != 'T' && s[i] != ' ') return false;
+    ++i;
+    if (!digits(s, i, 2, h) || i >= s.size() || s[i++] != ':' || !digits(s, i, 2, mi)) return false;
+    if (i < s.size() && s[i] == ':') {
+      ++i;
+      if (!digits(s, i, 2, sec)) return false;
+      if (i < s.size() && (s[i] == '.' || s[i] == ',')) {
+        ++i;
+        const std::size_t start = i;
+        while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+        if (i == start) return false;
+      }
+    }
+    if (h > 23 || mi > 59 || sec > 59) return false;
+    if (i < s.size()) {
+      if (s[i] == 'Z') {
+        ++i;
+      } else if (s[i] == '+' || s[i] == '-') {
+        const int sign = s[i++] == '-' ? -1 : 1;
+        int oh, om = 0;
+        if (!digits(s, i, 2, oh)) return false;
+        if (i < s.size() && s[i] == ':') ++i;
+        if (i < s.size() && !digits(s, i, 2, om)) return false;
+        if (oh > 23 || om > 59) return false;
+        offset = sign * (oh * 3600 + om * 60);
+      } else {
+        return false;
+      }
+    }
+  }
+  if (i != s.size()) return false;
+  out = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
+        mi * 60 + sec - offset;
+  return true;
+}
+
+}  // namespace
+
+bool parse_time(std::string_view text, TimeFormat format, std::int64_t& out) {
+  text = trim(text);
+  if (text.empty()) return false;
+  switch (format) {
+    case TimeFormat::unix_seconds: return parse_unix(text, out);
+    case TimeFormat::iso8601: return parse_iso(text, out);
+    case TimeFormat::automatic: return looks_numeric(text) ? parse_unix(text, out) : parse_iso(text, out);
+  }
+  return false;
+}
+
+PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
+    : path_(std::move(path)), options_(std::move(options)), in_(path_, std::ios::binary) {
+  if (!in_) throw DataError(cat(path_, ": cannot open: ", std::strerror(errno)));
+  buf_.resize(1 << 22);
+  std::vector<std::string_view> header;
+  int line = 0;
+  if (!read_record(header, line)) throw DataError(cat(path_, ": empty file, expected a header row"));
+  n_columns_ = static_cast<int>(header.size());
+  for (int c = 0; c < n_columns_; ++c) {
+    std::string name(trim(header[c]));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (c == 0 && name.size() >= 3 && name.compare(0, 3, "\xEF\xBB\xBF") == 0) name.erase(0, 3);  // UTF-8 BOM
+    int* slot = nullptr;
+    if (name == "id") slot = &col_id_;
+    else if (name == "lat" || name == "latitude") slot = &col_lat_;
+    else if (name == "lon" || name == "lng" || name == "longitude") slot = &col_lon_;
+    else if (name == "time" || name == "datetaken" || name == "date_taken") slot = &col_time_;
+    else if (name == "user" || name == "owner") slot = &col_user_;
+    else if (name == "accuracy") slot = &col_accuracy_;
+    else if (name == "title") slot = &col_title_;
+    else if (name == "description") slot = &col_description_;
+    else if (name == "path") slot = &col_path_;
+    if (slot) {
+      if (*slot >= 0) throw DataError(cat(path_, ":", line, ": column '", name, "' appears twice in the header"));
+      *slot = c;
+    }
+  }
+  const std::pair<const char*, int> required[] = {
+      {"id", col_id_}, {"lat", col_lat_}, {"lon", col_lon_}, {"time", col_time_}, {"user", col_user_}};
+  for (const auto& [name, col] : required)
+    if (col < 0)
+      throw DataError(cat(path_, ":", line, ": header has no '", name,
+                          "' column (needs id, lat, lon, time, user; optional accuracy, title, description, path)"));
+  if (options_.min_accuracy > 0 && col_accuracy_ < 0)
+    throw DataError(cat(path_, ":", line, ": min_accuracy is set but the header has no 'accuracy' column"));
+}
+
+bool PhotoCsvReader::refill() {
+  if (eof_) return false;
+  if (pos_ > 0) {
+    std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    end_ -= pos_;
+    pos_ = 0;
+  }
+  if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);  // one record longer than the buffer
+  in_.read(buf_.data() + end_, static_cast<std::streamsize>(buf_.size() - end_));
+  const auto got = static_cast<std::size_t>(in_.gcount());
+  end_ += got;
+  if (got == 0) eof_ = true;
+  return got > 0;
+}
+
+// Splits the next record into fields. Unquoted fields view the buffer; quoted ones are
+// unescaped into scratch_, sized up front so the views stay valid until the next call.
+bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& line) {
+  fields.clear();
+  for (;;) {
+    // Find the end of the record, refilling until it is in the buffer.
+    std::size_t rec_end = std::string::npos;
+    bool quoted = false;
+    std::size_t scan = pos_;
+    for (;;) {
+      const char* base = buf_.data();
+      if (!quoted) {
+        const void* nl = std::memchr(base + scan, '\n', end_ - scan);
+        const std::size_t stop = nl ? static_cast<const char*>(nl) - base : end_;
+        const void* q = std::memchr(base + scan, '"', stop - scan);
+        if (!q) {
+          if (nl) { rec_end = stop; break; }
+          scan = end_;
+        } else {
+          quoted = true;
+          scan = static_cast<const char*>(q) - base + 1;
+          continue;
+        }
+      } else {
+        const void* q = std::memchr(base + scan, '"', end_ - scan);
+        if (q) {
+          scan = static_cast<const char*>(q) - base + 1;
+          // A doubled quote is an escaped quote; it needs the next character to decide.
+          if (scan == end_ && !eof_) {
+            const std::size_t off = scan - pos_;
+            if (!refill() && !eof_) return false;
+            scan = pos_ + off;
+            if (scan < end_ && buf_[scan] == '"') { ++scan; continue; }
+            quoted = false;
+            continue;
+          }
+          if (scan < end_ && buf_[scan] == '"') { ++scan; continue; }
+          quoted = false;
+          continue;
+        }
+        scan = end_;
+      }
+      // Need more data.
+      const std::size_t off = scan - pos_;
+      if (!refill()) {
+        if (end_ == pos_) return false;  // clean end of file
+        if (quoted) {
+          line = line_;
+          const int start_line = line_;
+          line_ += static_cast<int>(std::count(buf_.data() + pos_, buf_.data() + end_, '\n'));
+          pos_ = end_;
+          throw DataError(cat(path_, ":", start_line, ": unterminated quoted field at end of file"));
+        }
+        rec_end = end_;  // last line without a newline
+        break;
+      }
+      scan = pos_ + off;
+    }
+
+    line = line_;
+    const char* base = buf_.data();
+    const std::size_t rec_begin = pos_;
+    std::size_t rec_stop = rec_end;
+    line_ += 1 + static_cast<int>(std::count(base + rec_begin, base + rec_end, '\n'));
+    pos_ = rec_end < end_ ? rec_end + 1 : rec_end;
+    if (rec_stop > rec_begin && base[rec_stop - 1] == '\r') --rec_stop;
+    if (rec_stop == rec_begin) continue;  // blank line
+
+    scratch_.resize(rec_stop - rec_begin);
+    std::size_t sc = 0;
+    std::size_t i = rec_begin;
+    for (;;) {
+      if (i < rec_stop && base[i] == '"') {
+        std::size_t start = sc;
+        ++i;
+        for (;;) {
+          if (i >= rec_stop) break;
+          if (base[i] == '"') {
+            if (i + 1 < rec_stop && base[i + 1] == '"') { scratch_[sc++] = '"'; i += 2; continue; }
+            ++i;
+            break;
+          }
+          scratch_[sc++] = base[i++];
+        }
+        // Text between the closing quote and the comma is kept, as most readers do.
+        while (i < rec_stop && base[i] != ',') scratch_[sc++] = base[i++];
+        fields.emplace_back(scratch_.data() + start, sc - start);
+      } else {
+        const void* comma = std::memchr(base + i, ',', rec_stop - i);
+        const std::size_t stop = comma ? static_cast<const char*>(comma) - base : rec_stop;
+        fields.emplace_back(base + i, stop - i);
+        i = stop;
+      }
+      if (i >= rec_stop) break;
+      ++i;  // the comma
+      if (i == rec_stop) { fields.emplace_back(); break; }
+    }
+    return true;
+  }
+}
+
+void PhotoCsvReader::bad_row(int line, const std::string& reason) {
+  std::string where = cat(path_, ":", line, ": ", reason);
+  if (!options_.skip_bad_rows) throw DataError(where + " (on_bad_row: skip skips such rows)");
+  ++stats_.bad_rows;
+  if (stats_.first_bad.size() < 5) stats_.first_bad.push_back(std::move(where));
+}
+
+bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
+  out.clear();
+  std::vector<std::string_view> f;
+  int line = 0;
+  while (out.size() < max_rows) {
+    if (!read_record(f, line)) break;
+    ++stats_.rows;
+    if (static_cast<int>(f.size()) != n_columns_) {
+      bad_row(line, cat("expected ", n_columns_, " fields, got ", f.size()));
+      continue;
+    }
+    std::int64_t id, t, acc = -1;
+    double lat, lon;
+    if (!parse_int(f[col_id_], id)) { bad_row(line, cat("id '", f[col_id_], "' is not an integer")); continue; }
+    if (!parse_double(f[col_lat_], lat) || lat < -90 || lat > 90) {
+      bad_row(line, cat("lat '", f[col_lat_], "' is not a latitude in [-90, 90]"));
+      continue;
+    }
+    if (!parse_double(f[col_lon_], lon) || lon < -180 || lon > 180) {
+      bad_row(line, cat("lon '", f[col_lon_], "' is not a longitude in [-180, 180]"));
+      continue;
+    }
+    if (!parse_time(f[col_time_], options_.time_format, t)) {
+      bad_row(line, cat("time '", f[col_time_], "' is not ",
+                        options_.time_format == TimeFormat::unix_seconds ? "unix seconds"
+                        : options_.time_format == TimeFormat::iso8601    ? "an ISO 8601 date-time"
+                                                                         : "ISO 8601 or unix seconds"));
+      continue;
+    }
+    if (col_accuracy_ >= 0 && !trim(f[col_accuracy_]).empty() && !parse_int(f[col_accuracy_], acc)) {
+      bad_row(line, cat("accuracy '", f[col_accuracy_], "' is not an integer"));
+      continue;
+    }
+    if (options_.bbox && !options_.bbox->contains(lat, lon)) { ++stats_.outside_bbox; continue; }
+    if (options_.min_accuracy > 0 && acc < options_.min_accuracy) { ++stats_.low_accuracy; continue; }
+    out.id.push_back(id);
+    out.lat.push_back(lat);
+    out.lon.push_back(lon);
+    out.time.push_back(t);
+    out.user.emplace_back(f[col_user_]);
+    out.accuracy.push_back(acc);
+    if (options_.keep_text) {
+      out.title.emplace_back(col_title_ >= 0 ? f[col_title_] : std::string_view());
+      out.description.emplace_back(col_description_ >= 0 ? f[col_description_] : std::string_view());
+    }
+    if (col_path_ >= 0) out.path.emplace_back(trim(f[col_path_]));
+    ++stats_.emitted;
+  }
+  return !out.id.empty();
+}
+
+PhotoColumns read_photos_csv(const std::string& path, const CsvReadOptions& options, CsvReadStats* stats) {
+  PhotoCsvReader reader(path, options);
+  PhotoColumns all, batch;
+  while (reader.next(1 << 16, batch)) {
+    auto append = [](auto& dst, auto& src) {
+      dst.insert(dst.end(), std::make_move_iterator(src.begin()), std::make_move_iterator(src.end()));
+    };
+    append(all.id, batch.id); append(all.lat, batch.lat); append(all.lon, batch.lon);
+    append(all.time, batch.time); append(all.user, batch.user); append(all.accuracy, batch.accuracy);
+    append(all.title, batch.title); append(all.description, batch.description); append(all.path, batch.path);
+  }
+  if (stats) *stats = reader.stats();
+  return all;
+}
+
+}  // namespace embedflow::geo

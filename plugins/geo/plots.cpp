@@ -1,0 +1,126 @@
+#include "plots.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "embedflow/error.hpp"
+#include "geodesy.hpp"
+
+namespace embedflow::geo {
+
+std::int64_t Histogram::total() const { return std::accumulate(counts.begin(), counts.end(), std::int64_t(0)); }
+
+Histogram make_histogram(const std::vector<double>& values, double lo, double hi, int bins) {
+  Histogram h;
+  h.lo = lo;
+  h.hi = hi;
+  h.counts.assign(static_cast<std::size_t>(std::max(1, bins)), 0);
+  const double width = (hi - lo) / static_cast<double>(h.counts.size());
+  for (double v : values) {
+    if (!(v >= lo && v <= hi)) continue;
+    auto b = static_cast<std::size_t>((v - lo) / width);
+    if (b >= h.counts.size()) b = h.counts.size() - 1;  // v == hi
+    ++h.counts[b];
+  }
+  return h;
+}
+
+namespace {
+
+std::string short_number(double v) {
+  char buf[32];
+  if (std::fabs(v) >= 1e6) std::snprintf(buf, sizeof buf, "%.3gM", v / 1e6);
+  else if (std::fabs(v) >= 1e4) std::snprintf(buf, sizeof buf, "%.3gk", v / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+void save(const std::string& path, const cv::Mat& img) {
+  bool ok = false;
+  try {
+    ok = cv::imwrite(path, img);
+  } catch (const cv::Exception& e) {
+    throw DataError(cat(path, ": cannot write PNG: ", e.what()));
+  }
+  if (!ok) throw DataError(cat(path, ": cannot write PNG"));
+}
+
+}  // namespace
+
+void write_histogram_png(const std::string& path, const Histogram& h, const std::string& title,
+                         const std::string& x_label) {
+  const int W = 800, H = 500, left = 80, right = 20, top = 40, bottom = 60;
+  cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
+  const int pw = W - left - right, ph = H - top - bottom;
+  const std::int64_t peak = h.counts.empty() ? 0 : *std::max_element(h.counts.begin(), h.counts.end());
+  const double scale = peak > 0 ? static_cast<double>(ph) / static_cast<double>(peak) : 0.0;
+  const double bw = static_cast<double>(pw) / static_cast<double>(std::max<std::size_t>(1, h.counts.size()));
+  for (std::size_t b = 0; b < h.counts.size(); ++b) {
+    const int x0 = left + static_cast<int>(std::lround(b * bw));
+    const int x1 = left + static_cast<int>(std::lround((b + 1) * bw)) - 1;
+    const int y0 = top + ph - static_cast<int>(std::lround(h.counts[b] * scale));
+    if (h.counts[b] > 0) cv::rectangle(img, {x0, y0}, {std::max(x0, x1), top + ph}, cv::Scalar(180, 110, 40), cv::FILLED);
+  }
+  const cv::Scalar ink(0, 0, 0);
+  cv::line(img, {left, top + ph}, {left + pw, top + ph}, ink, 1);
+  cv::line(img, {left, top}, {left, top + ph}, ink, 1);
+  for (int t = 0; t <= 5; ++t) {
+    const int x = left + pw * t / 5;
+    cv::line(img, {x, top + ph}, {x, top + ph + 5}, ink, 1);
+    cv::putText(img, short_number(h.lo + (h.hi - h.lo) * t / 5), {x - 15, top + ph + 22}, cv::FONT_HERSHEY_SIMPLEX,
+                0.45, ink, 1, cv::LINE_AA);
+    const int y = top + ph - ph * t / 5;
+    cv::line(img, {left - 5, y}, {left, y}, ink, 1);
+    cv::putText(img, short_number(static_cast<double>(peak) * t / 5), {5, y + 5}, cv::FONT_HERSHEY_SIMPLEX, 0.45, ink,
+                1, cv::LINE_AA);
+  }
+  cv::putText(img, title, {left, 25}, cv::FONT_HERSHEY_SIMPLEX, 0.6, ink, 1, cv::LINE_AA);
+  cv::putText(img, x_label, {left + pw / 2 - 60, H - 12}, cv::FONT_HERSHEY_SIMPLEX, 0.5, ink, 1, cv::LINE_AA);
+  save(path, img);
+}
+
+std::int64_t DensityGrid::max_count() const {
+  return counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+}
+
+DensityGrid make_density_grid(const std::vector<double>& lat, const std::vector<double>& lon, double min_lon,
+                              double min_lat, double max_lon, double max_lat, int width) {
+  DensityGrid g;
+  g.min_lon = min_lon; g.min_lat = min_lat; g.max_lon = max_lon; g.max_lat = max_lat;
+  g.width = std::max(1, width);
+  const double mid = 0.5 * (min_lat + max_lat) * kDegToRad;
+  const double aspect = (max_lat - min_lat) / std::max(1e-12, (max_lon - min_lon) * std::cos(mid));
+  g.height = std::max(1, static_cast<int>(std::lround(g.width * aspect)));
+  g.counts.assign(static_cast<std::size_t>(g.width) * g.height, 0);
+  const double sx = g.width / std::max(1e-12, max_lon - min_lon), sy = g.height / std::max(1e-12, max_lat - min_lat);
+  for (std::size_t i = 0; i < lat.size(); ++i) {
+    if (lat[i] < min_lat || lat[i] > max_lat || lon[i] < min_lon || lon[i] > max_lon) continue;
+    const int x = std::min(g.width - 1, static_cast<int>((lon[i] - min_lon) * sx));
+    const int y = std::min(g.height - 1, static_cast<int>((max_lat - lat[i]) * sy));
+    ++g.counts[static_cast<std::size_t>(y) * g.width + x];
+  }
+  return g;
+}
+
+void write_density_png(const std::string& path, const DensityGrid& g, const std::string& title) {
+  cv::Mat level(g.height, g.width, CV_8UC1, cv::Scalar(0));
+  const double lmax = std::log1p(static_cast<double>(g.max_count()));
+  for (int y = 0; y < g.height; ++y)
+    for (int x = 0; x < g.width; ++x) {
+      const auto c = g.counts[static_cast<std::size_t>(y) * g.width + x];
+      if (c > 0 && lmax > 0) level.at<std::uint8_t>(y, x) = static_cast<std::uint8_t>(std::lround(40 + 215 * std::log1p(static_cast<double>(c)) / lmax));
+    }
+  cv::Mat color;
+  cv::applyColorMap(level, color, cv::COLORMAP_INFERNO);
+  color.setTo(cv::Scalar(0, 0, 0), level == 0);
+  cv::putText(color, title, {10, 22}, cv::FONT_HERSHEY_SIMPLEX, 0.55, cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
+  save(path, color);
+}
+
+}  // namespace embedflow::geo

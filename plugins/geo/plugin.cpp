@@ -1,0 +1,18 @@
+// The geo plugin family: weak similarity labels from geotagged photos.
+#include <nanoflann.hpp>
+#include <opencv2/core/version.hpp>
+
+#include "embedflow/plugin.hpp"
+#include "geo_nodes.hpp"
+
+namespace {
+void register_types(embedflow::Registry& r) {
+  r.add(embedflow::geo::csv_photos_type());
+  r.add(embedflow::geo::pair_sampler_type());
+  r.add(embedflow::geo::pair_stats_type());
+}
+}  // namespace
+
+// NANOFLANN_VERSION is 0x142 in Debian's 1.4.3 header, so the version is taken from it as is.
+EMBEDFLOW_PLUGIN("geo", "0.1.0", "nanoflann " EMBEDFLOW_STRINGIFY(NANOFLANN_VERSION) ", OpenCV " CV_VERSION,
+                 register_types)
