@@ -167,6 +167,17 @@ TEST_CASE("batches replay with their original sizes, every dtype", "[hdf5]") {
   REQUIRE(rebatched[1]->get("name").string_at(3) == "item-9");
   auto dropped = drain(t.cursor(read_opts([](ReadOptions& o) { o.batch_size = 4; o.drop_last = true; o.start = 2; o.stop = 15; })));
   REQUIRE(dropped.size() == 3);
+  // Shuffled batches from compressed chunks (read and gathered, not mapped) keep rows whole.
+  auto shuffled = drain(t.cursor(read_opts([](ReadOptions& o) { o.batch_size = 5; o.shuffle = true; o.seed = 9; })));
+  std::set<std::int64_t> seen;
+  for (const auto& b : shuffled)
+    for (std::int64_t k = 0; k < b->batch_size(); ++k) {
+      std::int64_t id = b->get("id").data<std::int64_t>()[k];
+      seen.insert(id);
+      REQUIRE(b->get("name").string_at(k) == "item-" + std::to_string(id));
+      REQUIRE(b->get("embedding").data<float>()[2 * k + 1] == -static_cast<float>(id));
+    }
+  REQUIRE(seen.size() == 16);
   // Field selection.
   auto ids = drain(t.cursor(read_opts([](ReadOptions& o) { o.fields = {"name", "id"}; })));
   REQUIRE(ids[0]->size() == 2);

@@ -11,6 +11,11 @@
 #include <numeric>
 #include <random>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "embedflow/rng.hpp"
 #include "h5util.hpp"
 
@@ -23,8 +28,36 @@ const char* hdf5_version() { return H5_VERSION; }
 class File {
  public:
   File(fs::path p, Handle h) : path(std::move(p)), handle(std::move(h)) {}
+  ~File() {
+    if (map_ && map_ != MAP_FAILED) munmap(map_, map_size_);
+  }
   fs::path path;
   Handle handle;
+
+  // The whole file mapped read-only, or null when mapping fails. Shuffled batches copy rows
+  // straight out of the page cache through it instead of reading blocks and copying again.
+  // Only ever used to copy out (never handed to records), so a file replaced meanwhile cannot
+  // fault a consumer; files at final names are replaced by rename, never truncated.
+  const std::uint8_t* mapping(std::size_t& size) {
+    std::call_once(map_once_, [this] {
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return;
+      struct stat st {};
+      if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        map_size_ = static_cast<std::size_t>(st.st_size);
+        map_ = mmap(nullptr, map_size_, PROT_READ, MAP_SHARED, fd, 0);
+        if (map_ == MAP_FAILED) map_ = nullptr;
+      }
+      ::close(fd);
+    });
+    size = map_size_;
+    return static_cast<const std::uint8_t*>(map_);
+  }
+
+ private:
+  std::once_flag map_once_;
+  void* map_ = nullptr;
+  std::size_t map_size_ = 0;
 };
 
 namespace {
@@ -133,6 +166,91 @@ struct Table::Column {
     throw CorruptFileError(file->path, cat("reading dataset '", object, "': ", what, ": ", detail::last_error()));
   }
 
+  // Direct row addressing through the file mapping: possible when rows are stored as raw bytes
+  // identical to our memory layout (unfiltered, no type conversion, chunks spanning whole rows,
+  // every chunk allocated). Computed once, on first use.
+  bool direct() const {
+    std::call_once(direct_once_, [this] { direct_ok_ = compute_direct(); });
+    return direct_ok_;
+  }
+  const std::uint8_t* row_address(std::int64_t row) const {
+    if (info.chunk_rows == 0) return map_base_ + base_addr_ + static_cast<std::size_t>(row) * row_bytes;
+    std::int64_t k = row / info.chunk_rows;
+    return map_base_ + chunk_addr_[static_cast<std::size_t>(k)] + static_cast<std::size_t>(row - k * info.chunk_rows) * row_bytes;
+  }
+  // Asks the kernel to read rows [begin, end) ahead of use (prefetch for a cold page cache).
+  void will_need(std::int64_t begin, std::int64_t end) const {
+    if (!direct() || end <= begin) return;
+    const long page = sysconf(_SC_PAGESIZE);
+    auto advise = [&](const std::uint8_t* from, const std::uint8_t* to) {
+      auto lo = reinterpret_cast<std::uintptr_t>(from) & ~static_cast<std::uintptr_t>(page - 1);
+      madvise(reinterpret_cast<void*>(lo), static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(to) - lo), MADV_WILLNEED);
+    };
+    if (info.chunk_rows == 0) {
+      advise(row_address(begin), row_address(end - 1) + row_bytes);
+      return;
+    }
+    for (std::int64_t r = begin; r < end;) {
+      std::int64_t chunk_end = std::min(end, (r / info.chunk_rows + 1) * info.chunk_rows);
+      advise(row_address(r), row_address(chunk_end - 1) + row_bytes);
+      r = chunk_end;
+    }
+  }
+
+ private:
+  bool compute_direct() const {
+    if (info.dtype == DType::string || row_bytes == 0 || rows == 0) return false;
+    Handle ftype(H5Dget_type(dataset), H5Tclose);
+    if (H5Tequal(ftype, type.memory_type) <= 0) return false;
+    Handle dcpl(H5Dget_create_plist(dataset), H5Pclose);
+    std::size_t file_size = 0;
+    const std::uint8_t* base = nullptr;
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    if (layout == H5D_CONTIGUOUS) {
+      haddr_t addr = H5Dget_offset(dataset);
+      if (addr == HADDR_UNDEF) return false;
+      base = file->mapping(file_size);
+      if (!base || addr + static_cast<std::size_t>(rows) * row_bytes > file_size) return false;
+      base_addr_ = addr;
+    } else if (layout == H5D_CHUNKED) {
+      if (H5Pget_nfilters(dcpl) != 0) return false;
+      std::vector<hsize_t> chunk(info.inner.size() + 1);
+      if (H5Pget_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data()) < 0) return false;
+      for (std::size_t i = 0; i < info.inner.size(); ++i)
+        if (chunk[i + 1] != static_cast<hsize_t>(info.inner[i])) return false;  // rows split across chunks
+      base = file->mapping(file_size);
+      if (!base) return false;
+      std::int64_t chunks = (rows + info.chunk_rows - 1) / info.chunk_rows;
+      std::size_t chunk_bytes = static_cast<std::size_t>(info.chunk_rows) * row_bytes;
+      std::vector<hsize_t> coord(chunk.size(), 0);
+      chunk_addr_.resize(static_cast<std::size_t>(chunks));
+      for (std::int64_t k = 0; k < chunks; ++k) {
+        coord[0] = static_cast<hsize_t>(k * info.chunk_rows);
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        if (H5Dget_chunk_info_by_coord(dataset, coord.data(), &mask, &addr, &size) < 0 || addr == HADDR_UNDEF ||
+            size != chunk_bytes || addr + size > file_size) {
+          H5Eclear2(H5E_DEFAULT);
+          return false;
+        }
+        chunk_addr_[static_cast<std::size_t>(k)] = addr;
+      }
+    } else {
+      return false;  // compact: tiny, read normally
+    }
+    map_base_ = base;
+    return true;
+  }
+
+  mutable std::once_flag direct_once_;
+  mutable bool direct_ok_ = false;
+  mutable const std::uint8_t* map_base_ = nullptr;
+  mutable std::uint64_t base_addr_ = 0;
+  mutable std::vector<std::uint64_t> chunk_addr_;
+
+ public:
+
   // Reads rows [begin, end) into dst (numeric) or appends to out (strings).
   void read(std::int64_t begin, std::int64_t end, void* dst, std::vector<std::string>* out) const {
     std::int64_t n = end - begin;
@@ -238,8 +356,9 @@ std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hi
     // Slabs cover whole chunks, so unfiltered chunks are read straight into our buffers; the
     // chunk cache would add a copy. Filtered chunks must be cached (decompressed once even when
     // a slab ends inside one).
-    std::size_t chunk_bytes = static_cast<std::size_t>(c->info.chunk_rows) *
-                              std::max<std::size_t>(c->row_bytes, static_cast<std::size_t>(c->row_elems) * 16);
+    // Variable-length strings hold a 16-byte heap reference per element in the chunk.
+    std::size_t stored_row_bytes = c->info.dtype == DType::string ? static_cast<std::size_t>(c->row_elems) * 16 : c->row_bytes;
+    std::size_t chunk_bytes = static_cast<std::size_t>(c->info.chunk_rows) * stored_row_bytes;
     Handle access(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     H5Pset_chunk_cache(access, 521, filtered ? 4 * chunk_bytes + 4096 : 0, 1.0);
     // Re-open with the access list. The first handle must be closed before: while a dataset is
@@ -395,8 +514,16 @@ struct Cursor::Impl {
   std::size_t current_load = 0;
   std::size_t unit_in_load = 0;
   std::int64_t total_units = 0, returned = 0, total_out = 0;
-  // Rows collected for the batch being built: (slab, row within slab).
-  std::vector<std::pair<SlabPtr, std::int64_t>> pending;
+  // Columns gathered straight from the file mapping (shuffled batches), parallel to `columns`.
+  std::vector<bool> mapped;
+  bool any_mapped = false;
+  // Rows collected for the batch being built.
+  struct Pending {
+    SlabPtr slab;
+    std::int64_t row;     // within the slab
+    std::int64_t global;  // within the table
+  };
+  std::vector<Pending> pending;
 
   ~Impl() {
     if (worker.joinable()) {
@@ -413,7 +540,15 @@ struct Cursor::Impl {
     LoadData blocks;
     for (const auto& range : loads[i].ranges) {
       auto s = std::make_shared<Slab>();
-      for (std::size_t c : columns) s->columns.push_back(table->columns_[c]->read_ranges({range}, pool));
+      for (std::size_t i = 0; i < columns.size(); ++i) {
+        const Table::Column& col = *table->columns_[columns[i]];
+        if (mapped[i]) {
+          col.will_need(range.first, range.second);
+          s->columns.emplace_back();
+        } else {
+          s->columns.push_back(col.read_ranges({range}, pool));
+        }
+      }
       blocks.push_back(std::move(s));
     }
     return blocks;
@@ -481,47 +616,52 @@ struct Cursor::Impl {
     Record r;
     auto n = static_cast<std::int64_t>(pending.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
-      const Array& proto = pending[0].first->columns[i];
-      Shape shape = proto.shape();
-      shape[0] = n;
-      if (proto.is_string()) {
+      const Table::Column& col = *table->columns_[columns[i]];
+      Shape shape = col.info.inner;
+      shape.insert(shape.begin(), n);
+      if (col.info.dtype == DType::string) {
+        const Array& proto = pending[0].slab->columns[i];
         std::int64_t per_row = proto.dim(0) ? proto.numel() / proto.dim(0) : 0;
         std::vector<std::string> values;
         values.reserve(static_cast<std::size_t>(n * per_row));
-        for (const auto& [s, row] : pending)
-          for (std::int64_t k = 0; k < per_row; ++k) values.push_back(s->columns[i].string_at(row * per_row + k));
+        for (const auto& p : pending)
+          for (std::int64_t k = 0; k < per_row; ++k) values.push_back(p.slab->columns[i].string_at(p.row * per_row + k));
         r.set(names[i], Array::strings(std::move(values)).reshape(shape));
         continue;
       }
-      std::size_t row_bytes = table->columns_[columns[i]]->row_bytes;
+      std::size_t row_bytes = col.row_bytes;
       auto buf = raw_buffer(pool, static_cast<std::size_t>(n) * row_bytes);
       std::uint8_t* dst = buf.get();
       auto source = [&](std::size_t k) {
-        return static_cast<const std::uint8_t*>(pending[k].first->columns[i].raw()) +
-               static_cast<std::size_t>(pending[k].second) * row_bytes;
+        if (mapped[i]) return col.row_address(pending[k].global);
+        return static_cast<const std::uint8_t*>(pending[k].slab->columns[i].raw()) +
+               static_cast<std::size_t>(pending[k].row) * row_bytes;
       };
-      // Rows come from random places in a window larger than the CPU caches; prefetching a few
-      // rows ahead hides most of the memory latency that dominates shuffled replay.
-      constexpr std::size_t kAhead = 8;
-      for (std::size_t k = 0; k < pending.size(); ++k) {
-        if (k + kAhead < pending.size() && row_bytes >= 64) {
-          const std::uint8_t* next = source(k + kAhead);
-          for (std::size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(next + off);
+      if (row_bytes == 8) {  // labels, ids: a fixed-size copy the compiler inlines
+        for (std::size_t k = 0; k < pending.size(); ++k, dst += 8) std::memcpy(dst, source(k), 8);
+      } else {
+        // Rows come from random places in a window larger than the CPU caches; prefetching a
+        // few rows ahead hides most of the memory latency that dominates shuffled replay.
+        constexpr std::size_t kAhead = 8;
+        for (std::size_t k = 0; k < pending.size(); ++k, dst += row_bytes) {
+          if (k + kAhead < pending.size() && row_bytes >= 64) {
+            const std::uint8_t* next = source(k + kAhead);
+            for (std::size_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(next + off);
+          }
+          std::memcpy(dst, source(k), row_bytes);
         }
-        std::memcpy(dst, source(k), row_bytes);
-        dst += row_bytes;
       }
       std::uint8_t* p = buf.get();
-      r.set(names[i], Array::wrap(proto.dtype(), shape, p, std::shared_ptr<const void>(std::move(buf), p)));
+      r.set(names[i], Array::wrap(col.info.dtype, shape, p, std::shared_ptr<const void>(std::move(buf), p)));
     }
     return r;
   }
 
   Record take_batch() {
-    bool contiguous = true;
+    bool contiguous = !any_mapped;
     for (std::size_t k = 1; k < pending.size() && contiguous; ++k)
-      contiguous = pending[k].first == pending[0].first && pending[k].second == pending[k - 1].second + 1;
-    Record r = contiguous ? make_slice(*pending[0].first, pending[0].second, pending[0].second + static_cast<std::int64_t>(pending.size()))
+      contiguous = pending[k].slab == pending[0].slab && pending[k].row == pending[k - 1].row + 1;
+    Record r = contiguous ? make_slice(*pending[0].slab, pending[0].row, pending[0].row + static_cast<std::int64_t>(pending.size()))
                           : gather();
     pending.clear();
     return r;
@@ -540,7 +680,7 @@ struct Cursor::Impl {
         ++returned;
         return share(slice_records ? make_slice(*block, u.begin, u.end) : make_row(*block, u.begin));
       }
-      pending.emplace_back(block, u.begin);
+      pending.push_back(Pending{block, u.begin, loads[current_load].ranges[u.block].first + u.begin});
       if (static_cast<std::int64_t>(pending.size()) == batch) {
         ++returned;
         return share(take_batch());
@@ -557,6 +697,13 @@ struct Cursor::Impl {
 
   void plan() {
     const Table& t = *table;
+    // Shuffled batches copy every row anyway: copy it once, from the page cache, rather than
+    // reading blocks into buffers and copying again.
+    for (std::size_t c : columns) {
+      bool m = options.shuffle && options.batch_size > 0 && t.columns_[c]->direct();
+      mapped.push_back(m);
+      any_mapped = any_mapped || m;
+    }
     slice_records = options.batch_size == 0 && t.has_records() && t.layout() == Layout::batches;
     // Units: records when replaying stored batches, rows otherwise.
     std::int64_t available = slice_records ? t.records() : t.rows();

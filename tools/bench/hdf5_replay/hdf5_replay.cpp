@@ -4,7 +4,7 @@
 // shuffled >= 0.5x sequential.
 //
 //   build/bin/bench_hdf5_replay [--data /usr/share/datasets/fashion-mnist] [--out DIR]
-//                               [--repeats 5] [--batch 256] [--deflate 0] [--window ROWS]
+//                               [--repeats 7] [--batch 256] [--deflate 0] [--window ROWS]
 //
 // Every timing is the best over --repeats interleaved rounds with the file in the page cache
 // (what a cache re-run sees). Each pass touches every batch (a checksum both sides compute) so no read is
@@ -141,7 +141,7 @@ double json_number(const std::string& json, const std::string& key) {
 int main(int argc, char** argv) {
   fs::path data = "/usr/share/datasets/fashion-mnist";
   fs::path out = fs::temp_directory_path() / "embedflow-bench-hdf5";
-  int repeats = 5;
+  int repeats = 7;
   std::int64_t batch = 256;
   int deflate = 0;
   std::int64_t window = 0;
