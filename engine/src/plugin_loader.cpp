@@ -80,6 +80,9 @@ void PluginLoader::load_file(const std::string& path, Registry& registry) {
     throw ConfigError(cat("plugin ", path, ": built with toolchain ", d->toolchain ? d->toolchain : "(none)",
                           " but the engine uses ", kToolchain, "; C++ types cannot cross that boundary safely"));
   if (!d->register_types) throw ConfigError(cat("plugin ", path, ": descriptor has no registration function"));
+  // Types registered below keep code in this library (vtables, std::function targets) that
+  // may outlive the loader, e.g. in a static registry: pin it so it is never unloaded.
+  dlopen(path.c_str(), RTLD_NOW | RTLD_NODELETE);
   registry.set_current_plugin(d->name ? d->name : "", path, d->version ? d->version : "");
   d->register_types(registry);
   registry.set_current_plugin("", "", "");

@@ -10,6 +10,7 @@ TEST_CASE("an out-of-tree plugin builds against the installed SDK and runs") {
   auto dir = scratch_dir("out_of_tree");
   std::string prefix = (dir / "prefix").string();
   Result install = run_process({"/usr/bin/cmake", "--install", binary_dir(), "--prefix", prefix, "--component", "Unspecified"});
+  INFO(install.out << install.err);
   REQUIRE(install.exit_code == 0);
   Result configure = run_process({"/usr/bin/cmake", "-S", source_dir() + "/tools/example_plugin", "-B", (dir / "build").string(),
                                   "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_PREFIX_PATH=" + prefix});
