@@ -14,10 +14,11 @@
 //          embedflow dtype (i16 -> i32, u32 -> i64, f16 -> f32); compound types are refused.
 //          Relative paths are relative to the working directory.
 //
+// Example (reads the file that the io.hdf5_writer example writes):
 //   nodes:
-//     images: {type: io.hdf5_reader, params: {path: data/fashion.h5, object: train, fields: [image, label], batch_size: 256, shuffle: true}}
-//     show:   {type: core.sink, params: {mode: count}}
-//   edges: [images.out -> show.in]
+//     read: {type: io.hdf5_reader, params: {path: out/numbers.h5, fields: [index, value], batch_size: 64, shuffle: true}}
+//     show: {type: core.sink, params: {mode: print}}
+//   edges: [read.out -> show.in]
 #include <embedflow/hdf5/stream_file.hpp>
 
 #include "io_types.hpp"
@@ -135,7 +136,7 @@ NodeType hdf5_reader_type() {
           c.error(e.what(), "path");
         }
       })
-      .example("images: {type: io.hdf5_reader, params: {path: data/fashion.h5, batch_size: 256, shuffle: true}}")
+      .example("read: {type: io.hdf5_reader, params: {path: out/numbers.h5, fields: [index, value], batch_size: 64, shuffle: true}}")
       .create<Hdf5Reader>();
 }
 

@@ -77,7 +77,7 @@ NodeType hdf5_writer_type() {
                                         "HDF5 at all (use mode: overwrite, or another path)"),
                   "mode");
       })
-      .example("save: {type: io.hdf5_writer, params: {path: out/embeddings.h5, group: embeddings}}")
+      .example("save: {type: io.hdf5_writer, params: {path: out/numbers.h5, group: numbers, compression: 4}}")
       .create<Hdf5Writer>();
 }
 
