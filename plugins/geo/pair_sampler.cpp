@@ -452,7 +452,10 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
         for (auto [t0, t1] : runs) pos.add_positions(m.groups.start[t0], m.groups.start[t1]);
         pos.finish();
         own_base = pos.rank_of(loc_begin);
-        if (pos.total() <= 1) continue;  // only the location's single photo: no positives
+        if (pos.total() <= 1) {  // only the location's single photo: no positives
+          out.anchors += loc_end - loc_begin;
+          continue;
+        }
       } else if (c.mode == PositiveMode::radius) {
         m.index->query(m.groups.lat[u], m.groups.lon[u], 0, c.positive_radius_m, ball);
       }

@@ -1,0 +1,182 @@
+// Graph-level tests of the geo family through the CLI: graphs/geo_pairs.yaml on generated photos
+// (every emitted pair checked by an independent Python/NumPy pass over the CSV and the HDF5
+// outputs, exact counts against scikit-learn, --threads 1 vs 2), bad CSV rows, and validation.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "cli.hpp"
+
+using namespace embedflow::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kSets[] = {"p1_2000", "p10_2000", "p10_2000_june2013", "p10_2000_june2013_same", "timelapse", "ring"};
+const char* kWriters[] = {"save_p1_2000", "save_p10_2000", "save_june2013", "save_june2013_same", "save_timelapse", "save_ring"};
+
+// Runs graphs/geo_pairs.yaml with every output redirected into `dir`.
+Result run_geo_pairs(const fs::path& csv, const fs::path& dir, int threads) {
+  std::vector<std::string> args{"run", source_dir() + "/graphs/geo_pairs.yaml", "--threads", std::to_string(threads),
+                                "--set", "photos.path=" + csv.string(),
+                                "--set", "stats.out=" + (dir / "stats").string(),
+                                "--set", "stats.histogram_pairs=20000",
+                                // The 30k-row sample's time-lapse has 25 frames.
+                                "--set", "timelapse.timelapse_min_frames=20"};
+  for (std::size_t i = 0; i < 6; ++i) {
+    args.push_back("--set");
+    args.push_back(std::string(kWriters[i]) + ".path=" + (dir / (std::string(kSets[i]) + ".h5")).string());
+  }
+  return run_cli(args);
+}
+
+fs::path generated_photos() {
+  static fs::path csv;
+  if (csv.empty()) {
+    const fs::path dir = scratch_dir("geo_graph_data");
+    csv = dir / "photos.csv";
+    const Result r = run_process({GEN_PHOTOS, "--rows", "30000", "--seed", "2", "--out", csv.string()});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+  }
+  return csv;
+}
+
+// Independent checks: every emitted pair against its set's constraints, recomputed from the CSV.
+const char* kCheckScript = R"PY(
+import csv, json, math, sys
+import numpy as np, h5py
+from sklearn.neighbors import BallTree
+
+csv_path, out_a, out_b = sys.argv[1:4]
+R = 6371000.0
+ids, lat, lon, tim, user = [], [], [], [], []
+from datetime import datetime, timezone
+with open(csv_path, newline="") as f:
+    for row in csv.DictReader(f):
+        ids.append(int(row["id"])); lat.append(float(row["lat"])); lon.append(float(row["lon"]))
+        tim.append(int(datetime.fromisoformat(row["time"]).replace(tzinfo=timezone.utc).timestamp()))
+        user.append(row["user"])
+pos = {i: k for k, i in enumerate(ids)}
+lat = np.array(lat); lon = np.array(lon); tim = np.array(tim); user = np.array(user)
+
+def hav(a, b):
+    p1, p2 = np.radians(lat[a]), np.radians(lat[b])
+    dl = np.radians(lon[b] - lon[a])
+    h = np.sin((p2 - p1) / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
+    return 2 * R * np.arcsin(np.sqrt(h))
+
+june = (int(datetime(2013, 6, 1, tzinfo=timezone.utc).timestamp()), int(datetime(2013, 7, 1, tzinfo=timezone.utc).timestamp()))
+sets = {
+    "p1_2000": dict(rp=1, rn=2000), "p10_2000": dict(rp=10, rn=2000),
+    "p10_2000_june2013": dict(rp=10, rn=2000, window=june),
+    "p10_2000_june2013_same": dict(rp=10, rn=2000, window=june, same_user=True),
+    "timelapse": dict(rp=10, rn=2000, window=june, same_user=True, gap=3600),
+    "ring": dict(rp=10, rn=30, rmax=100),
+}
+problems = []
+for name, c in sets.items():
+    ga = h5py.File(f"{out_a}/{name}.h5", "r")["pairs"]
+    gb = h5py.File(f"{out_b}/{name}.h5", "r")["pairs"]
+    for field in ("anchor", "other", "distance_m", "label"):
+        if not np.array_equal(ga[field][()], gb[field][()]):
+            problems.append(f"{name}: field {field} differs between --threads 1 and 2")
+    a = np.array([pos[i] for i in ga["anchor"][()]], dtype=np.int64)
+    o = np.array([pos[i] for i in ga["other"][()]], dtype=np.int64)
+    label = ga["label"][()]; dist = ga["distance_m"][()]
+    n = len(a)
+    if name in ("p1_2000", "p10_2000", "ring", "timelapse") and n == 0:
+        problems.append(f"{name}: no pairs at all")
+    d = hav(a, o)
+    if n and np.max(np.abs(d - dist)) > 1e-6: problems.append(f"{name}: distance_m differs from haversine")
+    if np.any(a == o): problems.append(f"{name}: a photo paired with itself")
+    p, q = label == 1, label == 0
+    if np.any(d[p] > c["rp"] + 1e-6): problems.append(f"{name}: positive beyond {c['rp']} m")
+    if np.any(d[q] < c["rn"] - 1e-6): problems.append(f"{name}: negative within {c['rn']} m")
+    if "rmax" in c and np.any(d[q] > c["rmax"] + 1e-6): problems.append(f"{name}: ring negative beyond {c['rmax']} m")
+    if "window" in c:
+        lo, hi = c["window"]
+        for side in (a, o):
+            if np.any((tim[side] < lo) | (tim[side] >= hi)): problems.append(f"{name}: photo outside June 2013")
+    if c.get("same_user") and np.any(user[a[p]] != user[o[p]]): problems.append(f"{name}: positive by another user")
+    if "gap" in c and np.any(np.abs(tim[a[p]] - tim[o[p]]) > c["gap"]): problems.append(f"{name}: positive beyond the time gap")
+    # Per-anchor budgets: at most 4 positives and 4 negatives, no repeats.
+    if n:
+        keys = np.stack([a, o, label], 1)
+        if len(np.unique(keys, axis=0)) != n: problems.append(f"{name}: repeated pair")
+        _, cnt = np.unique(np.stack([a, label], 1), axis=0, return_counts=True)
+        if cnt.max() > 4: problems.append(f"{name}: more than 4 partners of one kind for an anchor")
+    print(name, n, "rows,", int(p.sum()), "positives")
+
+summary = json.load(open(f"{out_a}/stats/summary.json"))
+names = sorted(s["name"] for s in summary["datasets"])
+if len(names) != 6: problems.append(f"summary has {len(names)} datasets")
+pts = np.radians(np.stack([lat, lon], 1))
+tree = BallTree(pts, metric="haversine")
+for entry in summary["pairs_within"]:
+    r = entry["radius_m"]
+    counts = tree.query_radius(pts, r=r / R, count_only=True)
+    want = (int(counts.sum()) - len(pts)) // 2
+    print("pairs within", r, "m:", entry["pairs"], "sklearn:", want)
+    if entry["pairs"] != want: problems.append(f"pairs within {r} m: {entry['pairs']} != sklearn {want}")
+for png in ("density.png", "hist_all.png", "hist_5000.png", "hist_2000.png", "hist_200.png"):
+    with open(f"{out_a}/stats/{png}", "rb") as f:
+        if f.read(8) != b"\x89PNG\r\n\x1a\n": problems.append(f"{png} is not a PNG")
+for p in problems: print("PROBLEM:", p)
+sys.exit(1 if problems else 0)
+)PY";
+
+}  // namespace
+
+TEST_CASE("geo_pairs.yaml: every pair meets its constraints, counts match sklearn, threads agree", "[geo][graph]") {
+  const fs::path csv = generated_photos();
+  const fs::path a = scratch_dir("geo_graph_t1"), b = scratch_dir("geo_graph_t2");
+  const Result one = run_geo_pairs(csv, a, 1);
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+  const Result two = run_geo_pairs(csv, b, 2);
+  INFO(two.err);
+  REQUIRE(two.exit_code == 0);
+  CHECK(fs::exists(a / "stats" / "datasets.md"));
+  const Result check = run_python(kCheckScript, {csv.string(), a.string(), b.string()});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+  CHECK(check.out.find("timelapse") != std::string::npos);
+}
+
+TEST_CASE("a malformed CSV row stops the run naming file:line, or is skipped and counted", "[geo][graph]") {
+  const fs::path dir = scratch_dir("geo_graph_bad");
+  const fs::path csv = dir / "bad.csv";
+  write_file(csv,
+             "id,lat,lon,time,user\n"
+             "1,40.75,-73.98,2013-06-14T10:00:00,alice\n"
+             "2,40.75,-73.98,2013-06-14T10:05:00,bob\n"
+             "3,40.75,not-a-number,2013-06-14T10:06:00,carol\n"
+             "4,40.70,-73.99,2013-06-14T10:07:00,dave\n");
+  const fs::path graph = dir / "g.yaml";
+  write_file(graph, "seed: 1\nnodes:\n  photos: {type: geo.csv_photos, params: {path: " + csv.string() +
+                        "}}\n  stats: {type: geo.pair_stats, params: {out: " + (dir / "stats").string() +
+                        ", histogram_pairs: 10}}\nedges:\n  - photos.out -> stats.photos\n");
+  const Result fail = run_cli({"run", graph.string()});
+  CHECK(fail.exit_code == 1);
+  CHECK(fail.err.find(csv.string() + ":4: lon 'not-a-number'") != std::string::npos);
+
+  const Result skip = run_cli({"run", graph.string(), "--set", "photos.on_bad_row=skip"});
+  INFO(skip.err);
+  REQUIRE(skip.exit_code == 0);
+  CHECK(skip.err.find("skipped 1 malformed rows") != std::string::npos);
+  CHECK(skip.err.find(":4: lon") != std::string::npos);
+  const std::string summary = read_file(dir / "stats" / "summary.json");
+  CHECK(summary.find("\"photos\": 3,") != std::string::npos);
+  // Two photos share coordinates: exactly one pair within 1 m.
+  CHECK(summary.find("{\"radius_m\": 1, \"pairs\": 1,") != std::string::npos);
+}
+
+TEST_CASE("inconsistent sampler settings are reported at load time", "[geo][graph]") {
+  const Result r = run_cli({"validate", source_dir() + "/graphs/geo_pairs.yaml", "--set", "ring.negative_max_m=20",
+                            "--set", "p10_2000.negative_min_m=5", "--set", "p1_2000.date_from=June"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("negative_max_m (20) is below negative_min_m (30)") != std::string::npos);
+  CHECK(r.err.find("negative_min_m (5) must exceed positive_radius_m (10)") != std::string::npos);
+  CHECK(r.err.find("date_from 'June' is not an ISO 8601 date") != std::string::npos);
+}

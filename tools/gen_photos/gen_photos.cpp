@@ -9,7 +9,7 @@
 //   - exact-coordinate hot spots (a venue's default location) with Zipf sizes m_i = C/i, the
 //     largest ~1.5% of rows, so a 1M-row sample has ~1.8e8 pairs within 10 m;
 //   - Zipf-distributed users, plus one time-lapse user posting a frame every 10 minutes from one
-//     spot by the Barclays Center from 2013-05-20 for rows/1200 frames;
+//     spot by the Barclays Center from 2013-06-01 for rows/1200 frames;
 //   - ~1% duplicate uploads (same user, coordinates, time within a second);
 //   - titles and descriptions with commas, quotes and the odd newline, so CSV quoting is real.
 //
@@ -77,7 +77,7 @@ const LatLon kBroadway[] = {{40.704700, -74.013800}, {40.712800, -74.008000}, {4
 const LatLon kManhattan{40.768000, -73.978000};
 
 const LatLon kTimelapseSpot{40.682930, -73.975520};
-constexpr std::int64_t kTimelapseStart = 1369008000;  // 2013-05-20T00:00:00Z
+constexpr std::int64_t kTimelapseStart = 1370044800;  // 2013-06-01T00:00:00Z
 constexpr std::int64_t kTimelapseStep = 600;
 
 LatLon offset(LatLon p, double east_m, double north_m) {
