@@ -308,7 +308,9 @@ struct StreamFileWriter::Impl {
     std::error_code ec;
     fs::copy_file(final_path, temp_path, fs::copy_options::overwrite_existing, ec);
     if (ec) throw DataError(cat(final_path.string(), ": cannot copy to ", temp_path.string(), " for appending: ", ec.message()));
-    file = Handle(detail::check(H5Fopen(temp_path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), final_path,
+    Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_file_locking(fapl, false, true);
+    file = Handle(detail::check(H5Fopen(temp_path.c_str(), H5F_ACC_RDWR, fapl), final_path,
                                 "cannot reopen for appending"),
                   H5Fclose);
     for (const auto& [k, v] : existing.attributes())
@@ -417,6 +419,9 @@ StreamFileWriter::StreamFileWriter(fs::path final_path, std::map<std::string, st
     // Version-1.8 objects at least: their headers carry checksums, so damaged metadata is
     // detected on open rather than read as garbage.
     H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+    // The temporary name is ours alone (pid + counter), so HDF5's flock buys nothing, and some
+    // file systems (NFS, some containers) refuse it.
+    H5Pset_file_locking(fapl, false, true);
     impl_->file = Handle(detail::check(H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), final_path_,
                                        cat("cannot create temporary file ", temp_path_.string())),
                          H5Fclose);
