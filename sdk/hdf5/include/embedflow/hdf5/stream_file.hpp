@@ -150,7 +150,8 @@ struct ReadOptions {
   // Chunk-aware shuffle: units are grouped into blocks aligned to the HDF5 chunks; the block
   // order is permuted, then units are permuted within windows of consecutive (permuted) blocks.
   // Every read is a contiguous run of whole chunks, so shuffled replay costs about as much I/O
-  // as sequential replay.
+  // as sequential replay. Shuffled batches of uncompressed, unconverted columns are copied row
+  // by row straight from the file's mapped page cache (one copy instead of read + gather).
   bool shuffle = false;
   std::uint64_t seed = 0;
   std::int64_t shuffle_window = 0;      // units per window; 0 = about 16 MiB of data
