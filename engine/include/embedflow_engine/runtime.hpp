@@ -11,6 +11,9 @@
 //    A source stops producing while `in_flight` tickets are alive and is woken when they drop
 //    below half, so a fast source before a slow sink blocks (without holding a thread) rather
 //    than dropping or growing.
+//    Caveat: stream records waiting for a side port's first value keep their tickets. If the
+//    side value can only come from the same source, that source stalls at its cap: feed side
+//    ports from another source, or raise that source's in_flight.
 #pragma once
 
 #include <atomic>
