@@ -217,42 +217,48 @@ PairSampler::PairSampler(const PhotoSet& photos, SamplerConfig config)
 
   tbb::task_arena arena(c.threads > 0 ? c.threads : tbb::task_arena::automatic);
   arena.execute([&] {
-    std::vector<std::uint32_t> kept;
-    kept.reserve(n);
+    // Sort keys by value, not indices into the columns: the comparisons then stay in cache.
+    struct Key {
+      double lat, lon;
+      std::int64_t time;
+      std::int32_t user;
+      std::uint32_t idx;
+    };
+    std::vector<Key> keys;
+    keys.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
-      if (photos.time[i] >= c.date_from && photos.time[i] < c.date_to) kept.push_back(static_cast<std::uint32_t>(i));
-      else ++stats_.outside_dates;
+      if (photos.time[i] >= c.date_from && photos.time[i] < c.date_to)
+        keys.push_back({photos.lat[i], photos.lon[i], photos.time[i], photos.user[i], static_cast<std::uint32_t>(i)});
+      else
+        ++stats_.outside_dates;
     }
+    tbb::parallel_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+      if (a.lat != b.lat) return a.lat < b.lat;
+      if (a.lon != b.lon) return a.lon < b.lon;
+      if (a.user != b.user) return a.user < b.user;
+      if (a.time != b.time) return a.time < b.time;
+      return a.idx < b.idx;
+    });
+    auto same_place = [](const Key& a, const Key& b) { return a.lat == b.lat && a.lon == b.lon; };
     // Duplicates: a burst of the same shot uploaded twice, or re-posted frames.
     if (c.duplicate_time_s >= 0) {
-      tbb::parallel_sort(kept.begin(), kept.end(), [&](std::uint32_t a, std::uint32_t b) {
-        if (photos.lat[a] != photos.lat[b]) return photos.lat[a] < photos.lat[b];
-        if (photos.lon[a] != photos.lon[b]) return photos.lon[a] < photos.lon[b];
-        if (photos.user[a] != photos.user[b]) return photos.user[a] < photos.user[b];
-        if (photos.time[a] != photos.time[b]) return photos.time[a] < photos.time[b];
-        return a < b;
-      });
       std::size_t w = 0;
       std::int64_t last_time = 0;
-      for (std::size_t r = 0; r < kept.size(); ++r) {
-        const std::uint32_t p = kept[r];
-        if (w > 0) {
-          const std::uint32_t q = kept[w - 1];
-          if (photos.lat[p] == photos.lat[q] && photos.lon[p] == photos.lon[q] && photos.user[p] == photos.user[q] &&
-              photos.time[p] - last_time <= c.duplicate_time_s) {
-            ++stats_.duplicates;
-            continue;
-          }
+      for (std::size_t r = 0; r < keys.size(); ++r) {
+        const Key& k = keys[r];
+        if (w > 0 && same_place(k, keys[w - 1]) && k.user == keys[w - 1].user && k.time - last_time <= c.duplicate_time_s) {
+          ++stats_.duplicates;
+          continue;
         }
-        kept[w++] = p;
-        last_time = photos.time[p];
+        last_time = k.time;
+        keys[w++] = k;
       }
-      kept.resize(w);
+      keys.resize(w);
     }
     if (c.duplicate_files && !photos.path.empty()) {
       std::vector<std::uint32_t> with_path;
-      for (std::uint32_t p : kept)
-        if (!photos.path[p].empty()) with_path.push_back(p);
+      for (const Key& k : keys)
+        if (!photos.path[k.idx].empty()) with_path.push_back(k.idx);
       std::vector<std::pair<std::uint64_t, std::uint64_t>> hashes(with_path.size());
       tbb::parallel_for(std::size_t(0), with_path.size(), [&](std::size_t i) {
         const std::string& rel = photos.path[with_path[i]];
@@ -266,21 +272,37 @@ PairSampler::PairSampler(const PhotoSet& photos, SamplerConfig config)
       std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
         return hashes[a] != hashes[b] ? hashes[a] < hashes[b] : with_path[a] < with_path[b];
       });
+      // The earliest row of each identical file stays.
       std::vector<char> drop(n, 0);
       for (std::size_t i = 1; i < order.size(); ++i)
         if (hashes[order[i]] == hashes[order[i - 1]]) drop[with_path[order[i]]] = 1;
       std::size_t w = 0;
-      for (std::uint32_t p : kept) {
-        if (drop[p]) { ++stats_.duplicate_files; continue; }
-        kept[w++] = p;
+      for (const Key& k : keys) {
+        if (drop[k.idx]) { ++stats_.duplicate_files; continue; }
+        keys[w++] = k;
       }
-      kept.resize(w);
+      keys.resize(w);
     }
-    stats_.kept = static_cast<std::int64_t>(kept.size());
+    stats_.kept = static_cast<std::int64_t>(keys.size());
 
     {
-      LocationGroups by_coords = group_by_location(photos.lat, photos.lon, photos.time, kept);
-      std::vector<std::uint32_t>().swap(kept);
+      LocationGroups by_coords;
+      for (std::size_t r = 0; r < keys.size(); ++r)
+        if (r == 0 || !same_place(keys[r], keys[r - 1])) {
+          by_coords.lat.push_back(keys[r].lat);
+          by_coords.lon.push_back(keys[r].lon);
+          by_coords.start.push_back(static_cast<std::uint32_t>(r));
+        }
+      by_coords.start.push_back(static_cast<std::uint32_t>(keys.size()));
+      // Within a location, photos go by time.
+      tbb::parallel_for(std::size_t(0), by_coords.size(), [&](std::size_t u) {
+        std::sort(keys.begin() + by_coords.start[u], keys.begin() + by_coords.start[u + 1], [](const Key& a, const Key& b) {
+          return a.time != b.time ? a.time < b.time : a.idx < b.idx;
+        });
+      });
+      by_coords.order.resize(keys.size());
+      for (std::size_t r = 0; r < keys.size(); ++r) by_coords.order[r] = keys[r].idx;
+      std::vector<Key>().swap(keys);
       m.index = std::make_unique<LocationIndex>(by_coords.lat, by_coords.lon);
       // Locations take the tree's numbering, so a subtree is a contiguous run of photos.
       const auto& ord = m.index->order();

@@ -180,3 +180,33 @@ TEST_CASE("inconsistent sampler settings are reported at load time", "[geo][grap
   CHECK(r.err.find("negative_min_m (5) must exceed positive_radius_m (10)") != std::string::npos);
   CHECK(r.err.find("date_from 'June' is not an ISO 8601 date") != std::string::npos);
 }
+
+TEST_CASE("each geo node's example graph runs as pasted", "[geo][graph]") {
+  // The YAML in a node file's opening comment runs from "seed:" to the end of the comment; it
+  // names repository paths, so they are rebased onto the source tree and a scratch directory.
+  const fs::path out = scratch_dir("geo_examples");
+  for (const char* file : {"csv_photos_node.cpp", "pair_sampler_node.cpp", "pair_stats_node.cpp"}) {
+    std::ifstream in(source_dir() + "/plugins/geo/" + file);
+    REQUIRE(in);
+    std::string line, yaml;
+    bool inside = false;
+    while (std::getline(in, line) && line.rfind("//", 0) == 0) {
+      if (line.rfind("//   seed:", 0) == 0) inside = true;
+      if (inside) yaml += line.substr(std::min<std::size_t>(5, line.size())) + "\n";
+    }
+    INFO(file << " example:\n" << yaml);
+    REQUIRE(yaml.find("nodes:") != std::string::npos);
+    auto replace_all = [&](const std::string& from, const std::string& to) {
+      for (std::size_t p = 0; (p = yaml.find(from, p)) != std::string::npos; p += to.size()) yaml.replace(p, from.size(), to);
+    };
+    replace_all("tests/geo/data/", source_dir() + "/tests/geo/data/");
+    replace_all("out/", (out / "").string());
+    const fs::path graph = out / (std::string(file) + ".yaml");
+    write_file(graph, yaml);
+    const Result r = run_cli({"run", graph.string()});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+  }
+  CHECK(fs::exists(out / "pair_sampler_example" / "datasets.md"));
+  CHECK(fs::exists(out / "pair_stats_example" / "density.png"));
+}
