@@ -99,16 +99,21 @@ class PairSamplerNode : public Node {
     const auto* la = lat.data<double>();
     const auto* lo = lon.data<double>();
     const auto* t = time.data<std::int64_t>();
+    const bool has_path = path && c_.duplicate_files;
+    if (has_path) photos_.path.resize(photos_.id.size());  // earlier batches had none
     for (std::int64_t i = 0; i < n; ++i) {
+      // Photos outside the dataset window are dropped here, so a one-month set never holds the
+      // whole collection in memory.
+      if (t[i] < c_.date_from || t[i] >= c_.date_to) {
+        ++outside_dates_;
+        continue;
+      }
       photos_.id.push_back(ids[i]);
       photos_.lat.push_back(la[i]);
       photos_.lon.push_back(lo[i]);
       photos_.time.push_back(t[i]);
       photos_.user.push_back(users_.intern(user.string_at(i)));
-    }
-    if (path && c_.duplicate_files) {
-      photos_.path.resize(photos_.id.size() - static_cast<std::size_t>(n));  // earlier batches had none
-      for (std::int64_t i = 0; i < n; ++i) photos_.path.push_back(path->string_at(i));
+      if (has_path) photos_.path.push_back(path->string_at(i));
     }
   }
 
@@ -129,7 +134,7 @@ class PairSamplerNode : public Node {
         },
         [&] { return ctx_->stop_requested(); });
     const SamplerStats& s = sampler.stats();
-    log_info(ctx_->id(), s.input, " photos: ", s.outside_dates, " outside the dates, ", s.duplicates, " duplicates, ",
+    log_info(ctx_->id(), s.input + outside_dates_, " photos: ", s.outside_dates + outside_dates_, " outside the dates, ", s.duplicates, " duplicates, ",
              s.duplicate_files, " duplicate files; ", s.kept, " kept at ", s.unique_locations, " locations; ",
              s.anchors_with_positive, " of ", s.anchors, " anchors have positives; ", rows, " rows (",
              s.positives, " positives, ", s.negatives, " negatives); index ", s.build_seconds, " s, sampling ",
@@ -208,6 +213,7 @@ class PairSamplerNode : public Node {
   std::size_t batch_size_ = 0;
   std::string name_;
   PhotoSet photos_;
+  std::int64_t outside_dates_ = 0;
   UserInterner users_;
 };
 

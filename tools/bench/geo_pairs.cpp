@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   int threads = 2, k_pos = 4, k_neg = 4;
   double radius = 10, neg_min = 2000;
   std::size_t subset = 1000000;
+  bool count = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--csv") csv = v;
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
     else if (a == "--negative-min") neg_min = std::stod(v);
     else if (a == "--subset") subset = std::stoul(v);
     else if (a == "--subset-prefix") subset_prefix = v;
+    else if (a == "--count") count = v != "0";
     else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
   }
   if (csv.empty()) {
@@ -112,6 +114,10 @@ int main(int argc, char** argv) {
     std::printf("sampler_build_s %.3f\nsampler_sample_s %.3f\nsampler_total_s %.3f\nsampler_cpu_s %.3f\n",
                 s.build_seconds, s.sample_seconds, t_sample, cpu_sample);
 
+    if (!count) {
+      std::printf("peak_rss_mb %.1f\n", peak_rss_mb());
+      return 0;
+    }
     t0 = std::chrono::steady_clock::now();
     const double cpu1 = cpu_seconds();
     const PairCount all = count_pairs_within(photos.lat, photos.lon, radius, threads, false);
