@@ -511,3 +511,42 @@ TEST_CASE("a 20k-photo hot spot samples in linear time", "[geo][sampler]") {
     if (out.label[r] == 1 && out.anchor[r] < 1000 + 20000) partners.insert(out.other[r]);
   CHECK(partners.size() > 19000);  // 80k draws over 20k members: ~98% are hit
 }
+
+TEST_CASE("triplets pair each anchor's i-th positive with its i-th negative", "[geo][sampler]") {
+  const PhotoSet p = synthetic_photos(3000, 13, 30);
+  SamplerConfig c;
+  c.k_pos = 3;
+  c.k_neg = 2;
+  c.duplicate_time_s = -1;
+  PairSampler s(p, c);
+  std::vector<PairRows> blocks;
+  s.run([&](PairRows&& b) { blocks.push_back(std::move(b)); });
+  std::size_t anchors = 0, triplets = 0;
+  for (const PairRows& b : blocks) {
+    const TripletRows t = to_triplets(b);
+    // Expected from the pair rows: per anchor, min(#positives, #negatives) triplets.
+    std::map<std::int64_t, std::vector<std::int64_t>> pos, neg;
+    std::map<std::int64_t, std::vector<double>> pos_d, neg_d;
+    for (std::size_t r = 0; r < b.size(); ++r) {
+      (b.label[r] == 1 ? pos : neg)[b.anchor[r]].push_back(b.other[r]);
+      (b.label[r] == 1 ? pos_d : neg_d)[b.anchor[r]].push_back(b.distance_m[r]);
+    }
+    std::size_t expected = 0;
+    for (const auto& [a, v] : pos) expected += std::min(v.size(), neg[a].size());
+    REQUIRE(t.size() == expected);
+    std::map<std::int64_t, std::size_t> seen;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      const std::size_t k = seen[t.anchor[i]]++;
+      REQUIRE(t.positive[i] == pos[t.anchor[i]][k]);
+      REQUIRE(t.negative[i] == neg[t.anchor[i]][k]);
+      REQUIRE(t.positive_m[i] == pos_d[t.anchor[i]][k]);
+      REQUIRE(t.negative_m[i] == neg_d[t.anchor[i]][k]);
+      REQUIRE(t.positive_m[i] < t.negative_m[i]);
+    }
+    anchors += pos.size();
+    triplets += t.size();
+  }
+  CHECK(anchors > 300);
+  CHECK(triplets >= anchors);  // every anchor with a positive also has a negative here
+  CHECK(triplets <= 2 * anchors);
+}
