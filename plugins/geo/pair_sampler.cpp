@@ -330,18 +330,22 @@ PairSampler::PairSampler(const PhotoSet& photos, SamplerConfig config)
         m.user[p] = photos.user[i];
         m.loc[p] = static_cast<std::uint32_t>(u);
       }
-    m.by_user.resize(N);
-    std::iota(m.by_user.begin(), m.by_user.end(), 0u);
+    std::vector<std::uint32_t>().swap(m.groups.order);  // input indices are not needed past here
     auto user_time = [&](std::uint32_t a, std::uint32_t b) {
       if (m.user[a] != m.user[b]) return m.user[a] < m.user[b];
       if (m.time[a] != m.time[b]) return m.time[a] < m.time[b];
       return a < b;
     };
-    tbb::parallel_for(std::size_t(0), m.groups.size(), [&](std::size_t u) {
-      std::sort(m.by_user.begin() + m.groups.start[u], m.by_user.begin() + m.groups.start[u + 1], user_time);
-    });
-    m.by_user_inv.resize(N);
-    for (std::size_t i = 0; i < N; ++i) m.by_user_inv[m.by_user[i]] = static_cast<std::uint32_t>(i);
+    // The (user, time) order inside each location serves same-user positives only.
+    if (c.positive_user == UserRule::same) {
+      m.by_user.resize(N);
+      std::iota(m.by_user.begin(), m.by_user.end(), 0u);
+      tbb::parallel_for(std::size_t(0), m.groups.size(), [&](std::size_t u) {
+        std::sort(m.by_user.begin() + m.groups.start[u], m.by_user.begin() + m.groups.start[u + 1], user_time);
+      });
+      m.by_user_inv.resize(N);
+      for (std::size_t i = 0; i < N; ++i) m.by_user_inv[m.by_user[i]] = static_cast<std::uint32_t>(i);
+    }
     {
       std::vector<std::uint32_t> by_time(N);
       std::iota(by_time.begin(), by_time.end(), 0u);

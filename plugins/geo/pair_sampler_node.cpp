@@ -120,6 +120,8 @@ class PairSamplerNode : public Node {
   void close(Emitter& out) override {
     if (!photos_.path.empty()) photos_.path.resize(photos_.id.size());
     PairSampler sampler(photos_, c_);
+    photos_ = PhotoSet();  // the sampler keeps what it needs; three full-size sets may close at once
+    users_ = UserInterner();
     std::int64_t rows = 0;
     sampler.run(
         [&](PairRows&& block) {
@@ -142,7 +144,6 @@ class PairSamplerNode : public Node {
     if (c_.mode == PositiveMode::timelapse)
       log_info(ctx_->id(), s.timelapse_sequences, " time-lapse sequences with ", s.timelapse_frames, " frames");
     emit_summary(s, rows, out);
-    photos_ = PhotoSet();
   }
 
  private:
