@@ -550,3 +550,41 @@ TEST_CASE("triplets pair each anchor's i-th positive with its i-th negative", "[
   CHECK(triplets >= anchors);  // every anchor with a positive also has a negative here
   CHECK(triplets <= 2 * anchors);
 }
+
+TEST_CASE("draws are uniform over photos, not over locations", "[geo][sampler]") {
+  // Anchor 1 has four positives: three photos sharing one spot 2 m away and one photo 5 m away;
+  // and four negatives: two photos sharing a spot 3 km away and two single photos further out.
+  // A location-weighted draw would pick the lone photos half the time; a photo-uniform one a
+  // quarter. 4000 seeds, k = 1: each photo is expected 1000 times (sd 27).
+  PhotoSet p;
+  const double m = 1.0 / 111195.0;
+  auto add = [&](std::int64_t id, double dy_m, std::int32_t user) {
+    p.id.push_back(id); p.lat.push_back(40.75 + dy_m * m); p.lon.push_back(-73.98);
+    p.time.push_back(1370044800 + id); p.user.push_back(user);
+  };
+  add(1, 0, 1);
+  add(2, 2, 2); add(3, 2, 3); add(4, 2, 4);
+  add(5, 5, 5);
+  add(6, 3000, 6); add(7, 3000, 7); add(8, 4000, 8); add(9, 5000, 9);
+  std::map<std::int64_t, int> pos, neg;
+  SamplerConfig c;
+  c.k_pos = 1;
+  c.k_neg = 1;
+  c.duplicate_time_s = -1;
+  for (std::uint64_t seed = 0; seed < 4000; ++seed) {
+    c.seed = seed;
+    const Pairs out = run_sampler(p, c);
+    for (std::size_t r = 0; r < out.anchor.size(); ++r)
+      if (out.anchor[r] == 1) (out.label[r] == 1 ? pos : neg)[out.other[r]]++;
+  }
+  REQUIRE(pos.size() == 4);
+  REQUIRE(neg.size() == 4);
+  for (auto [id, n] : pos) {
+    INFO("positive " << id);
+    CHECK(std::abs(n - 1000) < 150);
+  }
+  for (auto [id, n] : neg) {
+    INFO("negative " << id);
+    CHECK(std::abs(n - 1000) < 150);
+  }
+}
