@@ -66,6 +66,7 @@ struct Range {
   std::uint32_t begin, end;
   const std::uint32_t* map;
   const std::uint32_t* inverse = nullptr;
+  bool unsure = false;  // a KD-tree leaf only partly in the region: members need the exact test
   std::uint32_t at(std::uint64_t i) const { return map ? map[begin + i] : static_cast<std::uint32_t>(begin + i); }
   std::uint32_t size() const { return end - begin; }
   // Offset of element e in this range, or -1.
@@ -86,10 +87,15 @@ struct Candidates {
   std::vector<std::uint64_t> prefix;
   void clear() { ranges.clear(); }
   // Appends positions [b, e), merging with the previous range when adjacent.
-  void add_positions(std::uint32_t b, std::uint32_t e) {
+  void add_positions(std::uint32_t b, std::uint32_t e, bool unsure = false) {
     if (b == e) return;
-    if (!ranges.empty() && !ranges.back().map && ranges.back().end == b) ranges.back().end = e;
-    else ranges.push_back(Range{b, e, nullptr});
+    if (!ranges.empty() && !ranges.back().map && ranges.back().end == b && ranges.back().unsure == unsure)
+      ranges.back().end = e;
+    else
+      ranges.push_back(Range{b, e, nullptr, nullptr, unsure});
+  }
+  std::size_t range_of(std::uint64_t rank) const {
+    return static_cast<std::size_t>(std::upper_bound(prefix.begin(), prefix.end(), rank) - prefix.begin()) - 1;
   }
   void finish() {
     prefix.resize(ranges.size() + 1);
@@ -459,7 +465,74 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
     return true;
   };
 
+  // A region (ball or ring) around one location, shared by its photos. A query leaves leaves
+  // that straddle the boundary unresolved; when they hold few of the candidates, draws come from
+  // the superset and straddling members get the exact test (rejection keeps the draw uniform);
+  // otherwise, or when rejection runs out of attempts, the leaves are resolved point by point.
+  struct Region {
+    double r_min = 0, r_max = 0, h_min = -1, h_max = 0;
+    LocationIndex::Runs runs, unsure;
+    Candidates cand;
+    bool exact = true;
+    std::uint64_t own_base = UINT64_MAX;  // rank of the location's first photo when it is inside
+  };
+  auto fill = [&](Region& g, std::uint32_t u) {
+    g.cand.clear();
+    std::size_t j = 0;
+    for (const auto& [t0, t1] : g.runs) {
+      while (j < g.unsure.size() && g.unsure[j].first < t0) {
+        g.cand.add_positions(m.groups.start[g.unsure[j].first], m.groups.start[g.unsure[j].second], true);
+        ++j;
+      }
+      g.cand.add_positions(m.groups.start[t0], m.groups.start[t1]);
+    }
+    for (; j < g.unsure.size(); ++j)
+      g.cand.add_positions(m.groups.start[g.unsure[j].first], m.groups.start[g.unsure[j].second], true);
+    g.cand.finish();
+    g.exact = g.unsure.empty();
+    g.own_base = g.exact ? g.cand.rank_of(m.groups.start[u]) : UINT64_MAX;
+  };
+  auto prepare = [&](Region& g, std::uint32_t u, double r_min, double r_max) {
+    g.r_min = r_min;
+    g.r_max = r_max;
+    g.h_min = r_min > 0 ? hav_of_distance(r_min) : -1.0;
+    g.h_max = hav_of_distance(r_max);
+    m.index->query_runs(m.groups.lat[u], m.groups.lon[u], r_min, r_max, g.runs, &g.unsure);
+    std::uint64_t sure = 0, unsure = 0;
+    for (const auto& [t0, t1] : g.runs) sure += m.groups.start[t1] - m.groups.start[t0];
+    for (const auto& [t0, t1] : g.unsure) unsure += m.groups.start[t1] - m.groups.start[t0];
+    if (unsure > 0 && static_cast<double>(unsure) > c.unsure_fraction * static_cast<double>(sure + unsure))
+      m.index->resolve(m.groups.lat[u], m.groups.lon[u], r_min, r_max, g.runs, g.unsure);
+    fill(g, u);
+  };
+  // Up to k distinct members other than `self` (a photo position of location u, or UINT32_MAX).
+  auto draw_region = [&](Region& g, std::uint32_t u, std::uint32_t self, int k, AnchorRng& rng,
+                         std::vector<std::uint32_t>& out) {
+    if (!g.exact) {
+      const std::size_t first = out.size();
+      const std::uint64_t total = g.cand.total();
+      const int attempts = 8 * k + 32;
+      for (int t = 0; t < attempts && static_cast<int>(out.size() - first) < k; ++t) {
+        const std::uint64_t rank = rng.below(total);
+        const std::size_t r = g.cand.range_of(rank);
+        const std::uint32_t e = g.cand.ranges[r].at(rank - g.cand.prefix[r]);
+        if (e == self || std::find(out.begin() + first, out.end(), e) != out.end()) continue;
+        if (g.cand.ranges[r].unsure && !m.index->within(u, m.loc[e], g.h_min, g.h_max)) continue;
+        out.push_back(e);
+      }
+      if (static_cast<int>(out.size() - first) >= k) return;
+      // Too few accepted to tell whether more exist: settle the region exactly from here on.
+      out.resize(first);
+      m.index->resolve(m.groups.lat[u], m.groups.lon[u], g.r_min, g.r_max, g.runs, g.unsure);
+      fill(g, u);
+    }
+    const std::uint64_t skip =
+        self != UINT32_MAX && g.own_base != UINT64_MAX ? g.own_base + (self - m.groups.start[u]) : UINT64_MAX;
+    draw_exact(g.cand, skip, k, rng, out);
+  };
+
   auto sample_block = [&](std::size_t b, BlockOut& out) {
+    Region pos_region, ring_region;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> runs;
     std::vector<std::uint32_t> ball, chosen, pool;
     std::vector<std::pair<std::uint32_t, double>> far;  // open-ended negatives: (by_time slot, hav)
@@ -471,14 +544,9 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
         for (std::uint32_t p = loc_begin; p < loc_end && !any; ++p) any = m.seq_of[p] >= 0;
         if (!any) continue;
       }
-      std::uint64_t own_base = UINT64_MAX;  // rank of the location's first photo (shared path)
       if (shared_positives) {
-        m.index->query_runs(m.groups.lat[u], m.groups.lon[u], 0, c.positive_radius_m, runs);
-        pos.clear();
-        for (auto [t0, t1] : runs) pos.add_positions(m.groups.start[t0], m.groups.start[t1]);
-        pos.finish();
-        own_base = pos.rank_of(loc_begin);
-        if (pos.total() <= 1) {  // only the location's single photo: no positives
+        prepare(pos_region, u, 0, c.positive_radius_m);
+        if (pos_region.cand.total() <= 1) {  // only the location's single photo: no positives
           out.anchors += loc_end - loc_begin;
           continue;
         }
@@ -486,10 +554,7 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
         m.index->query(m.groups.lat[u], m.groups.lon[u], 0, c.positive_radius_m, ball);
       }
       if (ring && !windowed) {
-        m.index->query_runs(m.groups.lat[u], m.groups.lon[u], c.negative_min_m, c.negative_max_m, runs);
-        neg.clear();
-        for (auto [t0, t1] : runs) neg.add_positions(m.groups.start[t0], m.groups.start[t1]);
-        neg.finish();
+        prepare(ring_region, u, c.negative_min_m, c.negative_max_m);
       } else if (ring) {
         m.index->query_runs(m.groups.lat[u], m.groups.lon[u], c.negative_min_m, c.negative_max_m, runs);
       }
@@ -512,7 +577,7 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
         chosen.clear();
         far.clear();
         if (shared_positives) {
-          draw_exact(pos, own_base + (a - loc_begin), c.k_pos, rng, chosen);
+          draw_region(pos_region, u, a, c.k_pos, rng, chosen);
         } else if (c.mode == PositiveMode::timelapse) {
           const std::int32_t s = m.seq_of[a];
           const std::uint32_t s0 = m.seq_start[s], s1 = m.seq_start[s + 1];
@@ -570,7 +635,8 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
               for (std::uint32_t v = t0; v < t1; ++v) time_range(m.groups.start[v], m.groups.start[v + 1], neg);
             neg.finish();
           }
-          draw_exact(neg, UINT64_MAX, c.k_neg, rng, chosen);
+          if (windowed) draw_exact(neg, UINT64_MAX, c.k_neg, rng, chosen);
+          else draw_region(ring_region, u, UINT32_MAX, c.k_neg, rng, chosen);
         } else {
           std::uint32_t lo = 0, hi = static_cast<std::uint32_t>(m.by_time.size());
           if (windowed) {

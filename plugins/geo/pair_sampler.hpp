@@ -60,6 +60,10 @@ struct SamplerConfig {
   std::uint64_t seed = 0;
   int threads = 0;                      // <= 0: all hardware threads
   std::size_t block_anchors = 1 << 15;  // anchors per output block
+  // Draw from a query's superset by rejection when KD-tree leaves straddling the region's
+  // boundary hold at most this fraction of it; above it they are resolved point by point.
+  // Either way the draw is exact and uniform: this only trades query cost against rejections.
+  double unsure_fraction = 0.5;
 };
 
 // One block of output rows: one row per (anchor, partner); label 1 similar, 0 dissimilar.

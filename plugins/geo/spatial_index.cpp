@@ -76,6 +76,32 @@ struct XYAdaptor {
 using KDTree = nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<double, XYAdaptor>, XYAdaptor, 2,
                                                    std::uint32_t>;
 using TreeNode = KDTree::Node;
+
+// Membership of r_min <= distance <= r_max around a query point. The projected distance decides
+// nearly every point (the projection's distortion bounds give certain-in and certain-out
+// thresholds); only points in the thin band between them pay for the trigonometric test.
+struct RegionTest {
+  double qx, qy, la, lo, cl;
+  double outer_sq, outer_sure_sq, inner_out_sq, inner_in_sq, h_min, h_max;
+  RegionTest(const Projection& proj, double lat_deg, double lon_deg, double r_min, double r_max)
+      : qx(proj.x(lon_deg)), qy(proj.y(lat_deg)), la(lat_deg * kDegToRad), lo(lon_deg * kDegToRad), cl(std::cos(la)) {
+    const double outer = r_max * proj.ratio_high + 1e-6;
+    outer_sq = outer * outer;
+    outer_sure_sq = std::pow(r_max * proj.ratio_low, 2);
+    inner_out_sq = r_min > 0 ? std::pow(r_min * proj.ratio_high + 1e-6, 2) : -1.0;
+    inner_in_sq = r_min > 0 ? std::pow(r_min * proj.ratio_low, 2) : -1.0;
+    h_max = hav_of_distance(r_max);
+    h_min = r_min > 0 ? hav_of_distance(r_min) : -1.0;
+  }
+  bool contains(double x, double y, double lat, double lon, double cos_lat) const {
+    const double dx = x - qx, dy = y - qy;
+    const double d2 = dx * dx + dy * dy;
+    if (d2 > outer_sq || d2 < inner_in_sq) return false;
+    if (d2 <= outer_sure_sq && d2 > inner_out_sq) return true;
+    const double h = haversine_term(la, lo, cl, lat, lon, cos_lat);
+    return h <= h_max && h >= h_min;
+  }
+};
 }  // namespace
 
 struct LocationIndex::Tree {
@@ -124,23 +150,17 @@ LocationIndex::LocationIndex(const std::vector<double>& lat_deg, const std::vect
 
 LocationIndex::~LocationIndex() = default;
 
-void LocationIndex::query_runs(double lat_deg, double lon_deg, double r_min, double r_max,
-                               std::vector<std::pair<std::uint32_t, std::uint32_t>>& runs) const {
+void LocationIndex::query_runs(double lat_deg, double lon_deg, double r_min, double r_max, Runs& runs,
+                               Runs* uncertain) const {
   runs.clear();
+  if (uncertain) uncertain->clear();
   if (size() == 0 || r_max < 0 || r_min > r_max) return;
   if (r_max > kMaxQueryRadiusM)
     throw ConfigError(cat("geo: query radius ", r_max, " m exceeds the supported ", kMaxQueryRadiusM, " m"));
-  const double qx = proj_.x(lon_deg), qy = proj_.y(lat_deg);
-  // Projected-distance thresholds (squared). Certain: inside the outer ball when <= outer_sure,
-  // outside the inner ball when > inner_out, inside the inner ball when < inner_in.
-  const double outer = r_max * proj_.ratio_high + 1e-6;
-  const double outer_sq = outer * outer;
-  const double outer_sure_sq = std::pow(r_max * proj_.ratio_low, 2);
-  const double inner_out_sq = r_min > 0 ? std::pow(r_min * proj_.ratio_high + 1e-6, 2) : -1.0;
-  const double inner_in_sq = r_min > 0 ? std::pow(r_min * proj_.ratio_low, 2) : -1.0;
-  const double la = lat_deg * kDegToRad, lo = lon_deg * kDegToRad, cl = std::cos(la);
-  const double h_max = hav_of_distance(r_max), h_min = r_min > 0 ? hav_of_distance(r_min) : -1.0;
-
+  const RegionTest test(proj_, lat_deg, lon_deg, r_min, r_max);
+  const double qx = test.qx, qy = test.qy;
+  const double outer_sq = test.outer_sq, outer_sure_sq = test.outer_sure_sq;
+  const double inner_out_sq = test.inner_out_sq, inner_in_sq = test.inner_in_sq;
   auto add = [&](std::uint32_t b, std::uint32_t e) {
     if (!runs.empty() && runs.back().second == b) runs.back().second = e;
     else runs.emplace_back(b, e);
@@ -173,18 +193,15 @@ void LocationIndex::query_runs(double lat_deg, double lon_deg, double r_min, dou
       add(static_cast<std::uint32_t>(l->node_type.lr.left), static_cast<std::uint32_t>(r->node_type.lr.right));
       continue;
     }
+    if (!node->child1 && uncertain) {
+      uncertain->emplace_back(static_cast<std::uint32_t>(node->node_type.lr.left),
+                              static_cast<std::uint32_t>(node->node_type.lr.right));
+      continue;
+    }
     if (!node->child1) {
-      for (auto t = node->node_type.lr.left; t < node->node_type.lr.right; ++t) {
-        const double dx = xy_[2 * t] - qx, dy = xy_[2 * t + 1] - qy;
-        const double d2 = dx * dx + dy * dy;
-        if (d2 > outer_sq || d2 < inner_in_sq) continue;
-        bool in = d2 <= outer_sure_sq && d2 > inner_out_sq;
-        if (!in) {
-          const double h = haversine_term(la, lo, cl, lat_[t], lon_[t], cos_lat_[t]);
-          in = h <= h_max && h >= h_min;
-        }
-        if (in) add(static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(t + 1));
-      }
+      for (auto t = node->node_type.lr.left; t < node->node_type.lr.right; ++t)
+        if (test.contains(xy_[2 * t], xy_[2 * t + 1], lat_[t], lon_[t], cos_lat_[t]))
+          add(static_cast<std::uint32_t>(t), static_cast<std::uint32_t>(t + 1));
       continue;
     }
     // Children tighten the box along the split dimension; child1 goes on top so runs come out
@@ -198,6 +215,26 @@ void LocationIndex::query_runs(double lat_deg, double lon_deg, double r_min, dou
     stack.push_back(c2);
     stack.push_back(c1);
   }
+}
+
+void LocationIndex::resolve(double lat_deg, double lon_deg, double r_min, double r_max, Runs& runs,
+                            Runs& uncertain) const {
+  const RegionTest test(proj_, lat_deg, lon_deg, r_min, r_max);
+  Runs merged;
+  merged.reserve(runs.size() + uncertain.size());
+  auto add = [&](std::uint32_t b, std::uint32_t e) {
+    if (!merged.empty() && merged.back().second == b) merged.back().second = e;
+    else merged.emplace_back(b, e);
+  };
+  std::size_t i = 0;
+  for (const auto& [b, e] : uncertain) {
+    while (i < runs.size() && runs[i].first < b) { add(runs[i].first, runs[i].second); ++i; }
+    for (std::uint32_t t = b; t < e; ++t)
+      if (test.contains(xy_[2 * t], xy_[2 * t + 1], lat_[t], lon_[t], cos_lat_[t])) add(t, t + 1);
+  }
+  for (; i < runs.size(); ++i) add(runs[i].first, runs[i].second);
+  runs.swap(merged);
+  uncertain.clear();
 }
 
 void LocationIndex::query(double lat_deg, double lon_deg, double r_min, double r_max,

@@ -48,8 +48,19 @@ class LocationIndex {
   // disjoint, non-adjacent runs [begin, end) of point numbers (cleared first). Subtrees wholly
   // inside the region come back as one run without visiting their points, so a dense ball costs
   // about its boundary, not its size.
-  void query_runs(double lat_deg, double lon_deg, double r_min, double r_max,
-                  std::vector<std::pair<std::uint32_t, std::uint32_t>>& runs) const;
+  // With `uncertain`, leaves the region only partly covers are not resolved point by point but
+  // appended there whole (ascending, disjoint from `runs`): a superset a caller can sample from
+  // by rejection, deciding single points with within(); resolve() settles them exactly.
+  using Runs = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
+  void query_runs(double lat_deg, double lon_deg, double r_min, double r_max, Runs& runs,
+                  Runs* uncertain = nullptr) const;
+  // Moves the points of `uncertain` that lie in the region into `runs`, keeping runs ascending.
+  void resolve(double lat_deg, double lon_deg, double r_min, double r_max, Runs& runs, Runs& uncertain) const;
+  // Exact test: r_min <= distance(t, v) <= r_max, given as hav_of_distance() of both radii.
+  bool within(std::uint32_t t, std::uint32_t v, double hav_min, double hav_max) const {
+    const double h = haversine_term(lat_[t], lon_[t], cos_lat_[t], lat_[v], lon_[v], cos_lat_[v]);
+    return h >= hav_min && h <= hav_max;
+  }
   // The same region as a list of point numbers, ascending.
   void query(double lat_deg, double lon_deg, double r_min, double r_max, std::vector<std::uint32_t>& out) const;
   // Exact great-circle distance in metres.

@@ -388,6 +388,23 @@ TEST_CASE("sampled pairs meet their constraints and budgets (brute force)", "[ge
     c.k_neg = 5;
     check_against_brute_force(p, c, run_sampler(p, c));
   }
+  SECTION("superset draws: straddling leaves always left to rejection") {
+    SamplerConfig c = base;
+    c.unsure_fraction = 1.0;
+    c.k_pos = 6;
+    check_against_brute_force(p, c, run_sampler(p, c));
+    c.negative_min_m = 30;
+    c.negative_max_m = 100;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
+  SECTION("straddling leaves always resolved point by point") {
+    SamplerConfig c = base;
+    c.unsure_fraction = 0.0;
+    check_against_brute_force(p, c, run_sampler(p, c));
+    c.negative_min_m = 30;
+    c.negative_max_m = 100;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
   SECTION("negatives scarce: exact fallback") {
     // Nearly all photos lie within 3 km of each other, so rejection fails and enumeration runs.
     SamplerConfig c = base;
@@ -566,11 +583,15 @@ TEST_CASE("draws are uniform over photos, not over locations", "[geo][sampler]")
   add(2, 2, 2); add(3, 2, 3); add(4, 2, 4);
   add(5, 5, 5);
   add(6, 3000, 6); add(7, 3000, 7); add(8, 4000, 8); add(9, 5000, 9);
+  // Both ways of drawing from a region: exact runs, and rejection from a superset.
+  for (double fraction : {0.0, 1.0}) {
+  INFO("unsure_fraction " << fraction);
   std::map<std::int64_t, int> pos, neg;
   SamplerConfig c;
   c.k_pos = 1;
   c.k_neg = 1;
   c.duplicate_time_s = -1;
+  c.unsure_fraction = fraction;
   for (std::uint64_t seed = 0; seed < 4000; ++seed) {
     c.seed = seed;
     const Pairs out = run_sampler(p, c);
@@ -586,5 +607,6 @@ TEST_CASE("draws are uniform over photos, not over locations", "[geo][sampler]")
   for (auto [id, n] : neg) {
     INFO("negative " << id);
     CHECK(std::abs(n - 1000) < 150);
+  }
   }
 }

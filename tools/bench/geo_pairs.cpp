@@ -49,7 +49,7 @@ void write_raw(const std::string& path, const std::vector<T>& v) {
 int main(int argc, char** argv) {
   std::string csv, subset_prefix;
   int threads = 2, k_pos = 4, k_neg = 4;
-  double radius = 10, neg_min = 2000;
+  double radius = 10, neg_min = 2000, neg_max = 0, unsure_fraction = -1;
   std::size_t subset = 1000000;
   bool count = true;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -60,6 +60,8 @@ int main(int argc, char** argv) {
     else if (a == "--k-neg") k_neg = std::stoi(v);
     else if (a == "--radius") radius = std::stod(v);
     else if (a == "--negative-min") neg_min = std::stod(v);
+    else if (a == "--negative-max") neg_max = std::stod(v);
+    else if (a == "--unsure-fraction") unsure_fraction = std::stod(v);
     else if (a == "--subset") subset = std::stoul(v);
     else if (a == "--subset-prefix") subset_prefix = v;
     else if (a == "--count") count = v != "0";
@@ -92,6 +94,8 @@ int main(int argc, char** argv) {
     SamplerConfig c;
     c.positive_radius_m = radius;
     c.negative_min_m = neg_min;
+    c.negative_max_m = neg_max;
+    if (unsure_fraction >= 0) c.unsure_fraction = unsure_fraction;
     c.k_pos = k_pos;
     c.k_neg = k_neg;
     c.threads = threads;
