@@ -193,7 +193,8 @@ class PairSamplerNode : public Node {
     if (c_.max_time_gap_s > 0) other.push_back(cat("time gap <= ", c_.max_time_gap_s, " s"));
     if (c_.positive_user == UserRule::same) other.push_back("same-user positives");
     if (c_.positive_user == UserRule::different) other.push_back("different-user positives");
-    if (c_.mode == PositiveMode::timelapse) other.push_back(cat("time-lapse (", s.timelapse_sequences, " sequences)"));
+    if (c_.mode == PositiveMode::timelapse) other.push_back(cat("time-lapse (", s.timelapse_sequences, s.timelapse_sequences == 1 ? " sequence, " : " sequences, ",
+                                                      s.timelapse_frames, " frames)"));
     std::string other_text;
     for (const auto& o : other) other_text += (other_text.empty() ? "" : ", ") + o;
     Record r;
