@@ -152,6 +152,10 @@ int cmd_run(const std::vector<std::string>& args) {
   if (seed >= 0) seed_override = static_cast<std::uint64_t>(seed);
   if (!prepare(graph, c, seed_override, registry, g)) return kExitInvalid;
 
+  // Stage caches are not wired into the engine yet: say so rather than ignore the request.
+  for (const auto& n : g.spec.nodes)
+    if ((n.cache.is_boolean() && n.cache.as_boolean()) || n.cache.is_map())
+      log_warning(n.id, "cache: requested but stage caches are not implemented yet; the node runs uncached");
   std::signal(SIGINT, on_sigint);
   RunOptions options;
   options.threads = threads;
