@@ -119,38 +119,52 @@ int parse_or_usage(po::options_description& desc, po::positional_options_descrip
   return -1;
 }
 
+// The shared preamble of commands that take a graph file: parse the options (GRAPH is the
+// positional argument), then load plugins and resolve the graph. Returns an exit code to stop
+// with, or -1 to go on.
+int parse_graph_command(const char* command, po::options_description& desc, const std::vector<std::string>& args,
+                        Common& c, std::string& graph) {
+  desc.add_options()("graph", po::value(&graph), "graph file");
+  add_graph_options(desc, c);
+  add_common(desc, c);
+  po::positional_options_description pos;
+  pos.add("graph", 1);
+  po::variables_map vm;
+  if (int r = parse_or_usage(desc, pos, args, vm, command); r >= 0) return r;
+  if (graph.empty()) {
+    std::cerr << "embedflow " << command << ": no graph file given\n";
+    return kExitInvalid;
+  }
+  configure_logging(c);
+  return -1;
+}
+
+bool load_graph(const std::string& graph, const Common& c, std::optional<std::uint64_t> seed, Registry& registry,
+                ResolvedGraph& out) {
+  PluginLoader* loader = nullptr;
+  return load_plugins(c, registry, loader) && prepare(graph, c, seed, registry, out);
+}
+
 int cmd_run(const std::vector<std::string>& args) {
   Common c;
   std::string graph, trace;
   int threads = 0;
   std::int64_t seed = -1;
   po::options_description desc("embedflow run GRAPH [options]");
-  desc.add_options()("help,h", "this help")("graph", po::value(&graph), "graph file")
+  desc.add_options()("help,h", "this help")
       ("threads,j", po::value(&threads), "worker threads (default: every core)")
       ("seed", po::value(&seed), "graph seed (overrides the file's)")
       ("trace", po::value(&trace), "write Chrome trace events (Perfetto) to this file");
-  add_graph_options(desc, c);
-  add_common(desc, c);
-  po::positional_options_description pos;
-  pos.add("graph", 1);
-  po::variables_map vm;
-  if (int r = parse_or_usage(desc, pos, args, vm, "run"); r >= 0) return r;
-  if (graph.empty()) {
-    std::cerr << "embedflow run: no graph file given\n";
-    return kExitInvalid;
-  }
+  if (int r = parse_graph_command("run", desc, args, c, graph); r >= 0) return r;
   if (threads < 0) {
     std::cerr << "embedflow run: --threads must be positive\n";
     return kExitInvalid;
   }
-  configure_logging(c);
   Registry registry;
-  PluginLoader* loader = nullptr;
-  if (!load_plugins(c, registry, loader)) return kExitInvalid;
   ResolvedGraph g;
   std::optional<std::uint64_t> seed_override;
   if (seed >= 0) seed_override = static_cast<std::uint64_t>(seed);
-  if (!prepare(graph, c, seed_override, registry, g)) return kExitInvalid;
+  if (!load_graph(graph, c, seed_override, registry, g)) return kExitInvalid;
 
   // Stage caches are not wired into the engine yet: say so rather than ignore the request.
   for (const auto& n : g.spec.nodes)
@@ -179,23 +193,11 @@ int cmd_validate(const std::vector<std::string>& args) {
   Common c;
   std::string graph;
   po::options_description desc("embedflow validate GRAPH [options]");
-  desc.add_options()("help,h", "this help")("graph", po::value(&graph), "graph file");
-  add_graph_options(desc, c);
-  add_common(desc, c);
-  po::positional_options_description pos;
-  pos.add("graph", 1);
-  po::variables_map vm;
-  if (int r = parse_or_usage(desc, pos, args, vm, "validate"); r >= 0) return r;
-  if (graph.empty()) {
-    std::cerr << "embedflow validate: no graph file given\n";
-    return kExitInvalid;
-  }
-  configure_logging(c);
+  desc.add_options()("help,h", "this help");
+  if (int r = parse_graph_command("validate", desc, args, c, graph); r >= 0) return r;
   Registry registry;
-  PluginLoader* loader = nullptr;
-  if (!load_plugins(c, registry, loader)) return kExitInvalid;
   ResolvedGraph g;
-  if (!prepare(graph, c, std::nullopt, registry, g)) return kExitInvalid;
+  if (!load_graph(graph, c, std::nullopt, registry, g)) return kExitInvalid;
   std::cout << graph << ": valid (" << g.nodes.size() << " nodes, " << g.edges.size() << " edges)\n";
   return kExitOk;
 }
@@ -244,24 +246,11 @@ int cmd_dot(const std::vector<std::string>& args) {
   Common c;
   std::string graph, output;
   po::options_description desc("embedflow dot GRAPH [options]");
-  desc.add_options()("help,h", "this help")("graph", po::value(&graph), "graph file")
-      ("output,o", po::value(&output), "write to this file instead of stdout");
-  add_graph_options(desc, c);
-  add_common(desc, c);
-  po::positional_options_description pos;
-  pos.add("graph", 1);
-  po::variables_map vm;
-  if (int r = parse_or_usage(desc, pos, args, vm, "dot"); r >= 0) return r;
-  if (graph.empty()) {
-    std::cerr << "embedflow dot: no graph file given\n";
-    return kExitInvalid;
-  }
-  configure_logging(c);
+  desc.add_options()("help,h", "this help")("output,o", po::value(&output), "write to this file instead of stdout");
+  if (int r = parse_graph_command("dot", desc, args, c, graph); r >= 0) return r;
   Registry registry;
-  PluginLoader* loader = nullptr;
-  if (!load_plugins(c, registry, loader)) return kExitInvalid;
   ResolvedGraph g;
-  if (!prepare(graph, c, std::nullopt, registry, g)) return kExitInvalid;
+  if (!load_graph(graph, c, std::nullopt, registry, g)) return kExitInvalid;
   if (output.empty()) {
     write_dot(std::cout, g);
   } else {
