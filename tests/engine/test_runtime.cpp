@@ -126,7 +126,8 @@ edges: [numbers.out -> tagged.in, setting.out -> slow.in, slow.out -> tagged.sid
   // A required side port that ends empty is an error, not a hang.
   Result empty = run_cli({"run", (dir / "g.yaml").string(), "-q", "--set", "setting.count=0", testing_path()});
   CHECK(empty.exit_code == 1);
-  CHECK_THAT(empty.err, Catch::Contains("node 'tagged'") && Catch::Contains("side input 'side' ended without a value; 5 records waited"));
+  // How many stream records were already waiting when the side stream ended depends on timing.
+  CHECK_THAT(empty.err, Catch::Contains("node 'tagged'") && Catch::Contains("side input 'side' ended without a value"));
 }
 
 TEST_CASE("components chosen in YAML are swapped by one edit") {
