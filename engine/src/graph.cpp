@@ -69,6 +69,31 @@ std::string node_origin(const ResolvedGraph& g, std::size_t i) {
   return s + cat("node '", n.id(), "' (", n.type ? n.type->name : n.spec->type, ")");
 }
 
+namespace {
+
+// `cache: true|false` or a map validated like parameters, so typos get a located "did you mean".
+CacheSettings parse_cache_settings(const NodeSpec& ns, std::vector<Diagnostic>& problems) {
+  CacheSettings out;
+  if (ns.cache.is_null()) return out;
+  if (ns.cache.is_boolean()) {
+    out.enabled = ns.cache.as_boolean();
+    return out;
+  }
+  static const std::vector<ParamSpec> specs{
+      Param::boolean("enabled").default_value(true).doc("false keeps the options but runs uncached"),
+      Param::choice("hash", {"fast", "full"}).default_value("fast")
+          .doc("fast: input files by size, mtime and sampled blocks; full: every byte"),
+      Param::integer("compression").default_value(0).range(0, 9).doc("deflate level of the cache file")};
+  Params p;
+  validate_params(specs, ns.cache, nullptr, p, problems, ns.id);
+  if (p.has("enabled")) out.enabled = p.boolean("enabled");
+  if (p.has("hash")) out.full_hash = p.string("hash") == "full";
+  if (p.has("compression")) out.compression = static_cast<int>(p.integer("compression"));
+  return out;
+}
+
+}  // namespace
+
 ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diagnostic>& problems) {
   ResolvedGraph g;
   g.spec = std::move(spec);
@@ -94,6 +119,7 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
       }
     } else {
       validate_params(rn.type->params, ns.params, &registry, rn.params, problems, ns.id);
+      rn.cache = parse_cache_settings(ns, problems);
       rn.input_schemas.resize(rn.type->inputs.size());
       rn.output_schemas.resize(rn.type->outputs.size());
       rn.in_edges.resize(rn.type->inputs.size());

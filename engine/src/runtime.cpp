@@ -120,10 +120,10 @@ class Runtime {
 
 class NodeRuntime final : public NodeContext {
  public:
-  NodeRuntime(Runtime& rt, std::size_t index, std::unique_ptr<Node> node, bool acts_as_source,
+  NodeRuntime(Runtime& rt, std::size_t index, std::unique_ptr<Node> node, bool acts_as_source, bool replaying,
               std::shared_ptr<OutputTap> tap)
       : rt_(rt), index_(index), rn_(rt.graph.nodes[index]), node_(std::move(node)), source_(acts_as_source),
-        tap_(std::move(tap)), rng_(rn_.seed) {
+        replaying_(replaying), tap_(std::move(tap)), rng_(rn_.seed) {
     parallel_ = rn_.type->concurrency == Concurrency::parallel && !source_;
   }
 
@@ -157,7 +157,8 @@ class NodeRuntime final : public NodeContext {
     const std::size_t inputs = rn_.type->inputs.size();
     side_values_.resize(inputs);
     outs_.resize(rn_.type->outputs.size());
-    for (std::size_t p = 0; p < inputs; ++p)
+    // A node replayed from its cache has no inputs wired, so it waits for no side value.
+    for (std::size_t p = 0; p < inputs && !replaying_; ++p)
       if (rn_.type->inputs[p].side && !rn_.type->inputs[p].optional && !rn_.in_edges[p].empty()) ++sides_missing_;
     std::size_t stream_edges = 0;
     for (std::size_t p = 0; p < inputs; ++p)
@@ -476,6 +477,7 @@ class NodeRuntime final : public NodeContext {
   std::unique_ptr<Node> node_;
   bool source_;
   bool parallel_ = false;
+  bool replaying_ = false;
   std::shared_ptr<OutputTap> tap_;
   Rng rng_;
 
@@ -567,7 +569,8 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
     const ResolvedNode& rn = graph.nodes[i];
     std::unique_ptr<Node> body;
     bool acts_as_source = rn.type->source;
-    if (plan && plan->mode == NodePlan::Mode::replay) {
+    bool replaying = plan && plan->mode == NodePlan::Mode::replay;
+    if (replaying) {
       body = std::move(plan->replay);
       acts_as_source = true;
     } else {
@@ -578,7 +581,8 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
         break;
       }
     }
-    nodes[i] = std::make_unique<NodeRuntime>(rt, i, std::move(body), acts_as_source, plan ? plan->tap : nullptr);
+    nodes[i] = std::make_unique<NodeRuntime>(rt, i, std::move(body), acts_as_source, replaying,
+                                              plan ? plan->tap : nullptr);
     nodes[i]->build();
     source_states.push_back(nodes[i]->source_state());
   }

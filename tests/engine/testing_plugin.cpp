@@ -1,7 +1,9 @@
 // Node types for engine tests only: a vector source with a dim parameter, a two-input node
 // that requires equal dims, a node that throws at a given record, and a parallel node with
-// random per-record delays (to provoke out-of-order completion).
+// random per-record delays (to provoke out-of-order completion), and a counted line reader (cache
+// tests: the log says how often it ran).
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include <embedflow/embedflow.hpp>
@@ -61,7 +63,43 @@ class Jittery final : public Node {
   std::uint64_t seed_ = 0;
 };
 
+// Emits one record per line of a text file, {n: i64, text: str, value: f64}; appends "run" to
+// `log` on open so a test can count how often the node actually ran.
+class Lines final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    const std::string& path = ctx.params().string("path");
+    in_.open(path);
+    if (!in_) throw DataError(cat(path, ": cannot open"));
+    if (ctx.params().has("log")) std::ofstream(ctx.params().string("log"), std::ios::app) << "run\n";
+    delay_us_ = ctx.params().integer("delay_us");
+  }
+  bool produce(Emitter& out) override {
+    std::string line;
+    if (!std::getline(in_, line)) return false;
+    if (delay_us_) std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
+    out.emit(Record()
+                 .set("n", Array::scalar<std::int64_t>(n_))
+                 .set("text", Array::string_scalar(line))
+                 .set("value", Array::scalar<double>(0.5 * static_cast<double>(n_))));
+    ++n_;
+    return true;
+  }
+
+ private:
+  std::ifstream in_;
+  std::int64_t n_ = 0, delay_us_ = 0;
+};
+
 void register_types(Registry& r) {
+  r.add(NodeTypeBuilder("testing.lines")
+            .doc("Emits one record per line of a text file; appends 'run' to `log` when it opens.")
+            .source()
+            .param(Param::path("path").doc("text file"))
+            .param(Param::path("log").optional().not_fingerprinted().doc("append 'run' here on open"))
+            .param(Param::integer("delay_us").default_value(0).min(0).not_fingerprinted().doc("sleep per line"))
+            .output("out", "n: i64[], text: str[], value: f64[]")
+            .create<Lines>());
   r.add(NodeTypeBuilder("testing.vectors")
             .doc("Emits count batches of ones, shape [batch, dim].")
             .source()

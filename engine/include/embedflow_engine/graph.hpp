@@ -22,6 +22,13 @@ struct ResolvedEdge {
   const EdgeSpec* spec = nullptr;
 };
 
+// What `cache:` on a node asks for: `true`, `false` or {enabled, hash: fast|full, compression}.
+struct CacheSettings {
+  bool enabled = false;
+  bool full_hash = false;  // hash: full -> input files are hashed whole, not sampled
+  int compression = 0;     // deflate level of the cache file, 0..9
+};
+
 struct ResolvedNode {
   const NodeSpec* spec = nullptr;
   const NodeType* type = nullptr;
@@ -32,6 +39,7 @@ struct ResolvedNode {
   std::vector<std::vector<std::size_t>> out_edges;  // per output port: edge indices
   std::vector<std::vector<std::size_t>> in_edges;   // per input port: edge indices
   DimBindings bindings;
+  CacheSettings cache;
   const std::string& id() const { return spec->id; }
 };
 
