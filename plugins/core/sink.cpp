@@ -107,7 +107,7 @@ NodeType sink_type() {
   return NodeTypeBuilder("core.sink")
       .doc("Counts or prints records; `expect` asserts the count at end of stream.")
       .param(Param::choice("mode", {"count", "print"}).default_value("count").doc("count records, or print one line each"))
-      .param(Param::path("out").optional().doc("write to this file instead of stdout"))
+      .param(Param::path("out").optional().not_fingerprinted().doc("write to this file instead of stdout"))
       .param(Param::integer("expect").optional().min(0).doc("fail unless exactly this many records arrive"))
       .param(Param::integer("delay_us").default_value(0).min(0).not_fingerprinted().doc("busy-wait per record (a slow consumer)"))
       .input("in", "*")

@@ -224,7 +224,7 @@ NodeType pair_stats_type() {
       .doc("Writes photo-pair statistics to a directory: exact pair counts within radii (grid counting), distance "
            "histograms and a density heat map (PNG), the table of sampled sets, and summary.json.")
       .example("nodes:\n  stats: {type: geo.pair_stats, params: {out: out/stats}}\n")
-      .param(Param::path("out").doc("output directory (created if missing)"))
+      .param(Param::path("out").not_fingerprinted().doc("output directory (created if missing)"))
       .param(Param::numbers("radii").default_value(std::vector<double>{1.0, 10.0}).range(0, 100000)
                  .doc("radii (metres) for the exact count of photo pairs within them"))
       .param(Param::integer("histogram_pairs").default_value(200000).min(1)

@@ -61,7 +61,7 @@ class Hdf5Writer final : public Node {
 NodeType hdf5_writer_type() {
   return NodeTypeBuilder("io.hdf5_writer")
       .doc("Writes a stream to an HDF5 stream file (one group, a dataset per field), atomically at end of stream.")
-      .param(Param::path("path").doc("file to write (replaced or appended to when the stream ends)"))
+      .param(Param::path("path").not_fingerprinted().doc("file to write (replaced or appended to when the stream ends)"))
       .param(Param::choice("mode", {"overwrite", "append"}).default_value("overwrite").doc(
           "overwrite: replace the file; append: add records to it (same schema per group)"))
       .param(Param::string("group").default_value("data").doc("group that receives the stream"))

@@ -16,7 +16,7 @@ const char* kSets[] = {"p1_2000", "p10_2000", "p10_2000_june2013", "p10_2000_jun
 const char* kWriters[] = {"save_p1_2000", "save_p10_2000", "save_june2013", "save_june2013_same", "save_timelapse", "save_ring"};
 
 // Runs graphs/geo_pairs.yaml with every output redirected into `dir`.
-Result run_geo_pairs(const fs::path& csv, const fs::path& dir, int threads) {
+Result run_geo_pairs(const fs::path& csv, const fs::path& dir, int threads, const std::vector<std::string>& extra) {
   std::vector<std::string> args{"run", source_dir() + "/graphs/geo_pairs.yaml", "--threads", std::to_string(threads),
                                 "--set", "photos.path=" + csv.string(),
                                 "--set", "stats.out=" + (dir / "stats").string(),
@@ -27,6 +27,7 @@ Result run_geo_pairs(const fs::path& csv, const fs::path& dir, int threads) {
     args.push_back("--set");
     args.push_back(std::string(kWriters[i]) + ".path=" + (dir / (std::string(kSets[i]) + ".h5")).string());
   }
+  args.insert(args.end(), extra.begin(), extra.end());
   return run_cli(args);
 }
 
@@ -130,18 +131,30 @@ sys.exit(1 if problems else 0)
 
 TEST_CASE("geo_pairs.yaml: every pair meets its constraints, counts match sklearn, threads agree", "[geo][graph]") {
   const fs::path csv = generated_photos();
-  const fs::path a = scratch_dir("geo_graph_t1"), b = scratch_dir("geo_graph_t2");
-  const Result one = run_geo_pairs(csv, a, 1);
+  const fs::path a = scratch_dir("geo_graph_t1"), b = scratch_dir("geo_graph_t2"), c = scratch_dir("geo_graph_t2_replay");
+  const fs::path cache = scratch_dir("geo_graph_cache");
+  const Result one = run_geo_pairs(csv, a, 1, {"--no-cache"});
   INFO(one.err);
   REQUIRE(one.exit_code == 0);
-  const Result two = run_geo_pairs(csv, b, 2);
+  // Threads 2 fills the cache; the third run replays all six samplers (multi-port entries with
+  // string summaries) and must write exactly what the uncached one-thread run wrote.
+  const Result two = run_geo_pairs(csv, b, 2, {"--cache-dir", cache.string()});
   INFO(two.err);
   REQUIRE(two.exit_code == 0);
+  const Result replay = run_geo_pairs(csv, c, 2, {"--cache-dir", cache.string(), "--explain-cache"});
+  INFO(replay.err);
+  REQUIRE(replay.exit_code == 0);
+  for (const char* set : kSets) CHECK_THAT(replay.err, Catch::Contains(std::string("  ") + set + ": hit, replays"));
+  CHECK_THAT(replay.err, Catch::Contains("photos: runs (not cached)"));  // stats still reads the photos
   CHECK(fs::exists(a / "stats" / "datasets.md"));
   const Result check = run_python(kCheckScript, {csv.string(), a.string(), b.string()});
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
   CHECK(check.out.find("timelapse") != std::string::npos);
+  const Result check_replay = run_python(kCheckScript, {csv.string(), a.string(), c.string()});
+  INFO(check_replay.out << check_replay.err);
+  CHECK(check_replay.exit_code == 0);
+  CHECK(read_file(c / "stats" / "datasets.md") == read_file(a / "stats" / "datasets.md"));
 }
 
 TEST_CASE("a malformed CSV row stops the run naming file:line, or is skipped and counted", "[geo][graph]") {

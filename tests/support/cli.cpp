@@ -62,7 +62,10 @@ Result run_process(const std::vector<std::string>& argv, const std::vector<std::
 Result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   std::vector<std::string> argv{EMBEDFLOW_CLI};
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> full_env{"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()};
+  // Graphs with cache: never touch the user's ~/.cache from a test; tests that check caching pass
+  // --cache-dir (or this variable) themselves.
+  std::vector<std::string> full_env{"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir(),
+                                    "EMBEDFLOW_CACHE_DIR=" + std::string(EMBEDFLOW_BINARY_DIR) + "/test-cache"};
   full_env.insert(full_env.end(), env.begin(), env.end());
   return run_process(argv, full_env);
 }
@@ -79,6 +82,7 @@ Child spawn_cli(const std::vector<std::string>& args, const std::vector<std::str
     dup2(out_fd, 1);
     dup2(err_fd, 2);
     putenv(strdup(("EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()).c_str()));
+    putenv(strdup(("EMBEDFLOW_CACHE_DIR=" + std::string(EMBEDFLOW_BINARY_DIR) + "/test-cache").c_str()));
     for (const auto& kv : env) putenv(strdup(kv.c_str()));
     std::vector<std::string> argv{EMBEDFLOW_CLI};
     argv.insert(argv.end(), args.begin(), args.end());
