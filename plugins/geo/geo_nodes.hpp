@@ -8,5 +8,6 @@ namespace embedflow::geo {
 NodeType csv_photos_type();
 NodeType pair_sampler_type();
 NodeType pair_stats_type();
+NodeType synthetic_geotags_type();
 
 }  // namespace embedflow::geo

@@ -10,6 +10,7 @@ void register_types(embedflow::Registry& r) {
   r.add(embedflow::geo::csv_photos_type());
   r.add(embedflow::geo::pair_sampler_type());
   r.add(embedflow::geo::pair_stats_type());
+  r.add(embedflow::geo::synthetic_geotags_type());
 }
 }  // namespace
 

@@ -223,3 +223,69 @@ TEST_CASE("each geo node's example graph runs as pasted", "[geo][graph]") {
   CHECK(fs::exists(out / "pair_sampler_example" / "datasets.md"));
   CHECK(fs::exists(out / "pair_stats_example" / "density.png"));
 }
+
+TEST_CASE("synthetic geotags: classes live apart, fuzziness mixes positives, output is deterministic", "[geo][graph]") {
+  // 20k labelled ids (labels i % 5) from an h5py file, geotagged, sampled as P_{10,2000}; python
+  // joins the pairs back to the true labels.
+  const fs::path dir = scratch_dir("geo_synthetic");
+  const Result make = run_python(R"(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    ids = np.arange(20000, dtype=np.int64)
+    f["id"] = ids
+    f["label"] = ids % 5
+)", {(dir / "labels.h5").string()});
+  REQUIRE(make.exit_code == 0);
+  auto run = [&](double fuzziness, const std::string& tag) {
+    const fs::path graph = dir / ("g_" + tag + ".yaml");
+    write_file(graph, "seed: 4\nnodes:\n"
+                      "  labels: {type: io.hdf5_reader, params: {path: " + (dir / "labels.h5").string() + ", batch_size: 1000}}\n"
+                      "  tags: {type: geo.synthetic_geotags, params: {classes: 5, fuzziness: " + std::to_string(fuzziness) + "}}\n"
+                      "  pairs: {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000, k_pos: 4, k_neg: 4}}\n"
+                      "  save_pairs: {type: io.hdf5_writer, params: {path: " + (dir / (tag + "_pairs.h5")).string() + ", group: pairs}}\n"
+                      "  save_photos: {type: io.hdf5_writer, params: {path: " + (dir / (tag + "_photos.h5")).string() + ", group: photos}}\n"
+                      "edges: [labels -> tags, tags -> pairs.photos, pairs.out -> save_pairs, tags -> save_photos]\n");
+    const Result r = run_cli({"run", graph.string(), "--no-cache"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("20000 photos geotagged"));
+  };
+  run(0.0, "p0");
+  run(0.0, "p0_again");
+  run(0.4, "p40");
+  const Result check = run_python(R"(
+import sys, h5py, numpy as np
+d = sys.argv[1]
+def load(tag):
+    with h5py.File(f"{d}/{tag}_pairs.h5") as f:
+        g = f["pairs"]
+        pairs = {k: g[k][()] for k in ("anchor", "other", "distance_m", "label")}
+    with h5py.File(f"{d}/{tag}_photos.h5") as f:
+        g = f["photos"]
+        photos = {k: g[k][()] for k in ("id", "label", "placed_class", "lat", "lon")}
+    return pairs, photos
+p0, photos0 = load("p0")
+again, photos_again = load("p0_again")
+assert all(np.array_equal(p0[k], again[k]) for k in p0), "not deterministic"
+assert np.array_equal(photos0["lat"], photos_again["lat"])
+label = dict(zip(photos0["id"].tolist(), photos0["label"].tolist()))
+def same_rate(pairs, which):
+    m = pairs["label"] == which
+    a, o = pairs["anchor"][m], pairs["other"][m]
+    return np.mean([label[x] == label[y] for x, y in zip(a.tolist(), o.tolist())]), m.sum()
+pos0, npos0 = same_rate(p0, 1)
+neg0, nneg0 = same_rate(p0, 0)
+assert npos0 > 10000 and nneg0 > 10000, (npos0, nneg0)
+assert pos0 == 1.0, pos0                  # p = 0: every positive is of the same class
+assert neg0 < 0.15, neg0                  # 1/9: the class's other neighbourhood is > 2000 m away too
+assert (p0["distance_m"][p0["label"] == 1] <= 10).all() and (p0["distance_m"][p0["label"] == 0] >= 2000).all()
+p40, photos40 = load("p40")
+moved = np.mean(photos40["placed_class"] != photos40["label"])
+assert 0.25 < moved < 0.40, moved         # 0.4 placed at random, 4/5 of them in another class's area
+pos40, _ = same_rate(p40, 1)
+assert 0.3 < pos40 < 0.7, pos40           # fuzziness shows in the positives
+print(f"p0 positives same-class {pos0:.3f}, p0.4 {pos40:.3f}, moved {moved:.3f}")
+)", {dir.string()});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+}
