@@ -1,0 +1,251 @@
+// torch.embed — embeds image batches with a trained model.
+//
+// Inputs:  in — image batches (`field`, default image: f32 [B,C,H,W] or u8 [B,H,W,C]) with
+//          optional id and label; model (side port, optional) — snapshots from torch.train.
+// Outputs: out — {id: i64[B], label: i64[B] (the `keep` fields present in the input),
+//          embedding: f32[B,D]}; with mode every_snapshot also step: i64[B].
+// Where the model comes from, in order: the latest snapshot on the side port; else
+//   `checkpoint` (a torch.train checkpoint file, or its directory: the newest one); else the
+//   `model` parameter alone (e.g. a TorchScript backbone with its own weights). The
+//   architecture is rebuilt from the spec the snapshot or checkpoint carries unless `model` is
+//   given (needed for models from another family).
+// Modes: latest — each batch is embedded with the newest model available when it arrives
+//   (batches that arrive before the first snapshot wait in memory); every_snapshot — the input
+//   is held and, at end of stream, embedded once per snapshot received (learning curves: an
+//   evaluator downstream groups by `step`).
+// Export: compose with io.hdf5_writer, which stores id, label and embedding as datasets:
+//
+//   seed: 1
+//   nodes:
+//     test:  {type: io.hdf5_reader, params: {path: fashion_test.h5, fields: [id, label, image], batch_size: 256}}
+//     embed: {type: torch.embed, params: {checkpoint: out/train/ckpt, threads: 2}}
+//     save:  {type: io.hdf5_writer, params: {path: out/embeddings.h5, group: embeddings}}
+//   edges: [test.out -> embed.in, embed.out -> save.in]
+#include <filesystem>
+#include <regex>
+
+#include "bridge.hpp"
+#include "catalog.hpp"
+#include "loss.hpp"
+#include "model.hpp"
+#include "torch_family.hpp"
+
+namespace embedflow::torchfam {
+namespace fs = std::filesystem;
+namespace {
+
+fs::path newest_checkpoint(const fs::path& dir) {
+  static const std::regex re("step-([0-9]+)\\.pt");
+  fs::path best;
+  long long best_step = -1;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re) && std::stoll(m[1].str()) > best_step) {
+      best_step = std::stoll(m[1].str());
+      best = e.path();
+    }
+  }
+  if (best.empty()) throw ConfigError(cat("checkpoint: no step-*.pt file in ", dir.string()));
+  return best;
+}
+
+// Where weights come from: a checkpoint file or a snapshot record.
+struct WeightsSource {
+  std::string spec, what;
+  std::int64_t step = 0;
+  fs::path file;         // checkpoint
+  RecordPtr snapshot;    // or snapshot
+
+  std::unique_ptr<torch::serialize::InputArchive> open() const {
+    auto a = std::make_unique<torch::serialize::InputArchive>();
+    try {
+      if (snapshot) {
+        const Array& w = snapshot->get("weights");
+        a->load_from(static_cast<const char*>(w.raw()), static_cast<std::size_t>(w.nbytes()));
+      } else {
+        a->load_from(file.string());
+      }
+    } catch (const c10::Error& e) {
+      throw DataError(cat("cannot read ", what, ": ", e.msg().substr(0, e.msg().find('\n'))));
+    }
+    return a;
+  }
+};
+
+class Embed final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    const Params& p = ctx.params();
+    threads_ = p.integer("threads");
+    set_torch_threads(threads_, ctx.threads(), ctx.id());
+    field_ = p.string("field");
+    keep_ = p.strings("keep");
+    every_snapshot_ = p.string("mode") == "every_snapshot";
+    has_model_param_ = p.has("model");
+    if (!p.string("checkpoint").empty()) {
+      fs::path path = p.string("checkpoint");
+      if (fs::is_directory(path)) path = newest_checkpoint(path);
+      if (!fs::exists(path)) throw ConfigError(cat("checkpoint '", path.string(), "' does not exist"));
+      WeightsSource s;
+      s.file = path;
+      s.what = cat("checkpoint ", path.string());
+      auto a = s.open();
+      s.spec = read_string(*a, "spec", s.what);
+      s.step = read_int(*a, "step", s.what);
+      use(std::move(s));
+    } else if (has_model_param_) {
+      model_ = ctx.component<Model>("model");  // weights from its own `weights` parameter, if any
+    }
+  }
+
+  void on_side(std::size_t, const RecordPtr& snapshot, Emitter& out) override {
+    WeightsSource s;
+    s.snapshot = snapshot;
+    s.spec = snapshot->get("spec").string_at(0);
+    s.step = snapshot->get("step").as_int(0);
+    s.what = cat("model snapshot of step ", s.step);
+    if (every_snapshot_) {
+      snapshots_.push_back(std::move(s));
+      return;
+    }
+    use(std::move(s));
+    for (auto& r : waiting_) embed_batch(*r, out, false);
+    waiting_.clear();
+  }
+
+  void process(std::size_t, const RecordPtr& batch, Emitter& out) override {
+    if (every_snapshot_) {
+      held_.push_back(batch);
+      return;
+    }
+    // With the side port connected and no checkpoint, the trained weights are still to come.
+    if (!source_ && (ctx_->input_connected(1) || !model_)) {
+      waiting_.push_back(batch);
+      return;
+    }
+    embed_batch(*batch, out, false);
+  }
+
+  void close(Emitter& out) override {
+    if (every_snapshot_) {
+      if (snapshots_.empty() && !held_.empty())
+        throw DataError("mode every_snapshot: the side port `model` ended without a snapshot");
+      for (const auto& s : snapshots_) {
+        use(s);
+        for (auto& r : held_) embed_batch(*r, out, true);
+      }
+      return;
+    }
+    if (!waiting_.empty())
+      throw DataError(cat(waiting_.size(), " batches arrived but no model did: the side port `model` ended without a "
+                                           "snapshot and no `checkpoint` was given"));
+  }
+
+ private:
+  // Makes `s` the weights for the next batches (rebuilding the model when its spec changes).
+  void use(WeightsSource s) {
+    if (!model_ || (!has_model_param_ && s.spec != built_spec_)) {
+      if (has_model_param_) {
+        model_ = ctx_->component<Model>("model");
+      } else {
+        model_ = build_model(spec_from_text(s.spec), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", s.what));
+        built_spec_ = s.spec;
+      }
+    }
+    source_ = std::make_unique<WeightsSource>(std::move(s));
+    loaded_ = false;
+  }
+
+  void embed_batch(const Record& batch, Emitter& out, bool tag_step) {
+    set_torch_threads(threads_, ctx_->threads(), ctx_->id());
+    const Array* images = batch.find(field_);
+    if (!images) throw DataError(cat("batch has no image field '", field_, "': ", batch.describe()));
+    torch::NoGradGuard no_grad;
+    torch::Tensor x = image_input(to_tensor(*images));
+    if (!model_->prepared()) {
+      model_->prepare(x.narrow(0, 0, std::min<std::int64_t>(2, x.size(0))));
+      model_->to(model_->device());
+    }
+    if (source_ && !loaded_) {
+      auto archive = source_->open();
+      read_model_state(*model_, *archive, source_->what);
+      loaded_ = true;
+    }
+    model_->set_training(false);
+    torch::Tensor e = model_->embed(x.to(model_->device())).to(torch::kFloat32);
+    Record r;
+    for (const auto& k : keep_)
+      if (const Array* a = batch.find(k)) r.set(k, *a);
+    r.set("embedding", to_array(e));
+    if (tag_step)
+      r.set("step", Array::from_vector<std::int64_t>({e.size(0)}, std::vector<std::int64_t>(static_cast<std::size_t>(e.size(0)),
+                                                                                            source_ ? source_->step : 0)));
+    out.emit(std::move(r));
+  }
+
+  NodeContext* ctx_ = nullptr;
+  std::int64_t threads_ = 0;
+  std::string field_, built_spec_;
+  std::vector<std::string> keep_;
+  bool every_snapshot_ = false, has_model_param_ = false, loaded_ = false;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<WeightsSource> source_;
+  std::vector<WeightsSource> snapshots_;
+  std::vector<RecordPtr> held_, waiting_;  // every_snapshot input; batches waiting for a first model
+};
+
+}  // namespace
+
+NodeType embed_type() {
+  return NodeTypeBuilder("torch.embed")
+      .doc("Embeds image batches with a model from a torch.train snapshot (side port), a checkpoint file or a model "
+           "spec; passes id and label through. Compose with io.hdf5_writer to export embeddings, ids and labels.")
+      .param(Param::path("checkpoint").default_value("").doc(
+          "a torch.train checkpoint file, or a checkpoint directory (its newest step-*.pt); empty: none"))
+      .param(Param::component("model", "model").optional().doc(
+          "the architecture (and, with its `weights`, the weights) instead of the spec carried by the snapshot or "
+          "checkpoint"))
+      .param(Param::string("field").default_value("image").doc("the image field to embed"))
+      .param(Param::strings("keep").default_value(std::vector<std::string>{"id", "label"}).doc(
+          "input fields copied to the output when present"))
+      .param(Param::choice("mode", {"latest", "every_snapshot"}).default_value("latest").doc(
+          "latest: embed each batch with the newest model; every_snapshot: hold the input and embed it once per "
+          "snapshot at end of stream, adding step: i64[B]"))
+      .param(Param::integer("threads").default_value(0).min(0).not_fingerprinted().doc(
+          "LibTorch intra-op threads; 0: the graph's --threads"))
+      .input("in", "*", "image batches, with id and label when present")
+      .side_input("model", "weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1]",
+                  "model snapshots from torch.train", /*optional=*/true)
+      .output("out", "*", "the kept fields and embedding: f32[B,D]")
+      .check([](SchemaContext& c) {
+        const Params& p = c.params();
+        if (!c.connected("model") && p.string("checkpoint").empty() && !p.has("model"))
+          c.error("needs a model: connect a torch.train `model` output to the side port `model`, or set `checkpoint` or `model`");
+        if (p.string("mode") == "every_snapshot" && !c.connected("model"))
+          c.error("mode every_snapshot needs snapshots on the side port `model`", "mode");
+        const PortSchema& in = c.input("in");
+        PortSchema out;
+        Dim b{Dim::Kind::symbol, -1, "B"};
+        if (!in.is_any()) {
+          const FieldSchema* img = in.find(p.string("field"));
+          if (!img) {
+            c.error(cat("the input has no image field '", p.string("field"), "' (input: ", in.str(), ")"), "field");
+          } else if (img->shape && !img->shape->empty()) {
+            b = img->shape->front();
+          }
+          for (const auto& k : p.strings("keep"))
+            if (const FieldSchema* f = in.find(k)) out.add(*f);
+        }
+        std::int64_t d = p.has("model") ? embedding_dim_of(p.value("model")) : -1;
+        Dim D = d > 0 ? Dim{Dim::Kind::fixed, d, ""} : Dim{Dim::Kind::symbol, -1, "D"};
+        out.add(FieldSchema{"embedding", DType::f32, std::vector<Dim>{b, D}});
+        if (p.string("mode") == "every_snapshot") out.add(FieldSchema{"step", DType::i64, std::vector<Dim>{b}});
+        c.set_output("out", out);
+      })
+      .example("embed: {type: torch.embed, params: {checkpoint: out/train/ckpt, threads: 2}}")
+      .create<Embed>();
+}
+
+}  // namespace embedflow::torchfam

@@ -1,0 +1,47 @@
+// The loss interface of the torch family (components of kind "loss") and the batch view a loss
+// computes on. Each loss reads the fields it needs from the batch (pair, triplet or image+label
+// fields: catalog.hpp) and asks StepInputs for embeddings; StepInputs runs the model once per
+// step for all requested image fields (concatenated along the batch, so batch norm sees the whole
+// step) and memoises the result, so the terms of a torch.sum share one forward pass.
+#pragma once
+
+#include "model.hpp"
+
+namespace embedflow::torchfam {
+
+class StepInputs {
+ public:
+  StepInputs(Model& model, const Record& batch, torch::Device device, std::string loss_name = "");
+  bool has(const std::string& field) const { return record_.find(field) != nullptr; }
+  // The field as a tensor on the device (image fields: f32 [N,C,H,W]; u8 [N,H,W,C] images are
+  // converted and scaled by 1/255). DataError naming the field and the batch's fields if absent.
+  torch::Tensor field(const std::string& name);
+  // Embeddings of image fields, one forward pass for those not yet computed this step.
+  std::vector<torch::Tensor> embed(const std::vector<std::string>& fields);
+  torch::Tensor embed_one(const std::string& field) { return embed(std::vector<std::string>{field}).front(); }
+  // Sets a field's tensor directly (tests feed embeddings that require grad through it).
+  void provide(const std::string& name, torch::Tensor t);
+  // Embeddings computed so far this step, by field name.
+  const TensorMap& embeddings() const { return embeddings_; }
+  Model& model() { return model_; }
+  const Record& record() const { return record_; }
+  std::int64_t batch_size() const;
+
+ private:
+  Model& model_;
+  const Record& record_;
+  torch::Device device_;
+  std::string loss_name_;
+  TensorMap tensors_, embeddings_;
+};
+
+class Loss : public Component {
+ public:
+  // The scalar loss of one batch (a 0-dim tensor that carries the autograd graph).
+  virtual torch::Tensor compute(StepInputs& in) = 0;
+};
+
+// Converts an image field to model input: u8 [N,H,W,C] -> f32 [N,C,H,W] / 255, other dtypes to f32.
+torch::Tensor image_input(const torch::Tensor& t);
+
+}  // namespace embedflow::torchfam

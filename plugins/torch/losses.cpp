@@ -1,0 +1,375 @@
+// Loss components (kind "loss") and the batch view they compute on.
+//
+// Distances are Euclidean. Pair and triplet losses use PyTorch's pairwise_distance (eps 1e-6,
+// as F.triplet_margin_loss does); losses over all pairs of a label batch use cdist without the
+// matrix-product shortcut (exact for near-duplicates, zero gradient at zero distance). Every
+// loss is the mean over its terms. Fields consumed (catalog.hpp):
+//   pairs   a_image, b_image, pair_label (1 similar, 0 dissimilar)
+//           torch.contrastive, torch.dual_margin_contrastive
+//   triplet anchor_image, positive_image, negative_image        torch.triplet_margin
+//   labels  image, label (label < 0: unlabelled, left out of every pair)
+//           torch.batch_hard_triplet, torch.semi_hard_triplet, torch.all_pairs_contrastive
+//   any     torch.l2_embedding (every image field of the batch); torch.sum (its terms')
+#include <algorithm>
+#include <limits>
+
+#include "bridge.hpp"
+#include "catalog.hpp"
+#include "loss.hpp"
+#include "torch_family.hpp"
+
+namespace embedflow::torchfam {
+
+namespace F = torch::nn::functional;
+
+torch::Tensor image_input(const torch::Tensor& t) {
+  if (t.scalar_type() == torch::kUInt8) {
+    torch::Tensor x = t.dim() == 3 ? t.unsqueeze(3) : t;  // [N,H,W] grey images
+    if (x.dim() == 4) x = x.permute({0, 3, 1, 2});       // HWC (OpenCV) -> CHW
+    return x.contiguous().to(torch::kFloat32).div_(255.0);  // a new tensor: the record is untouched
+  }
+  return t.scalar_type() == torch::kFloat32 ? t : t.to(torch::kFloat32);
+}
+
+StepInputs::StepInputs(Model& model, const Record& batch, torch::Device device, std::string loss_name)
+    : model_(model), record_(batch), device_(device), loss_name_(std::move(loss_name)) {}
+
+std::int64_t StepInputs::batch_size() const { return record_.batch_size(); }
+
+torch::Tensor StepInputs::field(const std::string& name) {
+  auto it = tensors_.find(name);
+  if (it != tensors_.end()) return it->second;
+  const Array* a = record_.find(name);
+  if (!a)
+    throw DataError(cat(loss_name_.empty() ? std::string("the loss") : loss_name_, " needs the batch field '", name,
+                        "', but the batch is ", record_.describe()));
+  torch::Tensor t = to_tensor(*a);
+  if (std::find(kImageFields.begin(), kImageFields.end(), name) != kImageFields.end()) t = image_input(t);
+  t = t.to(device_);
+  tensors_.emplace(name, t);
+  return t;
+}
+
+void StepInputs::provide(const std::string& name, torch::Tensor t) { tensors_[name] = std::move(t); }
+
+std::vector<torch::Tensor> StepInputs::embed(const std::vector<std::string>& fields) {
+  std::vector<std::string> todo;
+  for (const auto& f : fields)
+    if (!embeddings_.count(f) && std::find(todo.begin(), todo.end(), f) == todo.end()) todo.push_back(f);
+  if (!todo.empty()) {
+    std::vector<torch::Tensor> xs;
+    std::vector<std::int64_t> sizes;
+    for (const auto& f : todo) {
+      xs.push_back(field(f));
+      sizes.push_back(xs.back().size(0));
+    }
+    torch::Tensor x;
+    try {
+      x = xs.size() == 1 ? xs.front() : torch::cat(xs, 0);
+    } catch (const c10::Error&) {
+      std::string shapes;
+      for (std::size_t i = 0; i < todo.size(); ++i) shapes += cat(i ? ", " : "", todo[i], " ", xs[i].sizes());
+      throw DataError(cat("image fields of one batch must have equal shapes past the batch dim: ", shapes));
+    }
+    torch::Tensor e = model_.embed(x);
+    auto parts = e.split_with_sizes(sizes, 0);
+    for (std::size_t i = 0; i < todo.size(); ++i) embeddings_[todo[i]] = parts[i];
+  }
+  std::vector<torch::Tensor> out;
+  for (const auto& f : fields) out.push_back(embeddings_.at(f));
+  return out;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Formulas (pure functions of embeddings)
+
+torch::Tensor pair_distance(const torch::Tensor& a, const torch::Tensor& b) {
+  return F::pairwise_distance(a, b, F::PairwiseDistanceFuncOptions().p(2).eps(1e-6));
+}
+
+torch::Tensor distance_matrix(const torch::Tensor& x) {
+  return torch::cdist(x, x, 2.0, /*compute_mode: donot_use_mm_for_euclid_dist*/ 2);
+}
+
+torch::Tensor zero_like_graph(const torch::Tensor& x) { return x.sum() * 0.0; }
+
+struct LabelMasks {
+  torch::Tensor positive;  // same label, labelled, not the anchor itself
+  torch::Tensor negative;  // different labels, both labelled
+};
+
+LabelMasks label_masks(const torch::Tensor& labels) {
+  torch::Tensor y = labels.flatten().to(torch::kInt64);
+  torch::Tensor labelled = y >= 0;
+  torch::Tensor both = labelled.unsqueeze(0) & labelled.unsqueeze(1);
+  torch::Tensor same = y.unsqueeze(0) == y.unsqueeze(1);
+  torch::Tensor eye = torch::eye(y.size(0), torch::TensorOptions().dtype(torch::kBool).device(y.device()));
+  return {same & both & ~eye, ~same & both};
+}
+
+torch::Tensor hinge_or_soft(const torch::Tensor& x, bool soft) { return soft ? F::softplus(x) : torch::clamp_min(x, 0.0); }
+
+torch::Tensor labels_of(StepInputs& in, std::int64_t n) {
+  torch::Tensor y = in.field("label").flatten();
+  if (y.size(0) != n) throw DataError(cat("label has ", y.size(0), " entries for ", n, " images"));
+  if (y.is_floating_point()) throw DataError("label must be an integer field (i64 or i32)");
+  return y;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Components
+
+class Contrastive final : public Loss {
+ public:
+  explicit Contrastive(const ComponentContext& c)
+      : margin_(c.params().number("margin")), squared_(c.params().boolean("squared")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    auto e = in.embed({"a_image", "b_image"});
+    torch::Tensor z = in.field("pair_label").flatten().to(torch::kFloat32);
+    torch::Tensor d = pair_distance(e[0], e[1]);
+    torch::Tensor neg = torch::clamp_min(margin_ - d, 0.0);
+    torch::Tensor l = squared_ ? z * d.pow(2) + (1 - z) * neg.pow(2) : z * d + (1 - z) * neg;
+    return l.mean();
+  }
+
+ private:
+  double margin_;
+  bool squared_;
+};
+
+class DualMargin final : public Loss {
+ public:
+  explicit DualMargin(const ComponentContext& c)
+      : pos_(c.params().number("positive_margin")), neg_(c.params().number("negative_margin")),
+        gamma_(c.params().number("positive_weight")), squared_(c.params().boolean("squared")) {
+    if (neg_ < pos_) throw ConfigError(cat(c.owner(), ": negative_margin must be >= positive_margin"));
+  }
+  torch::Tensor compute(StepInputs& in) override {
+    auto e = in.embed({"a_image", "b_image"});
+    torch::Tensor z = in.field("pair_label").flatten().to(torch::kFloat32);
+    torch::Tensor d = pair_distance(e[0], e[1]);
+    torch::Tensor p = torch::clamp_min(d - pos_, 0.0), n = torch::clamp_min(neg_ - d, 0.0);
+    if (squared_) {
+      p = p.pow(2);
+      n = n.pow(2);
+    }
+    return (gamma_ * z * p + (1 - z) * n).mean();
+  }
+
+ private:
+  double pos_, neg_, gamma_;
+  bool squared_;
+};
+
+class TripletMargin final : public Loss {
+ public:
+  explicit TripletMargin(const ComponentContext& c)
+      : margin_(c.params().number("margin")), soft_(c.params().boolean("soft")), swap_(c.params().boolean("swap")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    auto e = in.embed({"anchor_image", "positive_image", "negative_image"});
+    torch::Tensor dap = pair_distance(e[0], e[1]), dan = pair_distance(e[0], e[2]);
+    if (swap_) dan = torch::min(dan, pair_distance(e[1], e[2]));
+    return hinge_or_soft(dap - dan + margin_, soft_).mean();
+  }
+
+ private:
+  double margin_;
+  bool soft_, swap_;
+};
+
+class BatchHard final : public Loss {
+ public:
+  explicit BatchHard(const ComponentContext& c) : margin_(c.params().number("margin")), soft_(c.params().boolean("soft")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    torch::Tensor x = in.embed_one("image");
+    LabelMasks m = label_masks(labels_of(in, x.size(0)));
+    torch::Tensor D = distance_matrix(x);
+    const double inf = std::numeric_limits<double>::infinity();
+    torch::Tensor hardest_pos = torch::where(m.positive, D, torch::zeros_like(D)).amax(1);
+    torch::Tensor hardest_neg = torch::where(m.negative, D, torch::full_like(D, inf)).amin(1);
+    torch::Tensor valid = m.positive.any(1) & m.negative.any(1);
+    if (!valid.any().item<bool>()) return zero_like_graph(x);
+    return hinge_or_soft((hardest_pos - hardest_neg + margin_).masked_select(valid), soft_).mean();
+  }
+
+ private:
+  double margin_;
+  bool soft_;
+};
+
+class SemiHard final : public Loss {
+ public:
+  explicit SemiHard(const ComponentContext& c) : margin_(c.params().number("margin")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    torch::Tensor x = in.embed_one("image");
+    LabelMasks m = label_masks(labels_of(in, x.size(0)));
+    torch::Tensor D = distance_matrix(x);
+    const double inf = std::numeric_limits<double>::infinity();
+    // For anchor a and positive p: the closest negative farther than p (semi-hard); if there is
+    // none, the farthest negative (FaceNet; TensorFlow's triplet_semihard_loss).
+    torch::Tensor dap = D.unsqueeze(2), dan = D.unsqueeze(1);            // [a,p,1], [a,1,n]
+    torch::Tensor outside = m.negative.unsqueeze(1) & (dan > dap);         // [a,p,n]
+    torch::Tensor semi = torch::where(outside, dan.expand_as(outside), torch::full({}, inf, D.options())).amin(2);
+    torch::Tensor farthest = torch::where(m.negative, D, torch::full_like(D, -inf)).amax(1, true).expand_as(D);
+    torch::Tensor chosen = torch::where(outside.any(2), semi, farthest);
+    torch::Tensor valid = m.positive & m.negative.any(1, true);
+    if (!valid.any().item<bool>()) return zero_like_graph(x);
+    return torch::clamp_min((D - chosen + margin_).masked_select(valid), 0.0).mean();
+  }
+
+ private:
+  double margin_;
+};
+
+class AllPairs final : public Loss {
+ public:
+  explicit AllPairs(const ComponentContext& c) : mu_(c.params().number("mu")), margin_(c.params().number("margin")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    torch::Tensor x = in.embed_one("image");
+    LabelMasks m = label_masks(labels_of(in, x.size(0)));
+    torch::Tensor D = distance_matrix(x);
+    torch::Tensor upper = torch::ones_like(m.positive).triu(1);
+    torch::Tensor valid = (m.positive | m.negative) & upper;
+    if (!valid.any().item<bool>()) return zero_like_graph(x);
+    torch::Tensor d = D.masked_select(valid);
+    torch::Tensor z = m.positive.masked_select(valid).to(torch::kFloat32);
+    return (mu_ * z * d.pow(2) + (1 - mu_) * (1 - z) * torch::clamp_min(margin_ - d, 0.0)).mean();
+  }
+
+ private:
+  double mu_, margin_;
+};
+
+class L2Embedding final : public Loss {
+ public:
+  explicit L2Embedding(const ComponentContext& c) : weight_(c.params().number("weight")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    if (in.embeddings().empty()) {
+      std::vector<std::string> present;
+      for (const auto& f : kImageFields)
+        if (in.has(f)) present.push_back(f);
+      if (present.empty()) throw DataError(cat("torch.l2_embedding: the batch has no image field (", in.record().describe(), ")"));
+      in.embed(present);
+    }
+    std::vector<torch::Tensor> all;
+    for (const auto& [name, e] : in.embeddings()) all.push_back(e);
+    return weight_ * torch::cat(all, 0).pow(2).sum(1).mean();
+  }
+
+ private:
+  double weight_;
+};
+
+class Sum final : public Loss {
+ public:
+  explicit Sum(const ComponentContext& c) {
+    for (const char* slot : {"a", "b", "c", "d"})
+      if (c.params().has(slot)) terms_.push_back(c.component<Loss>(slot));
+    weights_ = c.params().numbers("weights");
+    if (weights_.size() > terms_.size())
+      throw ConfigError(cat(c.owner(), ": ", weights_.size(), " weights for ", terms_.size(), " terms"));
+    weights_.resize(terms_.size(), 1.0);
+  }
+  torch::Tensor compute(StepInputs& in) override {
+    torch::Tensor total;
+    for (std::size_t i = 0; i < terms_.size(); ++i) {
+      torch::Tensor t = weights_[i] * terms_[i]->compute(in);
+      total = total.defined() ? total + t : t;
+    }
+    return total;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Loss>> terms_;
+  std::vector<double> weights_;
+};
+
+Param margin_param(double def, const char* doc) { return Param::number("margin").default_value(def).min(0.0).doc(doc); }
+
+}  // namespace
+
+std::vector<ComponentType> loss_components() {
+  return {
+      ComponentTypeBuilder("torch.contrastive", "loss")
+          .doc("Contrastive loss on pairs (a_image, b_image, pair_label z): squared: z d^2 + (1-z) max(0, m-d)^2 "
+               "(Hadsell et al.); else z d + (1-z) max(0, m-d). d = ||f(a) - f(b)||.")
+          .param(margin_param(1.0, "m, the distance dissimilar pairs are pushed beyond"))
+          .param(Param::boolean("squared").default_value(true).doc("squared terms (true) or plain distances (false)"))
+          .create<Contrastive>(),
+      ComponentTypeBuilder("torch.dual_margin_contrastive", "loss")
+          .doc("Dual-margin contrastive loss on pairs (a_image, b_image, pair_label z): gamma z max(0, d - m_p) + "
+               "(1-z) max(0, m_n - d), terms squared when `squared` (the CEN loss without its regularisers).")
+          .param(Param::number("positive_margin").default_value(0.0).min(0.0).doc("m_p: similar pairs closer than this cost nothing"))
+          .param(Param::number("negative_margin").default_value(1.0).min(0.0).doc("m_n: dissimilar pairs farther than this cost nothing"))
+          .param(Param::number("positive_weight").default_value(1.0).min(0.0).doc("gamma, the weight of the similar-pair term"))
+          .param(Param::boolean("squared").default_value(false).doc("square both hinge terms"))
+          .create<DualMargin>(),
+      ComponentTypeBuilder("torch.triplet_margin", "loss")
+          .doc("Triplet margin loss on (anchor_image, positive_image, negative_image): hinge max(0, d_ap - d_an + m) "
+               "(PyTorch's triplet_margin_loss) or soft log(1 + exp(d_ap - d_an + m)).")
+          .param(margin_param(1.0, "m"))
+          .param(Param::boolean("soft").default_value(false).doc("softplus instead of the hinge (use margin 0 for Hermans' soft margin)"))
+          .param(Param::boolean("swap").default_value(false).doc("distance swap: d_an = min(d_an, d_pn) (Balntas et al.; PyTorch's swap)"))
+          .create<TripletMargin>(),
+      ComponentTypeBuilder("torch.batch_hard_triplet", "loss")
+          .doc("Batch-hard triplet loss on a label batch (image, label), for PK batches: per anchor, the farthest "
+               "positive and the closest negative; hinge or soft margin (Hermans et al. 2017). Anchors without a "
+               "positive or a negative are skipped.")
+          .param(margin_param(0.2, "m"))
+          .param(Param::boolean("soft").default_value(false).doc("softplus(d_ap - d_an + m) instead of the hinge"))
+          .create<BatchHard>(),
+      ComponentTypeBuilder("torch.semi_hard_triplet", "loss")
+          .doc("Semi-hard triplet loss on a label batch (image, label): for every anchor-positive pair, the closest "
+               "negative farther than the positive, else the farthest negative (FaceNet; TensorFlow's "
+               "triplet_semihard_loss); mean of max(0, d_ap - d_an + m) over all anchor-positive pairs.")
+          .param(margin_param(0.2, "m"))
+          .create<SemiHard>(),
+      ComponentTypeBuilder("torch.all_pairs_contrastive", "loss")
+          .doc("mu-weighted contrastive loss over all pairs i<j of a label batch (image, label): "
+               "mu z d^2 + (1 - mu)(1 - z) max(0, l - d), z = 1 for equal labels; mean over pairs.")
+          .param(Param::number("mu").default_value(0.5).range(0.0, 1.0).doc("mu, the weight of the similar-pair term"))
+          .param(margin_param(1.0, "l, the margin of dissimilar pairs"))
+          .create<AllPairs>(),
+      ComponentTypeBuilder("torch.l2_embedding", "loss")
+          .doc("L2 embedding regulariser: weight * mean ||f(x)||^2 over the embeddings of the step (every image "
+               "field of the batch). Combine it with any loss through torch.sum.")
+          .param(Param::number("weight").default_value(1e-3).min(0.0).doc("regulariser weight"))
+          .create<L2Embedding>(),
+      ComponentTypeBuilder("torch.sum", "loss")
+          .doc("Weighted sum of up to four losses sharing one forward pass per step, e.g. "
+               "{type: torch.sum, a: {type: torch.contrastive}, b: {type: torch.l2_embedding, weight: 0.001}}.")
+          .param(Param::component("a", "loss").doc("first term"))
+          .param(Param::component("b", "loss").optional().doc("second term"))
+          .param(Param::component("c", "loss").optional().doc("third term"))
+          .param(Param::component("d", "loss").optional().doc("fourth term"))
+          .param(Param::numbers("weights").default_value(std::vector<double>{}).doc("weight of each term in order; missing ones are 1"))
+          .create<Sum>(),
+  };
+}
+
+double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
+  std::unique_ptr<Component> c = family_registry().instantiate(spec, 1, "evaluate_loss");
+  auto* loss = dynamic_cast<Loss*>(c.get());
+  if (!loss) throw ConfigError(cat(spec.str(), " is not a loss"));
+  std::unique_ptr<Model> identity = build_model(Value::map({{"type", Value::string("torch.identity")}}), 1, "evaluate_loss");
+  const Value* type = spec.get("type");
+  StepInputs in(*identity, batch, torch::kCPU, type && type->is_string() ? type->as_string() : "");
+  std::map<std::string, torch::Tensor> leaves;
+  for (const auto& f : kImageFields)
+    if (const Array* a = batch.find(f)) {
+      torch::Tensor t = to_tensor(*a).to(torch::kFloat32).clone().requires_grad_(true);
+      in.provide(f, t);
+      leaves.emplace(f, t);
+    }
+  torch::Tensor value = loss->compute(in);
+  if (grads) {
+    value.backward();
+    for (auto& [name, leaf] : leaves)
+      grads->set(name, to_array(leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf)));
+  }
+  return value.item<double>();
+}
+
+}  // namespace embedflow::torchfam

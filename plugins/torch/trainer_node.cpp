@@ -1,0 +1,556 @@
+// torch.train — trains a model component with a loss component on a stream of batches.
+//
+// Inputs:  in — batches carrying the fields the loss consumes (pair, triplet or image+label
+//          fields; docs/torch.md). Images are f32 [B,C,H,W], or u8 [B,H,W,C] scaled by 1/255.
+// Outputs: metrics — one record per `log_every` steps: {step, epoch: i64[], loss, lr,
+//          samples_per_s: f64[]} (also written to <log_dir>/metrics.csv, metrics.jsonl and the
+//          loss curve loss.png);
+//          model — a snapshot {weights: u8[N], spec: str[1], step, epoch: i64[1]} every
+//          `snapshot_every` steps and at the end, for torch.embed's side port.
+// Behaviour: one optimizer update per batch. epochs > 1 replays the batches of the first pass
+//   from memory (in a seeded random order per pass unless shuffle_replay is false): the stream
+//   itself is read once. A NaN or infinite loss stops the run with a DataError naming the step
+//   and the input batch. Checkpoints (every `checkpoint_every` steps and at the end) hold the
+//   model, the optimizer, the step, the position in the input stream, LibTorch's RNG state and
+//   the metrics so far; `resume` continues from one exactly: the upstream stream is replayed
+//   (sources are deterministic by seed) and the batches already trained on are skipped.
+// Caveats: the model's device decides where tensors go; checkpoints restore the CPU RNG only.
+//
+//   seed: 1
+//   nodes:
+//     data:  {type: io.hdf5_reader, params: {path: fashion.h5, fields: [image, label], batch_size: 128, shuffle: true}}
+//     train: {type: torch.train, params: {model: {type: torch.small_cnn, embedding_dim: 32},
+//             loss: {type: torch.batch_hard_triplet, margin: 0.2}, optimizer: {type: torch.adam, lr: 0.001},
+//             epochs: 2, log_dir: out/train, checkpoint_dir: out/train/ckpt, checkpoint_every: 100, threads: 2}}
+//   edges: [data.out -> train.in]
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <regex>
+
+#include "bridge.hpp"
+#include "catalog.hpp"
+#include "loss.hpp"
+#include "metrics_log.hpp"
+#include "model.hpp"
+#include "schedule.hpp"
+#include "torch_family.hpp"
+
+namespace embedflow::torchfam {
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------
+// Optimizer components (kind "optimizer")
+
+class OptimizerFactory : public Component {
+ public:
+  explicit OptimizerFactory(const ComponentContext& c) : lr_(c.params().number("lr")), wd_(c.params().number("weight_decay")) {}
+  virtual std::unique_ptr<torch::optim::Optimizer> make(std::vector<torch::Tensor> params) const = 0;
+  double lr() const { return lr_; }
+
+ protected:
+  double lr_, wd_;
+};
+
+namespace {
+
+class Sgd final : public OptimizerFactory {
+ public:
+  explicit Sgd(const ComponentContext& c)
+      : OptimizerFactory(c), momentum_(c.params().number("momentum")), nesterov_(c.params().boolean("nesterov")),
+        dampening_(c.params().number("dampening")) {
+    if (nesterov_ && (momentum_ <= 0 || dampening_ != 0))
+      throw ConfigError(cat(c.owner(), ": nesterov needs momentum > 0 and dampening 0"));
+  }
+  std::unique_ptr<torch::optim::Optimizer> make(std::vector<torch::Tensor> params) const override {
+    return std::make_unique<torch::optim::SGD>(
+        std::move(params),
+        torch::optim::SGDOptions(lr_).momentum(momentum_).nesterov(nesterov_).dampening(dampening_).weight_decay(wd_));
+  }
+
+ private:
+  double momentum_;
+  bool nesterov_;
+  double dampening_;
+};
+
+class Adam final : public OptimizerFactory {
+ public:
+  explicit Adam(const ComponentContext& c, bool decoupled)
+      : OptimizerFactory(c), b1_(c.params().number("beta1")), b2_(c.params().number("beta2")),
+        eps_(c.params().number("eps")), amsgrad_(c.params().boolean("amsgrad")), decoupled_(decoupled) {}
+  std::unique_ptr<torch::optim::Optimizer> make(std::vector<torch::Tensor> params) const override {
+    if (decoupled_)
+      return std::make_unique<torch::optim::AdamW>(
+          std::move(params), torch::optim::AdamWOptions(lr_).betas({b1_, b2_}).eps(eps_).weight_decay(wd_).amsgrad(amsgrad_));
+    return std::make_unique<torch::optim::Adam>(
+        std::move(params), torch::optim::AdamOptions(lr_).betas({b1_, b2_}).eps(eps_).weight_decay(wd_).amsgrad(amsgrad_));
+  }
+
+ private:
+  double b1_, b2_, eps_;
+  bool amsgrad_, decoupled_;
+};
+
+std::vector<ParamSpec> adam_params(double weight_decay, const char* wd_doc) {
+  return {Param::number("lr").default_value(1e-3).min(0.0).doc("base learning rate (the schedule multiplies it)"),
+          Param::number("beta1").default_value(0.9).range(0.0, 1.0).doc("first-moment decay"),
+          Param::number("beta2").default_value(0.999).range(0.0, 1.0).doc("second-moment decay"),
+          Param::number("eps").default_value(1e-8).min(0.0).doc("denominator epsilon"),
+          Param::number("weight_decay").default_value(weight_decay).min(0.0).doc(wd_doc),
+          Param::boolean("amsgrad").default_value(false).doc("AMSGrad variant")};
+}
+
+ComponentType with_params(ComponentTypeBuilder b, std::vector<ParamSpec> params,
+                          std::function<std::unique_ptr<Component>(const ComponentContext&)> f) {
+  for (auto& p : params) b.param(std::move(p));
+  return b.create(std::move(f));
+}
+
+}  // namespace
+
+std::vector<ComponentType> optimizer_components() {
+  return {
+      ComponentTypeBuilder("torch.sgd", "optimizer")
+          .doc("Stochastic gradient descent with momentum, Nesterov momentum and L2 weight decay (PyTorch's SGD).")
+          .param(Param::number("lr").default_value(0.01).min(0.0).doc("base learning rate (the schedule multiplies it)"))
+          .param(Param::number("momentum").default_value(0.9).range(0.0, 1.0).doc("momentum factor; 0: plain SGD"))
+          .param(Param::boolean("nesterov").default_value(false).doc("Nesterov momentum (needs momentum > 0, dampening 0)"))
+          .param(Param::number("dampening").default_value(0.0).range(0.0, 1.0).doc("momentum dampening"))
+          .param(Param::number("weight_decay").default_value(0.0).min(0.0).doc("L2 penalty added to the gradient"))
+          .create<Sgd>(),
+      with_params(ComponentTypeBuilder("torch.adam", "optimizer").doc("Adam (PyTorch's Adam; weight decay as an L2 gradient term)."),
+                  adam_params(0.0, "L2 penalty added to the gradient"),
+                  [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<Adam>(c, false); }),
+      with_params(ComponentTypeBuilder("torch.adamw", "optimizer").doc("AdamW: Adam with decoupled weight decay (PyTorch's AdamW)."),
+                  adam_params(0.01, "decoupled weight decay"),
+                  [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<Adam>(c, true); }),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint files
+
+namespace {
+
+const char* kCheckpointFormat = "embedflow-torch-checkpoint/1";
+
+std::string checkpoint_name(std::int64_t step) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "step-%08lld.pt", static_cast<long long>(step));
+  return buf;
+}
+
+// Checkpoints in `dir` by step, oldest first.
+std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
+  std::vector<std::pair<std::int64_t, fs::path>> out;
+  if (!fs::is_directory(dir)) return out;
+  static const std::regex re("step-([0-9]+)\\.pt");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re)) out.emplace_back(std::stoll(m[1].str()), e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+torch::Tensor metrics_tensor(const std::vector<MetricRow>& rows) {
+  torch::Tensor t = torch::zeros({static_cast<std::int64_t>(rows.size()), 5}, torch::kFloat64);
+  auto a = t.accessor<double, 2>();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    auto k = static_cast<std::int64_t>(i);
+    a[k][0] = static_cast<double>(rows[i].step);
+    a[k][1] = static_cast<double>(rows[i].epoch);
+    a[k][2] = rows[i].loss;
+    a[k][3] = rows[i].lr;
+    a[k][4] = rows[i].samples_per_s;
+  }
+  return t;
+}
+
+std::vector<MetricRow> metrics_rows(const torch::Tensor& t) {
+  std::vector<MetricRow> rows;
+  auto a = t.accessor<double, 2>();
+  for (std::int64_t i = 0; i < t.size(0); ++i)
+    rows.push_back({static_cast<std::int64_t>(a[i][0]), static_cast<std::int64_t>(a[i][1]), a[i][2], a[i][3], a[i][4]});
+  return rows;
+}
+
+// " (ids 17..4242)" for messages, from the first id-like field of the batch.
+std::string id_range(const Record& r) {
+  for (const char* f : {"id", "a_id", "anchor_id"})
+    if (const Array* a = r.find(f); a && !a->is_string() && a->numel() > 0)
+      return cat(", ", f, " ", a->as_int(0), "..", a->as_int(a->numel() - 1));
+  return "";
+}
+
+bool schedule_needs_total(const Value& spec) {
+  const Value* t = spec.get("type");
+  if (!t || !t->is_string()) return false;
+  if (t->as_string() == "torch.cosine") {
+    const Value* s = spec.get("steps");
+    return !s || (s->is_integer() && s->as_integer() == 0);
+  }
+  if (t->as_string() == "torch.warmup")
+    if (const Value* then = spec.get("then")) return schedule_needs_total(*then);
+  return false;
+}
+
+using Clock = std::chrono::steady_clock;
+
+class Train final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    const Params& p = ctx.params();
+    threads_ = p.integer("threads");
+    set_torch_threads(threads_, ctx.threads(), ctx.id());
+    model_ = ctx.component<Model>("model");
+    loss_ = ctx.component<Loss>("loss");
+    optimizer_factory_ = ctx.component<OptimizerFactory>("optimizer");
+    schedule_ = ctx.component<Schedule>("schedule");
+    spec_text_ = spec_to_text(p.value("model"));
+    loss_name_ = p.value("loss").get("type")->as_string();
+    loss_fields_ = loss_fields(p.value("loss"));
+    epochs_ = p.integer("epochs");
+    shuffle_replay_ = p.boolean("shuffle_replay");
+    max_steps_ = p.integer("max_steps");
+    clip_norm_ = p.number("clip_grad_norm");
+    clip_value_ = p.number("clip_grad_value");
+    log_every_ = p.integer("log_every");
+    checkpoint_every_ = p.integer("checkpoint_every");
+    keep_ = p.integer("keep_checkpoints");
+    snapshot_every_ = p.integer("snapshot_every");
+    if (!p.string("checkpoint_dir").empty()) checkpoint_dir_ = p.string("checkpoint_dir");
+    device_ = model_->device();
+
+    const std::string& resume = p.string("resume");
+    if (resume == "auto") {
+      auto found = list_checkpoints(checkpoint_dir_);
+      if (found.empty()) log_info(ctx.id(), "resume: auto found no checkpoint in ", checkpoint_dir_.string(), "; starting fresh");
+      else resume_path_ = found.back().second;
+    } else if (!resume.empty()) {
+      resume_path_ = resume;
+      if (!fs::exists(resume_path_)) throw ConfigError(cat("resume: checkpoint '", resume, "' does not exist"));
+    }
+    if (!resume_path_.empty()) read_checkpoint_header();
+    if (!p.string("log_dir").empty()) log_ = std::make_unique<MetricsLog>(p.string("log_dir"), history_);
+    window_start_ = Clock::now();
+  }
+
+  void process(std::size_t, const RecordPtr& batch, Emitter& out) override {
+    const std::int64_t index = position_++;
+    if (done_) return;
+    if (epochs_ > 1) replay_.push_back(batch);
+    if (!model_->prepared()) setup(*batch);
+    if (index < resume_position_) return;  // trained on before the checkpoint we resumed from
+    train_step(*batch, 0, index, out);
+  }
+
+  void close(Emitter& out) override {
+    for (std::int64_t pass = 1; pass < epochs_ && !done_; ++pass) {
+      std::vector<std::size_t> order(replay_.size());
+      std::iota(order.begin(), order.end(), 0);
+      if (shuffle_replay_) {
+        std::mt19937_64 rng(derive_seed(ctx_->seed(), static_cast<std::uint64_t>(pass)));
+        std::shuffle(order.begin(), order.end(), rng);
+      }
+      for (std::size_t k = 0; k < order.size() && !done_; ++k) {
+        if (ctx_->stop_requested()) break;
+        const std::int64_t index = position_++;
+        if (index < resume_position_) continue;
+        train_step(*replay_[order[k]], pass, index, out);
+      }
+    }
+    replay_.clear();
+    if (!model_->prepared()) {
+      log_warning(ctx_->id(), "the input stream was empty: nothing trained, no checkpoint or snapshot written");
+      return;
+    }
+    if (window_steps_ > 0) flush_metrics(out);
+    if (!checkpoint_dir_.empty() && last_checkpoint_ != step_) save_checkpoint();
+    if (ctx_->output_connected(1) && last_snapshot_ != step_) emit_snapshot(out);
+    if (log_) log_->plot(history_);
+    log_info(ctx_->id(), "trained ", step_, " steps", resumed_from_ > 0 ? cat(" (resumed at step ", resumed_from_, ")") : "",
+             history_.empty() ? "" : cat("; last loss ", history_.back().loss));
+  }
+
+ private:
+  // At the first batch: build input-dependent layers, move to the device, make the optimizer
+  // and restore a checkpoint when resuming.
+  void setup(const Record& first) {
+    std::string field;
+    for (const auto& f : loss_fields_)
+      if (std::find(kImageFields.begin(), kImageFields.end(), f) != kImageFields.end()) {
+        field = f;
+        break;
+      }
+    if (field.empty())
+      for (const auto& f : kImageFields)
+        if (first.find(f)) {
+          field = f;
+          break;
+        }
+    if (field.empty() || !first.find(field))
+      throw DataError(cat("the first batch has no image field (", loss_name_, " needs ", loss_fields_.size(), " fields; batch: ",
+                          first.describe(), ")"));
+    torch::Tensor sample = image_input(to_tensor(first.get(field)));
+    model_->prepare(sample.narrow(0, 0, std::min<std::int64_t>(2, sample.size(0))));
+    model_->to(device_);
+    params_ = model_->trainable_parameters();
+    if (params_.empty()) throw ConfigError("the model has no trainable parameters (is everything frozen?)");
+    optimizer_ = optimizer_factory_->make(params_);
+    if (!resume_path_.empty()) restore_checkpoint();
+    model_->set_training(true);
+  }
+
+  void train_step(const Record& batch, std::int64_t pass, std::int64_t index, Emitter& out) {
+    set_torch_threads(threads_, ctx_->threads(), ctx_->id());  // OpenMP thread counts are per calling thread
+    epoch_ = pass;
+    if (const Array* e = batch.find("epoch"); e && !e->is_string() && e->numel() > 0) epoch_ = e->as_int(0);
+    const double lr = optimizer_factory_->lr() * schedule_->factor(step_, max_steps_);
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+
+    StepInputs in(*model_, batch, device_, loss_name_);
+    torch::Tensor loss = loss_->compute(in);
+    const double value = loss.item<double>();
+    if (!std::isfinite(value))
+      throw DataError(cat("loss is ", value, " at step ", step_ + 1, " (epoch ", epoch_, ", input batch ", index,
+                          pass > 0 ? cat(", replayed in pass ", pass) : "", id_range(batch), ")",
+                          last_checkpoint_ > 0 ? cat("; last checkpoint: step ", last_checkpoint_) : ""));
+    optimizer_->zero_grad();
+    loss.backward();
+    if (clip_norm_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_norm_);
+    if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
+    optimizer_->step();
+    ++step_;
+
+    window_loss_ += value;
+    window_samples_ += in.batch_size();
+    ++window_steps_;
+    last_lr_ = lr;
+    if (step_ % log_every_ == 0) flush_metrics(out);
+    if (!checkpoint_dir_.empty() && checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) save_checkpoint();
+    if (snapshot_every_ > 0 && step_ % snapshot_every_ == 0 && ctx_->output_connected(1)) emit_snapshot(out);
+    if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
+  }
+
+  void flush_metrics(Emitter& out) {
+    auto now = Clock::now();
+    double seconds = std::chrono::duration<double>(now - window_start_).count();
+    MetricRow row{step_, epoch_, window_loss_ / static_cast<double>(window_steps_), last_lr_,
+                  seconds > 0 ? static_cast<double>(window_samples_) / seconds : 0.0};
+    history_.push_back(row);
+    if (log_) log_->append(row);
+    if (ctx_->output_connected(0)) {
+      Record r;
+      r.set("step", Array::scalar<std::int64_t>(row.step));
+      r.set("epoch", Array::scalar<std::int64_t>(row.epoch));
+      r.set("loss", Array::scalar<double>(row.loss));
+      r.set("lr", Array::scalar<double>(row.lr));
+      r.set("samples_per_s", Array::scalar<double>(row.samples_per_s));
+      out.emit(0, std::move(r));
+    }
+    window_loss_ = 0;
+    window_samples_ = 0;
+    window_steps_ = 0;
+    window_start_ = Clock::now();  // time spent writing metrics is not charged to the next window
+  }
+
+  void emit_snapshot(Emitter& out) {
+    out.emit(1, make_snapshot(*model_, spec_text_, step_, epoch_));
+    last_snapshot_ = step_;
+  }
+
+  void save_checkpoint() {
+    auto t0 = Clock::now();
+    torch::serialize::OutputArchive a, model, optimizer;
+    a.write("format", c10::IValue(std::string(kCheckpointFormat)));
+    a.write("spec", c10::IValue(spec_text_));
+    a.write("loss_spec", c10::IValue(spec_to_text(ctx_->params().value("loss"))));
+    a.write("optimizer_spec", c10::IValue(spec_to_text(ctx_->params().value("optimizer"))));
+    a.write("step", c10::IValue(step_));
+    a.write("epoch", c10::IValue(epoch_));
+    a.write("position", c10::IValue(position_));
+    write_model_state(*model_, model);
+    a.write("model", model);
+    optimizer_->save(optimizer);
+    a.write("optimizer", optimizer);
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      a.write("rng_torch", gen.get_state(), /*is_buffer=*/true);
+    }
+    a.write("metrics", metrics_tensor(history_), /*is_buffer=*/true);
+    // The open metrics window, so a resumed run's next row averages the same steps.
+    a.write("window", torch::tensor({window_loss_, static_cast<double>(window_samples_),
+                                     static_cast<double>(window_steps_), last_lr_}, torch::kFloat64),
+            /*is_buffer=*/true);
+    fs::create_directories(checkpoint_dir_);
+    fs::path file = checkpoint_dir_ / checkpoint_name(step_), tmp = file;
+    tmp += ".tmp";
+    a.save_to(tmp.string());
+    fs::rename(tmp, file);  // a killed run never leaves a truncated checkpoint under the final name
+    last_checkpoint_ = step_;
+    if (keep_ > 0) {
+      auto all = list_checkpoints(checkpoint_dir_);
+      for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < all.size(); ++i) fs::remove(all[i].second);
+    }
+    log_debug(ctx_->id(), "checkpoint ", file.string(), " in ",
+              std::chrono::duration<double>(Clock::now() - t0).count(), " s");
+  }
+
+  // Step, position and metrics are read in open() so the log files restart from them.
+  void read_checkpoint_header() {
+    checkpoint_ = std::make_unique<torch::serialize::InputArchive>();
+    const std::string what = resume_path_.string();
+    try {
+      checkpoint_->load_from(what);
+    } catch (const c10::Error& e) {
+      throw ConfigError(cat("resume: cannot read checkpoint '", what, "': ", e.msg().substr(0, e.msg().find('\n'))));
+    }
+    if (read_string(*checkpoint_, "format", what) != kCheckpointFormat)
+      throw ConfigError(cat("resume: '", what, "' is not a torch.train checkpoint"));
+    std::string spec = read_string(*checkpoint_, "spec", what);
+    if (spec != spec_text_)
+      log_warning(ctx_->id(), "resume: the checkpoint's model spec differs from this graph's:\n  checkpoint: ", spec,
+                  "\n  graph:      ", spec_text_);
+    step_ = read_int(*checkpoint_, "step", what);
+    resumed_from_ = step_;
+    last_checkpoint_ = step_;
+    epoch_ = read_int(*checkpoint_, "epoch", what);
+    resume_position_ = read_int(*checkpoint_, "position", what);
+    torch::Tensor m;
+    checkpoint_->read("metrics", m, true);
+    history_ = metrics_rows(m);
+    torch::Tensor w;
+    checkpoint_->read("window", w, true);
+    auto wa = w.accessor<double, 1>();
+    window_loss_ = wa[0];
+    window_samples_ = static_cast<std::int64_t>(wa[1]);
+    window_steps_ = static_cast<std::int64_t>(wa[2]);
+    last_lr_ = wa[3];
+    if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
+    log_info(ctx_->id(), "resuming from ", what, " at step ", step_, " (skipping the first ", resume_position_, " input batches)");
+  }
+
+  void restore_checkpoint() {
+    const std::string what = resume_path_.string();
+    read_model_state(*model_, *checkpoint_, what);
+    torch::serialize::InputArchive optimizer;
+    checkpoint_->read("optimizer", optimizer);
+    optimizer_->load(optimizer);
+    torch::Tensor rng;
+    checkpoint_->read("rng_torch", rng, true);
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(rng);
+    checkpoint_.reset();
+  }
+
+  NodeContext* ctx_ = nullptr;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Loss> loss_;
+  std::unique_ptr<OptimizerFactory> optimizer_factory_;
+  std::unique_ptr<Schedule> schedule_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::vector<torch::Tensor> params_;
+  torch::Device device_{torch::kCPU};
+  std::string spec_text_, loss_name_;
+  std::vector<std::string> loss_fields_;
+  std::int64_t threads_ = 0, epochs_ = 1, max_steps_ = 0, log_every_ = 1, checkpoint_every_ = 0, keep_ = 0,
+               snapshot_every_ = 0;
+  bool shuffle_replay_ = true;
+  double clip_norm_ = 0, clip_value_ = 0;
+  fs::path checkpoint_dir_, resume_path_;
+  std::unique_ptr<torch::serialize::InputArchive> checkpoint_;
+  std::unique_ptr<MetricsLog> log_;
+  std::vector<RecordPtr> replay_;
+  std::vector<MetricRow> history_;
+
+  std::int64_t step_ = 0, epoch_ = 0, position_ = 0, resume_position_ = 0, resumed_from_ = 0;
+  std::int64_t last_checkpoint_ = -1, last_snapshot_ = -1;
+  bool done_ = false;
+  double window_loss_ = 0, last_lr_ = 0;
+  std::int64_t window_samples_ = 0, window_steps_ = 0;
+  Clock::time_point window_start_;
+};
+
+}  // namespace
+
+NodeType train_type() {
+  auto component = [](const char* type) { return Value::map({{"type", Value::string(type)}}); };
+  return NodeTypeBuilder("torch.train")
+      .doc("Trains a model component with a loss component on a stream of batches: optimizer and lr schedule "
+           "components, epochs (replayed from memory), gradient clipping, checkpoints with exact resume, a metrics "
+           "stream and files, and model snapshots for torch.embed.")
+      .param(Param::component("model", "model").doc("the model, e.g. {type: torch.small_cnn, embedding_dim: 64}"))
+      .param(Param::component("loss", "loss").doc("the loss, e.g. {type: torch.contrastive, margin: 1.0}"))
+      .param(Param::component("optimizer", "optimizer").default_value(component("torch.adam")).doc(
+          "torch.sgd, torch.adam or torch.adamw with their lr and weight decay"))
+      .param(Param::component("schedule", "schedule").default_value(component("torch.constant")).doc(
+          "lr schedule: torch.constant, torch.step, torch.cosine, torch.warmup"))
+      .param(Param::integer("epochs").default_value(1).min(1).doc(
+          "passes over the input; passes after the first replay the batches held in memory"))
+      .param(Param::boolean("shuffle_replay").default_value(true).doc("replayed passes visit the batches in a seeded random order"))
+      .param(Param::integer("max_steps").default_value(0).min(0).doc("stop after this many updates (later batches are ignored); 0: no limit"))
+      .param(Param::number("clip_grad_norm").default_value(0.0).min(0.0).doc("clip the global gradient L2 norm to this; 0: off"))
+      .param(Param::number("clip_grad_value").default_value(0.0).min(0.0).doc("clip each gradient element to +-this; 0: off"))
+      .param(Param::integer("threads").default_value(0).min(0).not_fingerprinted().doc(
+          "LibTorch intra-op threads (torch::set_num_threads); 0: the graph's --threads"))
+      .param(Param::integer("log_every").default_value(10).min(1).not_fingerprinted().doc(
+          "steps per metrics record (its loss is the mean over them)"))
+      .param(Param::path("log_dir").default_value("").not_fingerprinted().doc(
+          "directory for metrics.csv, metrics.jsonl and loss.png; empty: no files"))
+      .param(Param::path("checkpoint_dir").default_value("").not_fingerprinted().doc(
+          "directory for checkpoints step-NNNNNNNN.pt (one at the end too); empty: none"))
+      .param(Param::integer("checkpoint_every").default_value(0).min(0).not_fingerprinted().doc(
+          "steps between checkpoints; 0: only at the end"))
+      .param(Param::integer("keep_checkpoints").default_value(3).min(0).not_fingerprinted().doc(
+          "newest checkpoints kept; 0: all"))
+      .param(Param::string("resume").default_value("").doc(
+          "continue from a checkpoint: a file path, or auto (the newest in checkpoint_dir, if any); empty: start fresh"))
+      .param(Param::integer("snapshot_every").default_value(0).min(0).doc(
+          "steps between model snapshots on the `model` port; 0: only at the end"))
+      .input("in", "*", "batches with the fields the loss consumes")
+      .output("metrics", "step: i64[], epoch: i64[], loss: f64[], lr: f64[], samples_per_s: f64[]",
+              "one record per log_every steps")
+      .output("model", "weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1]",
+              "model snapshots (a LibTorch archive and the model spec) for torch.embed's side port")
+      .check([](SchemaContext& c) {
+        const Params& p = c.params();
+        const PortSchema& in = c.input("in");
+        const std::vector<std::string> need = loss_fields(p.value("loss"));
+        if (!in.is_any()) {
+          std::string missing, all;
+          for (const auto& f : need) {
+            all += (all.empty() ? "" : ", ") + f;
+            if (!in.find(f)) missing += (missing.empty() ? "" : ", ") + f;
+          }
+          if (!missing.empty())
+            c.error(cat("loss ", p.value("loss").get("type")->as_string(), " consumes ", all, " but the input lacks ", missing,
+                        " (input: ", in.str(), ")"),
+                    "loss");
+          for (const auto& f : kImageFields)
+            if (const FieldSchema* fs = in.find(f); fs && fs->dtype && *fs->dtype != DType::f32 && *fs->dtype != DType::u8 &&
+                                                    *fs->dtype != DType::f64)
+              c.error(cat("image field '", f, "' must be f32 [B,C,H,W] or u8 [B,H,W,C], got ", fs->str()));
+        }
+        if (p.string("resume") == "auto" && p.string("checkpoint_dir").empty())
+          c.error("resume: auto looks for checkpoints in checkpoint_dir, which is not set", "resume");
+        if (schedule_needs_total(p.value("schedule")) && p.integer("max_steps") == 0)
+          c.error("a torch.cosine schedule without `steps` anneals over max_steps, which is 0 (no limit)", "schedule");
+      })
+      .example("train: {type: torch.train, params: {model: {type: torch.small_cnn, embedding_dim: 32}, "
+               "loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.adam, lr: 0.001}, epochs: 2, "
+               "log_dir: out/train, checkpoint_dir: out/train/ckpt, checkpoint_every: 100, threads: 2}}")
+      .create<Train>();
+}
+
+}  // namespace embedflow::torchfam
