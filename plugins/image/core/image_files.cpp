@@ -1,0 +1,151 @@
+#include "core/image_files.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <embedflow/error.hpp>
+
+#include "core/csv.hpp"
+
+namespace embedflow::image {
+namespace fs = std::filesystem;
+namespace {
+
+bool parse_i64(const std::string& s, std::int64_t& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || *end != '\0') return false;
+  out = v;
+  return true;
+}
+
+bool is_image_extension(const fs::path& p) {
+  std::string e = p.extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  static const char* kExt[] = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".pbm", ".pnm"};
+  for (const char* k : kExt)
+    if (e == k) return true;
+  return false;
+}
+
+int pick_column(const CsvTable& t, const std::string& given, const std::string& fallback, const char* what) {
+  if (given == "auto") return t.column(fallback);
+  if (given.empty()) return -1;
+  const int c = t.column(given);
+  if (c < 0) {
+    std::string cols;
+    for (const auto& h : t.header) cols += (cols.empty() ? "" : ", ") + h;
+    throw ConfigError(cat(t.file, ":1: no ", what, " column '", given, "' (columns: ", cols, ")"));
+  }
+  return c;
+}
+
+}  // namespace
+
+std::vector<ImageEntry> list_csv(const std::string& csv, const CsvListOptions& o) {
+  const CsvTable t = read_csv(csv);
+  if (o.path_column.empty()) throw ConfigError("path_column must name a column");
+  const int pc = pick_column(t, o.path_column, o.path_column, "path");
+  const int ic = pick_column(t, o.id_column, "id", "id");
+  const int lc = pick_column(t, o.label_column, "label", "label");
+  const fs::path root = o.root.empty() ? fs::path(csv).parent_path() : fs::path(o.root);
+  std::vector<ImageEntry> out;
+  out.reserve(t.rows.size());
+  for (std::size_t r = 0; r < t.rows.size(); ++r) {
+    const auto& row = t.rows[r];
+    ImageEntry e;
+    e.where = cat(csv, ":", t.lines[r]);
+    const std::string& p = row[static_cast<std::size_t>(pc)];
+    if (p.empty()) throw DataError(cat(e.where, ": empty path"));
+    e.path = fs::path(p).is_absolute() ? p : (root / p).string();
+    e.id = static_cast<std::int64_t>(r);
+    if (ic >= 0 && !parse_i64(row[static_cast<std::size_t>(ic)], e.id))
+      throw DataError(cat(e.where, ": id '", row[static_cast<std::size_t>(ic)], "' is not an integer"));
+    if (lc >= 0 && !parse_i64(row[static_cast<std::size_t>(lc)], e.label))
+      throw DataError(cat(e.where, ": label '", row[static_cast<std::size_t>(lc)], "' is not an integer"));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<ImageEntry> list_directory(const std::string& dir, std::vector<std::string>& class_names) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw ConfigError(cat(dir, ": not a directory"));
+  class_names.clear();
+  for (const auto& d : fs::directory_iterator(dir))
+    if (d.is_directory()) class_names.push_back(d.path().filename().string());
+  std::sort(class_names.begin(), class_names.end());
+  if (class_names.empty()) throw ConfigError(cat(dir, ": no class subdirectories (expected dir/<class>/<image>)"));
+  bool numeric = true;
+  std::vector<std::int64_t> numbers(class_names.size());
+  for (std::size_t i = 0; i < class_names.size(); ++i) numeric = numeric && parse_i64(class_names[i], numbers[i]);
+  std::vector<std::pair<std::string, std::int64_t>> files;  // relative path, label
+  for (std::size_t i = 0; i < class_names.size(); ++i) {
+    const fs::path sub = fs::path(dir) / class_names[i];
+    const std::int64_t label = numeric ? numbers[i] : static_cast<std::int64_t>(i);
+    for (const auto& f : fs::recursive_directory_iterator(sub, fs::directory_options::follow_directory_symlink))
+      if (f.is_regular_file() && is_image_extension(f.path()))
+        files.emplace_back(fs::relative(f.path(), dir).generic_string(), label);
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<ImageEntry> out;
+  out.reserve(files.size());
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    ImageEntry e;
+    e.path = (fs::path(dir) / files[i].first).string();
+    e.where = e.path;
+    e.id = static_cast<std::int64_t>(i);
+    e.label = files[i].second;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+cv::Mat decode_image(const std::string& path, const DecodeOptions& o, std::string& error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = cat("cannot open (", std::strerror(errno), ")");
+    return {};
+  }
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0);
+  std::vector<unsigned char> bytes(static_cast<std::size_t>(std::max<std::streamoff>(size, 0)));
+  if (!bytes.empty() && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
+    error = "read error";
+    return {};
+  }
+  if (bytes.empty()) {
+    error = "empty file";
+    return {};
+  }
+  cv::Mat m;
+  try {
+    m = cv::imdecode(bytes, o.color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
+  } catch (const cv::Exception& e) {
+    error = cat("OpenCV cannot decode it: ", e.what());
+    return {};
+  }
+  if (m.empty()) {
+    error = "not a decodable image (corrupt or unsupported format)";
+    return {};
+  }
+  if (o.color) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
+  if (o.height > 0 && o.width > 0 && (m.rows != o.height || m.cols != o.width)) {
+    const bool shrink = o.height < m.rows && o.width < m.cols;
+    cv::Mat r;
+    cv::resize(m, r, cv::Size(o.width, o.height), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    m = r;
+  }
+  return m;
+}
+
+}  // namespace embedflow::image

@@ -1,0 +1,272 @@
+// image.files_reader — decodes image files (PNG, JPEG, BMP, TIFF, WebP, PNM) with OpenCV, listed
+// either in a CSV (a path column plus optional id and label columns) or as a directory tree
+// dir/<class>/<image> (label from the class directory name, ids from the sorted path list).
+// Files are decoded ahead in parallel chunks (TBB, within --threads); output order is the list
+// order (or the seeded shuffle), whatever the thread count.
+//
+// Outputs: out — per image {id: i64[], label: i64[], epoch: i64[], image: u8[H,W,C]} (C = 1 for
+//          mode grey, 3 in RGB order for mode color); batches with batch_size N; one table
+//          record with batch_size -1 (for the batchers' side ports).
+// Caveats: a missing, empty or undecodable file stops the run with a DataError naming the file
+// (and the CSV line) unless on_bad_image: skip, which skips it and logs the count and the first
+// few names at the end. Without height/width, images keep their own sizes, so batches need
+// equally sized files. Directory labels: integer class names are used as labels, other names
+// get their index in sorted order (logged). Relative CSV paths are relative to `root`, default
+// the CSV's directory.
+//
+//   nodes:
+//     photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 28, width: 28}}
+//     count:  {type: core.sink, params: {mode: count}}
+//   edges: [photos.out -> count.in]
+#include <chrono>
+#include <deque>
+#include <set>
+
+#include <tbb/parallel_for.h>
+
+#include "core/arrays.hpp"
+#include "core/classes.hpp"
+#include "core/image_files.hpp"
+#include "image_types.hpp"
+
+namespace embedflow::image {
+namespace {
+
+std::vector<ImageEntry> list_from_params(const Params& p, std::vector<std::string>& class_names) {
+  if (!p.string("csv").empty()) {
+    CsvListOptions o;
+    o.path_column = p.string("path_column");
+    o.id_column = p.string("id_column");
+    o.label_column = p.string("label_column");
+    o.root = p.string("root");
+    return list_csv(p.string("csv"), o);
+  }
+  return list_directory(p.string("dir"), class_names);
+}
+
+class FilesReader final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    const Params& p = ctx.params();
+    std::vector<std::string> class_names;
+    entries_ = list_from_params(p, class_names);
+    const ClassSet classes = ClassSet::from_params(p);
+    const std::int64_t limit = p.integer("limit");
+    for (std::size_t i = 0; i < entries_.size(); ++i)
+      if (classes.contains(entries_[i].label) && (limit == 0 || static_cast<std::int64_t>(selected_.size()) < limit))
+        selected_.push_back(static_cast<std::int64_t>(i));
+    decode_.color = p.string("mode") == "color";
+    decode_.height = static_cast<int>(p.integer("height"));
+    decode_.width = static_cast<int>(p.integer("width"));
+    skip_bad_ = p.string("on_bad_image") == "skip";
+    shuffle_ = p.boolean("shuffle");
+    epochs_ = p.integer("epochs");
+    batch_ = p.integer("batch_size");
+    drop_last_ = p.boolean("drop_last");
+    chunk_ = static_cast<std::size_t>(p.integer("chunk"));
+    if (!class_names.empty()) {
+      std::string names;
+      for (std::size_t i = 0; i < class_names.size() && i < 20; ++i) names += (i ? ", " : "") + class_names[i];
+      log_info(ctx.id(), entries_.size(), " images in ", class_names.size(), " class directories (", names,
+               class_names.size() > 20 ? ", ..." : "", ")");
+    }
+    const auto k = static_cast<std::uint64_t>(selected_.size());
+    std::uint64_t expected = batch_ < 0 ? 1 : batch_ == 0 ? k : (k + static_cast<std::uint64_t>(batch_) - 1) / static_cast<std::uint64_t>(batch_);
+    ctx.set_expected_items(expected * static_cast<std::uint64_t>(epochs_));
+    t0_ = std::chrono::steady_clock::now();
+    start_epoch();
+  }
+
+  bool produce(Emitter& out) override {
+    if (batch_ == 0) {
+      if (fill(1)) {
+        emit_record(queue_.front(), out);
+        queue_.pop_front();
+        return true;
+      }
+    } else {
+      const std::size_t want = batch_ < 0 ? SIZE_MAX : static_cast<std::size_t>(batch_);
+      fill(want);
+      const bool full = queue_.size() >= want;
+      if (!queue_.empty() && (full || !drop_last_)) {
+        const std::size_t n = std::min(want, queue_.size());
+        emit_batch(n, out);
+        return true;
+      }
+      queue_.clear();
+    }
+    if (++epoch_ >= epochs_) return false;
+    start_epoch();
+    return true;
+  }
+
+  void close(Emitter&) override {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    log_info(ctx_->id(), "decoded ", decoded_, " images in ", secs, " s", skip_bad_ ? cat("; skipped ", bad_.size(), " unreadable files") : "",
+             bad_.empty() ? "" : cat(" (first: ", first_bad_, ")"));
+  }
+
+ private:
+  struct Decoded {
+    std::int64_t entry;
+    Array image;
+  };
+
+  void start_epoch() {
+    order_ = selected_;
+    if (shuffle_) {
+      Rng rng(derive_seed(ctx_->seed(), static_cast<std::uint64_t>(epoch_)));
+      shuffle_in_place(order_, rng);
+    }
+    next_ = 0;
+    queue_.clear();
+    epoch_scalar_ = Array::scalar<std::int64_t>(epoch_);
+  }
+
+  // Decodes chunks until `want` images wait in the queue or the epoch's list is exhausted.
+  // Returns whether the queue holds at least one image.
+  bool fill(std::size_t want) {
+    while (queue_.size() < want && next_ < order_.size()) {
+      const std::size_t end = std::min(order_.size(), next_ + chunk_);
+      const std::size_t n = end - next_;
+      std::vector<cv::Mat> mats(n);
+      std::vector<std::string> errors(n);
+      tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
+        mats[i] = decode_image(entries_[static_cast<std::size_t>(order_[next_ + i])].path, decode_, errors[i]);
+      });
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::int64_t e = order_[next_ + i];
+        const ImageEntry& entry = entries_[static_cast<std::size_t>(e)];
+        if (mats[i].empty()) {
+          const std::string where = entry.where == entry.path ? entry.path : cat(entry.path, " (", entry.where, ")");
+          if (!skip_bad_) throw DataError(cat(where, ": ", errors[i]));
+          if (bad_.empty()) first_bad_ = cat(where, ": ", errors[i]);
+          bad_.insert(e);
+          continue;
+        }
+        queue_.push_back(Decoded{e, array_from_mat(std::move(mats[i]))});
+        ++decoded_;
+      }
+      next_ = end;
+      if (ctx_->stop_requested()) break;
+    }
+    return !queue_.empty();
+  }
+
+  void emit_record(const Decoded& d, Emitter& out) {
+    const ImageEntry& e = entries_[static_cast<std::size_t>(d.entry)];
+    Record r;
+    r.set("id", Array::scalar<std::int64_t>(e.id));
+    r.set("label", Array::scalar<std::int64_t>(e.label));
+    r.set("epoch", epoch_scalar_);
+    r.set("image", d.image);
+    out.emit(std::move(r));
+  }
+
+  void emit_batch(std::size_t n, Emitter& out) {
+    std::vector<std::int64_t> ids(n), labels(n);
+    std::vector<Array> images(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Decoded& d = queue_[i];
+      const ImageEntry& e = entries_[static_cast<std::size_t>(d.entry)];
+      ids[i] = e.id;
+      labels[i] = e.label;
+      images[i] = d.image;
+      if (d.image.shape() != images[0].shape()) {
+        const ImageEntry& e0 = entries_[static_cast<std::size_t>(queue_[0].entry)];
+        throw DataError(cat(e.path, " is ", shape_str(d.image.shape()), " but ", e0.path, " in the same batch is ",
+                            shape_str(images[0].shape()), "; set height and width to resize"));
+      }
+    }
+    const auto b = static_cast<std::int64_t>(n);
+    Record r;
+    r.set("id", Array::from_vector<std::int64_t>({b}, std::move(ids)));
+    r.set("label", Array::from_vector<std::int64_t>({b}, std::move(labels)));
+    r.set("epoch", Array::from_vector<std::int64_t>({b}, std::vector<std::int64_t>(n, epoch_)));
+    r.set("image", Array::stack(images));
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    out.emit(std::move(r));
+  }
+
+  NodeContext* ctx_ = nullptr;
+  std::vector<ImageEntry> entries_;
+  std::vector<std::int64_t> selected_, order_;
+  DecodeOptions decode_;
+  bool skip_bad_ = false, shuffle_ = false, drop_last_ = false;
+  std::int64_t epochs_ = 1, epoch_ = 0, batch_ = 0;
+  std::size_t chunk_ = 256, next_ = 0;
+  std::deque<Decoded> queue_;
+  Array epoch_scalar_;
+  std::set<std::int64_t> bad_;
+  std::string first_bad_;
+  std::uint64_t decoded_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+NodeType files_reader_type() {
+  return NodeTypeBuilder("image.files_reader")
+      .doc("Decodes image files listed in a CSV column or a dir/<class>/<image> tree (OpenCV; grey or RGB; optional "
+           "resize); bad files are errors naming the file, or skipped and counted.")
+      .example(
+          "nodes:\n"
+          "  photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 28, width: 28}}\n"
+          "  count:  {type: core.sink, params: {mode: count}}\n"
+          "edges: [photos.out -> count.in]\n")
+      .source()
+      .param(Param::path("csv").default_value("").doc("CSV list of images (header row; see path_column, id_column, label_column)"))
+      .param(Param::path("dir").default_value("").doc("directory tree dir/<class>/<image>; used when csv is empty"))
+      .param(Param::string("path_column").default_value("path").doc("CSV column holding image paths"))
+      .param(Param::string("id_column").default_value("auto")
+                 .doc("CSV column holding integer ids; auto: 'id' when present, else the row index; empty: the row index"))
+      .param(Param::string("label_column").default_value("auto")
+                 .doc("CSV column holding integer labels; auto: 'label' when present, else -1; empty: -1"))
+      .param(Param::path("root").default_value("").doc("prefix for relative CSV paths; empty: the CSV file's directory"))
+      .param(Param::choice("mode", {"grey", "color"}).default_value("grey").doc("grey: 1 channel; color: 3 channels in RGB order"))
+      .param(Param::integer("height").default_value(0).range(0, 65536).doc("> 0 (with width): resize every image to this height"))
+      .param(Param::integer("width").default_value(0).range(0, 65536).doc("> 0 (with height): resize every image to this width"))
+      .param(classes_param())
+      .param(Param::integer("limit").default_value(0).min(0).doc("keep the first N selected images (list order); 0: all"))
+      .param(Param::boolean("shuffle").default_value(false).doc("permute the images each epoch (seeded by node seed and epoch)"))
+      .param(Param::integer("epochs").default_value(1).min(1).doc("passes over the list; records carry their epoch"))
+      .param(Param::integer("batch_size").default_value(0).min(-1)
+                 .doc("0: one record per image; N: batches of N; -1: one record with every image (a table for side ports)"))
+      .param(Param::boolean("drop_last").default_value(false).doc("drop each epoch's final partial batch"))
+      .param(Param::choice("on_bad_image", {"error", "skip"}).default_value("error")
+                 .doc("error: a missing or undecodable file stops the run naming it; skip: skip it, count logged at the end"))
+      .param(Param::integer("chunk").default_value(256).range(1, 1 << 20).not_fingerprinted()
+                 .doc("images decoded ahead in parallel"))
+      .output("out", "id: i64, label: i64, epoch: i64, image: u8", "decoded images with ids, labels and epochs")
+      .check([](SchemaContext& c) {
+        const Params& p = c.params();
+        check_classes(c);
+        if (p.string("csv").empty() == p.string("dir").empty()) c.error("give exactly one of csv and dir", "csv");
+        if ((p.integer("height") > 0) != (p.integer("width") > 0)) c.error("height and width go together", "height");
+        if (p.integer("batch_size") < 0 && p.integer("epochs") > 1)
+          c.error("batch_size -1 (one table record) takes epochs: 1; the batchers own epochs", "epochs");
+        if (p.boolean("drop_last") && p.integer("batch_size") <= 0) c.error("drop_last needs batch_size > 0", "drop_last");
+        const std::int64_t b = p.integer("batch_size");
+        std::vector<Dim> lead;
+        if (b != 0) lead.push_back(b > 0 && p.boolean("drop_last") ? Dim{Dim::Kind::fixed, b, ""} : Dim{Dim::Kind::symbol, -1, b < 0 ? "N" : "B"});
+        auto dims = [&](std::vector<Dim> inner) {
+          std::vector<Dim> d = lead;
+          d.insert(d.end(), inner.begin(), inner.end());
+          return d;
+        };
+        const std::int64_t h = p.integer("height"), w = p.integer("width");
+        PortSchema s;
+        s.add(FieldSchema{"id", DType::i64, dims({})});
+        s.add(FieldSchema{"label", DType::i64, dims({})});
+        s.add(FieldSchema{"epoch", DType::i64, dims({})});
+        s.add(FieldSchema{"image", DType::u8,
+                          dims({h > 0 ? Dim{Dim::Kind::fixed, h, ""} : Dim{Dim::Kind::symbol, -1, "H"},
+                                w > 0 ? Dim{Dim::Kind::fixed, w, ""} : Dim{Dim::Kind::symbol, -1, "W"},
+                                Dim{Dim::Kind::fixed, p.string("mode") == "color" ? 3 : 1, ""}})});
+        c.set_output("out", s);
+      })
+      .create<FilesReader>();
+}
+
+}  // namespace embedflow::image

@@ -1,0 +1,30 @@
+// The image family's node types; plugin.cpp registers each one explicitly.
+#pragma once
+
+#include <embedflow/embedflow.hpp>
+
+namespace embedflow::image {
+
+// Readers and filters.
+NodeType idx_reader_type();
+NodeType files_reader_type();
+NodeType class_filter_type();
+NodeType collect_type();
+// Augmenters (one op each) and their composition.
+NodeType resize_type();
+NodeType random_resized_crop_type();
+NodeType flip_type();
+NodeType rotate_type();
+NodeType color_jitter_type();
+NodeType gaussian_blur_type();
+NodeType normalize_type();
+NodeType to_tensor_type();
+NodeType augment_type();
+// Samplers and batchers.
+NodeType pair_join_type();
+NodeType triplet_join_type();
+NodeType class_batches_type();
+NodeType pk_batches_type();
+NodeType batch_pairs_type();
+
+}  // namespace embedflow::image

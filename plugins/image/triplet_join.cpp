@@ -1,0 +1,87 @@
+// image.triplet_join — joins a triplet stream (geo.pair_sampler with output: triplets: anchor,
+// positive, negative, positive_m, negative_m) with images by id, giving the triplet batches of
+// the contract: anchor_id, positive_id, negative_id i64[B], anchor_image, positive_image,
+// negative_image [B,...]; positive_m / negative_m f64[B] pass through when present, and
+// anchor_label, positive_label, negative_label i64[B] come along when the table has labels.
+//
+// Inputs: triplets — triplet batches (or single triplets) of ids;
+//         table — side port: one record with every image (id [N], image [N,...], label [N]
+//         optional), e.g. image.idx_reader with batch_size: -1
+// Outputs: out — one triplet batch per input batch (single triplets give single records)
+// Caveats: holds the table in memory for the whole run (Fashion-MNIST train: 47 MB as u8);
+// an id missing from the table is a DataError naming it. Parallel-safe.
+//
+// Example (needs the geo plugin):
+//   nodes:
+//     photos:   {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv, on_bad_row: skip}}
+//     triplets: {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000, output: triplets, batch_size: 64}}
+//     images:   {type: image.idx_reader, params: {split: test, batch_size: -1}}
+//     join:     {type: image.triplet_join}
+//     show:     {type: core.sink, params: {mode: print}}
+//   edges: [photos.out -> triplets.photos, triplets.out -> join.triplets, images.out -> join.table, join.out -> show.in]
+#include <mutex>
+
+#include "core/arrays.hpp"
+#include "core/join.hpp"
+#include "image_types.hpp"
+
+namespace embedflow::image {
+
+namespace {
+
+class TripletJoin final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    image_field_ = ctx.params().string("image_field");
+  }
+  void process(std::size_t, const RecordPtr& in, Emitter& out) override {
+    auto table = cache_.get(ctx_->side(1), cat("node '", ctx_->id(), "' port 'table'"));
+    const Record& t = *in;
+    const bool scalar = t.get("anchor").rank() == 0;
+    Record r;
+    try {
+      for (const char* role : {"anchor", "positive", "negative"}) join_role(*table, t.get(role), role, role, image_field_, scalar, r);
+    } catch (const DataError& e) {
+      throw DataError(cat("triplet record ", out.sequence(), ": ", e.what()));
+    }
+    for (const char* pass : {"positive_m", "negative_m"})
+      if (const Array* a = t.find(pass)) r.set(pass, *a);
+    out.emit(std::move(r));
+  }
+
+ private:
+  NodeContext* ctx_ = nullptr;
+  std::string image_field_;
+  JoinTableCache cache_;
+};
+
+}  // namespace
+
+NodeType triplet_join_type() {
+  return NodeTypeBuilder("image.triplet_join")
+      .doc("Joins triplets (anchor, positive, negative ids) with images by id into triplet batches.")
+      .example(
+          "nodes:\n"
+          "  photos:   {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv, on_bad_row: skip}}\n"
+          "  triplets: {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000, output: triplets, batch_size: 64}}\n"
+          "  images:   {type: image.idx_reader, params: {split: test, batch_size: -1}}\n"
+          "  join:     {type: image.triplet_join}\n"
+          "  show:     {type: core.sink, params: {mode: print}}\n"
+          "edges: [photos.out -> triplets.photos, triplets.out -> join.triplets, images.out -> join.table, join.out -> show.in]\n")
+      .param(Param::string("image_field").default_value("image").doc("table field holding the images"))
+      .input("triplets", "anchor: i64, positive: i64, negative: i64", "triplet batches [B] or single triplets")
+      .side_input("table", "id: i64[N]", "one record with every image: id [N], image [N,...], label [N] optional")
+      .output("out", "anchor_id: i64, positive_id: i64, negative_id: i64", "triplet batches")
+      .parallel()
+      .check([](SchemaContext& c) {
+        const PortSchema& trip = c.input("triplets");
+        std::vector<std::pair<std::string, DType>> extra;
+        for (const char* pass : {"positive_m", "negative_m"})
+          if (!trip.is_any() && trip.find(pass)) extra.emplace_back(pass, DType::f64);
+        c.set_output("out", join_schema(c, "triplets", "anchor", {"anchor", "positive", "negative"}, extra));
+      })
+      .create<TripletJoin>();
+}
+
+}  // namespace embedflow::image
