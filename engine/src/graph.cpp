@@ -92,9 +92,55 @@ CacheSettings parse_cache_settings(const NodeSpec& ns, std::vector<Diagnostic>& 
   return out;
 }
 
+// Leaves out nodes with `enabled: false`, and then, until nothing changes, every node with a
+// required input whose edges all come from left-out nodes (a disabled branch takes its
+// downstream with it; a node fed by several branches keeps the live ones). Edges touching a
+// left-out node go too. Names are recorded in spec.disabled.
+void prune_disabled(GraphSpec& spec, const Registry& registry) {
+  std::set<std::string> out;
+  for (const auto& n : spec.nodes)
+    if (n.enabled.is_boolean() && !n.enabled.as_boolean()) out.insert(n.id);
+  if (out.empty()) return;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& n : spec.nodes) {
+      if (out.count(n.id)) continue;
+      const NodeType* t = registry.node_type(n.type);
+      if (!t) continue;
+      for (const auto& port : t->inputs) {
+        if (port.optional) continue;
+        bool any = false, all_out = true;
+        for (const auto& e : spec.edges) {
+          if (e.to_node != n.id) continue;
+          if (!(e.to_port == port.name || (e.to_port.empty() && t->inputs.size() == 1))) continue;
+          any = true;
+          if (!out.count(e.from_node)) all_out = false;
+        }
+        if (any && all_out) {
+          out.insert(n.id);
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  std::vector<NodeSpec> nodes;
+  for (auto& n : spec.nodes) {
+    if (out.count(n.id)) spec.disabled.push_back(n.id);
+    else nodes.push_back(std::move(n));
+  }
+  spec.nodes = std::move(nodes);
+  std::vector<EdgeSpec> edges;
+  for (auto& e : spec.edges)
+    if (!out.count(e.from_node) && !out.count(e.to_node)) edges.push_back(std::move(e));
+  spec.edges = std::move(edges);
+}
+
 }  // namespace
 
 ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diagnostic>& problems) {
+  apply_vars(spec, problems);
+  prune_disabled(spec, registry);
   ResolvedGraph g;
   g.spec = std::move(spec);
   g.registry = &registry;

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -92,12 +93,12 @@ struct Parser {
       g.nodes.push_back(std::move(n));
       return;
     }
-    static const std::set<std::string> keys{"type", "params", "cache", "in_flight", "doc"};
+    static const std::set<std::string> keys{"type", "params", "cache", "enabled", "in_flight", "doc"};
     for (const auto& kv : body) {
       const std::string k = kv.first.Scalar();
       if (!keys.count(k)) {
         std::string hint = closest_match(k, {keys.begin(), keys.end()});
-        fail(kv.first, cat("unknown key '", k, "' (a node has type, params, cache, in_flight, doc)",
+        fail(kv.first, cat("unknown key '", k, "' (a node has type, params, cache, enabled, in_flight, doc)",
                            hint.empty() ? "" : cat("; did you mean '", hint, "'?")), id);
       }
     }
@@ -117,6 +118,11 @@ struct Parser {
     if (body["cache"]) {
       n.cache = to_value(body["cache"], file);
       if (!n.cache.is_boolean() && !n.cache.is_map()) fail(body["cache"], "cache is true, false or a map of options", id);
+    }
+    if (body["enabled"]) {
+      n.enabled = to_value(body["enabled"], file);
+      if (!n.enabled.is_boolean() && !n.enabled.is_string())
+        fail(body["enabled"], "enabled is true, false or \"${variable}\"", id);
     }
     if (body["in_flight"]) {
       Value v = to_value(body["in_flight"], file);
@@ -141,12 +147,12 @@ struct Parser {
       fail(root, "a graph file is a map with 'nodes' and 'edges'");
       return g;
     }
-    static const std::set<std::string> keys{"seed", "nodes", "edges", "max_in_flight", "description"};
+    static const std::set<std::string> keys{"seed", "vars", "nodes", "edges", "max_in_flight", "description"};
     for (const auto& kv : root) {
       const std::string k = kv.first.Scalar();
       if (!keys.count(k)) {
         std::string hint = closest_match(k, {keys.begin(), keys.end()});
-        fail(kv.first, cat("unknown top-level key '", k, "' (expected seed, nodes, edges, max_in_flight)",
+        fail(kv.first, cat("unknown top-level key '", k, "' (expected seed, vars, nodes, edges, max_in_flight)",
                            hint.empty() ? "" : cat("; did you mean '", hint, "'?")));
       }
     }
@@ -162,6 +168,15 @@ struct Parser {
     }
     if (auto s = root["description"]) {
       if (s.IsScalar()) g.description = s.Scalar();
+    }
+    if (auto v = root["vars"]) {
+      if (!v.IsMap()) fail(v, "'vars' must be a map of name: value");
+      else
+        for (const auto& kv : v) {
+          static const std::regex name_pattern(R"(^[A-Za-z_]\w*$)");
+          if (!std::regex_match(kv.first.Scalar(), name_pattern)) fail(kv.first, "bad variable name '" + kv.first.Scalar() + "'");
+          g.vars.emplace_back(kv.first.Scalar(), to_value(kv.second, file));
+        }
     }
     auto nodes = root["nodes"];
     if (!nodes) {
@@ -239,7 +254,16 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
   }
   auto dot = key.find('.');
   if (dot == std::string::npos) {
-    problems.push_back(Diagnostic{where, "", "expected --set node.param=value (or seed=N)"});
+    for (auto& [name, v] : spec.vars)
+      if (name == key) {
+        v = value;
+        return;
+      }
+    std::vector<std::string> names;
+    for (const auto& kv : spec.vars) names.push_back(kv.first);
+    std::string hint = closest_match(key, names);
+    problems.push_back(Diagnostic{where, "", cat("expected --set node.param=value, seed=N or var=value; the graph has no variable '", key, "'",
+                                                 hint.empty() ? "" : cat("; did you mean '", hint, "'?"))});
     return;
   }
   std::string node_id = key.substr(0, dot);
@@ -254,6 +278,11 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
   }
   if (param == "cache") {
     node->cache = value;
+    return;
+  }
+  if (param == "enabled") {
+    if (!value.is_boolean()) problems.push_back(Diagnostic{where, node_id, "enabled must be true or false"});
+    else node->enabled = value;
     return;
   }
   if (!node->params.is_map()) node->params = Value::map({});
@@ -276,6 +305,86 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
     rest = rest.substr(d + 1);
   }
   target->set(rest, value);
+}
+
+}  // namespace embedflow::engine
+
+namespace embedflow::engine {
+
+namespace {
+
+// Substitutes in place; returns false (after reporting) when a name is unknown.
+void substitute(Value& v, const std::map<std::string, const Value*>& vars, const std::string& node,
+                std::vector<Diagnostic>& problems) {
+  if (v.is_list()) {
+    Value::List items = v.as_list();
+    for (auto& item : items) substitute(item, vars, node, problems);
+    SourceLocation w = v.where();
+    v = Value::list(std::move(items));
+    v.at(w);
+    return;
+  }
+  if (v.is_map()) {
+    for (const auto& [k, item] : Value::Map(v.as_map())) {
+      Value copy = item;
+      substitute(copy, vars, node, problems);
+      v.set(k, copy);
+    }
+    return;
+  }
+  if (!v.is_string() || v.as_string().find("${") == std::string::npos) return;
+  const std::string text = v.as_string();
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t open = text.find("${", pos);
+    if (open == std::string::npos) {
+      out += text.substr(pos);
+      break;
+    }
+    std::size_t close = text.find('}', open);
+    if (close == std::string::npos) {
+      problems.push_back(Diagnostic{v.where(), node, cat("unterminated ${ in '", text, "'")});
+      return;
+    }
+    std::string name = text.substr(open + 2, close - open - 2);
+    auto it = vars.find(name);
+    if (it == vars.end()) {
+      std::vector<std::string> names;
+      for (const auto& kv : vars) names.push_back(kv.first);
+      std::string hint = closest_match(name, names);
+      problems.push_back(Diagnostic{v.where(), node, cat("unknown variable '${", name, "}'",
+                                                         hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+                                                         " (declare it under vars:)")});
+      return;
+    }
+    if (open == 0 && close == text.size() - 1) {  // the whole value: keep the variable's type
+      SourceLocation w = v.where();
+      v = *it->second;
+      v.at(w);
+      return;
+    }
+    out += text.substr(pos, open - pos);
+    out += it->second->is_string() ? it->second->as_string() : it->second->str();
+    pos = close + 1;
+  }
+  SourceLocation w = v.where();
+  v = Value::string(out);
+  v.at(w);
+}
+
+}  // namespace
+
+void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
+  std::map<std::string, const Value*> vars;
+  for (const auto& [name, v] : spec.vars) vars[name] = &v;
+  for (auto& n : spec.nodes) {
+    substitute(n.params, vars, n.id, problems);
+    substitute(n.cache, vars, n.id, problems);
+    substitute(n.enabled, vars, n.id, problems);
+    if (!n.enabled.is_null() && !n.enabled.is_boolean())
+      problems.push_back(Diagnostic{n.enabled.where(), n.id, cat("enabled must be true or false, got ", n.enabled.str())});
+  }
 }
 
 }  // namespace embedflow::engine

@@ -144,3 +144,64 @@ edges: [numbers.out -> show.in]
   Result piped = run_cli({"run", g});
   CHECK_THAT(piped.err, !Catch::Contains("ETA"));
 }
+
+TEST_CASE("graph variables: typed substitution, string interpolation, --set overrides, unknown names") {
+  auto dir = scratch_dir("vars");
+  write_file(dir / "g.yaml", "vars: {n: 5, scale: 2.0, tag: run}\n"
+                             "nodes:\n"
+                             "  numbers: {type: core.range, params: {count: \"${n}\"}}\n"
+                             "  scaled: {type: core.map_affine, params: {scale: \"${scale}\"}}\n"
+                             "  show: {type: core.sink, params: {mode: print, out: \"" + (dir / "${tag}-${n}.txt").string() + "\"}}\n"
+                             "edges: [numbers -> scaled, scaled -> show]\n");
+  Result r = run_cli({"run", (dir / "g.yaml").string(), "-q"});
+  REQUIRE(r.exit_code == 0);
+  std::string five = read_file(dir / "run-5.txt");
+  CHECK_THAT(five, Catch::Contains("value: 8"));  // index 4 * 2.0
+  Result over = run_cli({"run", (dir / "g.yaml").string(), "-q", "--set", "n=3", "--set", "tag=again"});
+  REQUIRE(over.exit_code == 0);
+  CHECK(std::filesystem::exists(dir / "again-3.txt"));
+  CHECK_THAT(read_file(dir / "again-3.txt"), Catch::Contains("value: 4"));
+  CHECK_THAT(read_file(dir / "again-3.txt"), !Catch::Contains("value: 6"));
+
+  // A variable of the wrong type for the parameter is reported like any ill-typed value.
+  Result typed = run_cli({"validate", (dir / "g.yaml").string(), "--set", "n=many"});
+  CHECK(typed.exit_code == 2);
+  CHECK_THAT(typed.err, Catch::Contains("g.yaml:3:"));
+  CHECK_THAT(typed.err, Catch::Contains("parameter 'count' expects an integer"));
+  Result unknown_set = run_cli({"validate", (dir / "g.yaml").string(), "--set", "scal=3"});
+  CHECK(unknown_set.exit_code == 2);
+  CHECK_THAT(unknown_set.err, Catch::Contains("no variable 'scal'; did you mean 'scale'?"));
+
+  write_file(dir / "bad.yaml", "vars: {n: 5}\nnodes:\n  numbers: {type: core.range, params: {count: \"${m}\"}}\n"
+                               "  show: {type: core.sink}\nedges: [numbers -> show]\n");
+  Result unknown = run_cli({"validate", (dir / "bad.yaml").string()});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.err, Catch::Contains("bad.yaml:3:47: node 'numbers': unknown variable '${m}'"));
+}
+
+TEST_CASE("enabled: false leaves out a branch and what only it fed") {
+  auto dir = scratch_dir("enabled");
+  // Two branches into one sink; the sink's input keeps the live branch. Disabling `a` takes
+  // `a_scaled` (fed only by a) with it.
+  write_file(dir / "g.yaml", "vars: {with_b: false}\n"
+                             "nodes:\n"
+                             "  a: {type: core.range, params: {count: 3}}\n"
+                             "  a_scaled: {type: core.map_affine, params: {scale: 10.0}}\n"
+                             "  b: {type: core.range, params: {count: 4}, enabled: \"${with_b}\"}\n"
+                             "  show: {type: core.sink, params: {mode: count}}\n"
+                             "edges: [a -> a_scaled, a_scaled -> show, b -> show]\n");
+  Result only_a = run_cli({"run", (dir / "g.yaml").string()});
+  REQUIRE(only_a.exit_code == 0);
+  CHECK_THAT(only_a.out, Catch::Contains("count: 3"));
+  CHECK_THAT(only_a.err, Catch::Contains("left out (enabled: false, or fed only by left-out nodes): b"));
+  Result both = run_cli({"run", (dir / "g.yaml").string(), "--set", "with_b=true"});
+  REQUIRE(both.exit_code == 0);
+  CHECK_THAT(both.out, Catch::Contains("count: 7"));
+  Result only_b = run_cli({"run", (dir / "g.yaml").string(), "--set", "with_b=true", "--set", "a.enabled=false"});
+  REQUIRE(only_b.exit_code == 0);
+  CHECK_THAT(only_b.out, Catch::Contains("count: 4"));
+  CHECK_THAT(only_b.err, Catch::Contains(": a, a_scaled"));
+  Result bad = run_cli({"validate", (dir / "g.yaml").string(), "--set", "with_b=maybe"});
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("enabled must be true or false"));
+}

@@ -108,6 +108,11 @@ bool prepare(const std::string& file, const Common& c, std::optional<std::uint64
     print_problems(problems);
     return false;
   }
+  if (!out.spec.disabled.empty()) {
+    std::string names;
+    for (const auto& n : out.spec.disabled) names += (names.empty() ? "" : ", ") + n;
+    log_info("graph", "left out (enabled: false, or fed only by left-out nodes): ", names);
+  }
   return true;
 }
 

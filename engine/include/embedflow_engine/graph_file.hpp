@@ -18,6 +18,7 @@ struct NodeSpec {
   std::string type;
   Value params;          // map (or null)
   Value cache;           // null, boolean, or map of cache options
+  Value enabled;         // null (enabled), boolean, or "${var}" until variables are applied
   std::int64_t in_flight = 0;  // sources: cap on messages in flight (0 = graph default)
   SourceLocation where;       // the node's id
   SourceLocation type_where;  // its type value
@@ -35,8 +36,12 @@ struct GraphSpec {
   std::string description;  // the leading comment block
   std::uint64_t seed = 0;
   std::int64_t max_in_flight = 64;  // default per-source cap
+  // `vars:` — named values that params refer to as "${name}" (the whole string: the value keeps
+  // its type; inside a longer string: its text). `--set name=value` overrides one.
+  std::vector<std::pair<std::string, Value>> vars;
   std::vector<NodeSpec> nodes;
   std::vector<EdgeSpec> edges;
+  std::vector<std::string> disabled;  // filled by resolve(): nodes left out by `enabled: false`
 
   const NodeSpec* node(const std::string& id) const;
   NodeSpec* node(const std::string& id);
@@ -48,8 +53,13 @@ GraphSpec load_graph_file(const std::string& path, std::vector<Diagnostic>& prob
 GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems);
 
 // Applies --set node.param=value (value in YAML syntax: 3, 0.5, true, [1, 2], {type: x}).
-// "seed=N" and "node.cache=false" are accepted too.
+// "seed=N", "node.cache=false", "node.enabled=false" and "var=value" (a name from `vars:`) are
+// accepted too.
 void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<Diagnostic>& problems);
+
+// Replaces "${name}" in every node's params, cache and enabled by the graph's vars. Unknown
+// names are problems located at the value.
+void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems);
 
 // Converts YAML text to a Value with locations (used for --set values and tests).
 Value parse_yaml_value(const std::string& text, const std::string& file_name);
