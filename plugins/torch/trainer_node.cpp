@@ -321,7 +321,7 @@ class Train final : public Node {
     torch::Tensor loss = loss_->compute(in);
     const double value = loss.item<double>();
     if (!std::isfinite(value))
-      throw DataError(cat("loss is ", value, " at step ", step_ + 1, " (epoch ", epoch_, ", input batch ", index,
+      throw DataError(cat("loss is ", std::isnan(value) ? std::string("NaN") : cat(value), " at step ", step_ + 1, " (epoch ", epoch_, ", input batch ", index,
                           pass > 0 ? cat(", replayed in pass ", pass) : "", id_range(batch), ")",
                           last_checkpoint_ > 0 ? cat("; last checkpoint: step ", last_checkpoint_) : ""));
     optimizer_->zero_grad();

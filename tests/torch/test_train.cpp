@@ -1,0 +1,361 @@
+// torch.train and torch.embed through graph files and the CLI, on Fashion-MNIST subsets that
+// h5py writes from Debian's IDX files (the image family is not needed): the loss falls over two
+// epochs, a resumed run repeats the uninterrupted run's losses exactly, a NaN in the data stops
+// the run naming step and batch, a TorchScript module scripted by python3-torch embeds as in
+// Python and stays unchanged when frozen, and snapshots/checkpoints export embeddings to HDF5.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "cli.hpp"
+
+namespace fs = std::filesystem;
+using embedflow::test::run_cli;
+using embedflow::test::run_python;
+using embedflow::test::scratch_dir;
+using embedflow::test::write_file;
+
+namespace {
+
+// train.h5: the first 512 training images (f32 [N,1,28,28] in [0,1]), labels and ids;
+// test.h5: the first 128 test images; nan.h5: train.h5's first 256 rows with one NaN pixel in row 200.
+const fs::path& data_dir() {
+  static const fs::path dir = [] {
+    fs::path d = scratch_dir("torch-data");
+    auto r = run_python(R"PY(
+import gzip, sys, numpy as np, h5py
+src = '/usr/share/datasets/fashion-mnist/'
+def read(name, offset):
+    with gzip.open(src + name) as f:
+        return np.frombuffer(f.read(), np.uint8, offset=offset)
+def write(path, images, labels, first_id=0):
+    with h5py.File(path, 'w') as f:
+        f['image'] = images
+        f['label'] = labels.astype(np.int64)
+        f['id'] = np.arange(first_id, first_id + len(labels), dtype=np.int64)
+train = read('train-images-idx3-ubyte.gz', 16).reshape(-1, 1, 28, 28)[:512].astype(np.float32) / 255
+train_labels = read('train-labels-idx1-ubyte.gz', 8)[:512]
+test = read('t10k-images-idx3-ubyte.gz', 16).reshape(-1, 1, 28, 28)[:128].astype(np.float32) / 255
+test_labels = read('t10k-labels-idx1-ubyte.gz', 8)[:128]
+out = sys.argv[1]
+write(out + '/train.h5', train, train_labels)
+write(out + '/test.h5', test, test_labels, 100000)
+bad = train[:256].copy()
+bad[200, 0, 5, 5] = np.nan
+write(out + '/nan.h5', bad, train_labels[:256])
+)PY",
+                        {d.string()});
+    if (r.exit_code != 0) throw std::runtime_error("making the Fashion-MNIST subsets failed: " + r.err);
+    return d;
+  }();
+  return dir;
+}
+
+std::string path_of(const std::string& name) { return (data_dir() / name).string(); }
+
+// A training graph over train.h5 with the given torch.train params (YAML flow map entries).
+std::string train_graph(const std::string& data, const std::string& train_params, const std::string& extra_nodes = "",
+                        const std::string& extra_edges = "") {
+  return "# torch.train test graph.\n"
+         "seed: 3\n"
+         "nodes:\n"
+         "  data:  {type: io.hdf5_reader, params: {path: " + data + ", fields: [id, label, image], batch_size: 64, shuffle: true}}\n"
+         "  train: {type: torch.train, params: {" + train_params + "}}\n" + extra_nodes +
+         "edges:\n"
+         "  - data.out -> train.in\n" + extra_edges;
+}
+
+const std::string kSmallCnn = "model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16}";
+
+struct Row {
+  std::string step, epoch, loss, lr;
+};
+
+std::vector<Row> read_metrics(const fs::path& csv) {
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  REQUIRE(line == "step,epoch,loss,lr,samples_per_s");
+  std::vector<Row> rows;
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    Row r;
+    std::getline(s, r.step, ',');
+    std::getline(s, r.epoch, ',');
+    std::getline(s, r.loss, ',');
+    std::getline(s, r.lr, ',');
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+embedflow::test::Result run_graph(const fs::path& dir, const std::string& name, const std::string& yaml,
+                                  std::vector<std::string> extra = {}) {
+  write_file(dir / name, yaml);
+  std::vector<std::string> args{"run", (dir / name).string(), "--quiet"};
+  for (auto& e : extra) args.push_back(e);
+  return run_cli(args);
+}
+
+}  // namespace
+
+TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files and stream", "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-two-epochs");
+  std::string g = train_graph(path_of("train.h5"),
+                              kSmallCnn + ", loss: {type: torch.batch_hard_triplet, margin: 0.2}, "
+                                          "optimizer: {type: torch.adam, lr: 0.002}, epochs: 2, log_every: 1, threads: 2, "
+                                          "log_dir: " + (dir / "log").string(),
+                              "  show:  {type: core.sink, params: {mode: print}}\n", "  - train.metrics -> show.in\n");
+  auto r = run_graph(dir, "train.yaml", g);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto rows = read_metrics(dir / "log" / "metrics.csv");
+  REQUIRE(rows.size() == 16);  // 512 images / 64 per batch * 2 epochs
+  double first = 0, second = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CHECK(rows[i].step == std::to_string(i + 1));
+    CHECK(rows[i].epoch == (i < 8 ? "0" : "1"));
+    (i < 8 ? first : second) += std::stod(rows[i].loss);
+  }
+  INFO("mean loss epoch 0: " << first / 8 << ", epoch 1: " << second / 8);
+  CHECK(second < 0.85 * first);
+  // The metrics stream carries the same rows; the JSON lines and the PNG exist.
+  std::size_t printed = 0;
+  for (std::size_t p = r.out.find("samples_per_s"); p != std::string::npos; p = r.out.find("samples_per_s", p + 1)) ++printed;
+  CHECK(printed == 16);
+  std::ifstream jsonl(dir / "log" / "metrics.jsonl");
+  std::string line;
+  std::size_t lines = 0;
+  while (std::getline(jsonl, line)) lines += line.rfind("{\"step\": ", 0) == 0;
+  CHECK(lines == 16);
+  std::ifstream png(dir / "log" / "loss.png", std::ios::binary);
+  char magic[4] = {};
+  png.read(magic, 4);
+  CHECK(std::string(magic + 1, 3) == "PNG");
+}
+
+TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-resume");
+  auto graph = [&](const std::string& run, int max_steps) {
+    return train_graph(path_of("train.h5"),
+                       kSmallCnn + ", loss: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 1.0}, "
+                                   "optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.0001}, "
+                                   "schedule: {type: torch.warmup, steps: 3, then: {type: torch.cosine, steps: 13}}, "
+                                   "epochs: 2, log_every: 1, threads: 2, checkpoint_every: 5, keep_checkpoints: 0, resume: auto, "
+                                   "max_steps: " + std::to_string(max_steps) + ", log_dir: " + (dir / run).string() +
+                                   ", checkpoint_dir: " + (dir / run / "ckpt").string());
+  };
+  auto full = run_graph(dir, "full.yaml", graph("full", 0));
+  INFO(full.err);
+  REQUIRE(full.exit_code == 0);
+  // Interrupted after 12 steps (checkpoints at 5, 10 and 12), then resumed from step 12: the
+  // resumed part crosses from the streamed first epoch into the replayed second.
+  auto part = run_graph(dir, "part.yaml", graph("part", 12));
+  INFO(part.err);
+  REQUIRE(part.exit_code == 0);
+  CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000010.pt"));
+  CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000012.pt"));
+  auto resumed = run_graph(dir, "resumed.yaml", graph("part", 0));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
+  REQUIRE(a.size() == 16);
+  REQUIRE(b.size() == 16);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("row " << i);
+    CHECK(a[i].step == b[i].step);
+    CHECK(a[i].epoch == b[i].epoch);
+    CHECK(a[i].loss == b[i].loss);  // printed with 9 significant digits: bitwise-equal floats
+    CHECK(a[i].lr == b[i].lr);
+  }
+  // The lr follows the warmup then the cosine: 0, 1/3 and 2/3 of the base lr, then 0.05.
+  CHECK(std::stod(a[0].lr) == Approx(0.0));
+  CHECK(std::stod(a[1].lr) == Approx(0.05 / 3));
+  CHECK(std::stod(a[3].lr) == Approx(0.05));
+  CHECK(std::stod(a[15].lr) < 0.05 * 0.1);
+}
+
+TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-nan");
+  std::string g = "# NaN in the data.\nseed: 1\nnodes:\n"
+                  "  data:  {type: io.hdf5_reader, params: {path: " + path_of("nan.h5") + ", batch_size: 64}}\n"
+                  "  train: {type: torch.train, params: {" + kSmallCnn +
+                  ", loss: {type: torch.batch_hard_triplet}, threads: 1, checkpoint_dir: " + (dir / "ckpt").string() +
+                  ", checkpoint_every: 1}}\n"
+                  "edges: [data.out -> train.in]\n";
+  auto r = run_graph(dir, "nan.yaml", g);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  // Row 200 sits in the fourth batch of 64 (input batch 3, ids 192..255), trained as step 4.
+  CHECK_THAT(r.err, Catch::Contains("node 'train'") && Catch::Contains("loss is NaN at step 4") &&
+                        Catch::Contains("input batch 3") && Catch::Contains("id 192..255") &&
+                        Catch::Contains("last checkpoint: step 3"));
+}
+
+TEST_CASE("TorchScript import: same embeddings as Python; freeze keeps the weights", "[torch][torchscript][cli]") {
+  fs::path dir = scratch_dir("torch-script");
+  const std::string pt = (dir / "backbone.pt").string();
+  // A small backbone with batch norm (whose statistics a frozen model must not update).
+  auto made = run_python(R"PY(
+import sys, torch, h5py, numpy as np
+torch.manual_seed(0)
+class Backbone(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, stride=2)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 13 * 13, 8)
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+m = torch.jit.script(Backbone())
+m.save(sys.argv[1])
+)PY",
+                         {pt});
+  INFO(made.err);
+  REQUIRE(made.exit_code == 0);
+
+  // 1. Embedding with the imported module alone matches Python's forward in eval mode.
+  std::string embed_graph = "# Embeds with a TorchScript backbone.\nseed: 1\nnodes:\n"
+                            "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 50}}\n"
+                            "  embed: {type: torch.embed, params: {model: {type: torch.torchscript, path: " + pt + "}, threads: 1}}\n"
+                            "  save:  {type: io.hdf5_writer, params: {path: " + (dir / "script_emb.h5").string() + ", group: emb}}\n"
+                            "edges: [test.out -> embed.in, embed.out -> save.in]\n";
+  auto e = run_graph(dir, "embed.yaml", embed_graph);
+  INFO(e.err);
+  REQUIRE(e.exit_code == 0);
+
+  // 2. Frozen backbone in the seed's T_c^1 variant: only the branch trains.
+  auto train = [&](const std::string& name, const std::string& model) {
+    return run_graph(dir, name + ".yaml",
+                     train_graph(path_of("train.h5"), model + ", loss: {type: torch.batch_hard_triplet}, "
+                                                              "optimizer: {type: torch.sgd, lr: 0.1}, max_steps: 4, threads: 1, "
+                                                              "checkpoint_dir: " + (dir / name).string()));
+  };
+  auto frozen = train("frozen", "model: {type: torch.concat, mode: frozen_backbone, backbone: {type: torch.torchscript, path: " + pt +
+                                    "}, branch: {type: torch.mlp, hidden: [16], embedding_dim: 8}}");
+  INFO(frozen.err);
+  REQUIRE(frozen.exit_code == 0);
+  // 3. The same module unfrozen trains.
+  auto trained = train("trained", "model: {type: torch.torchscript, path: " + pt + ", freeze: false}");
+  INFO(trained.err);
+  REQUIRE(trained.exit_code == 0);
+  // 4. freeze: true on the whole model leaves nothing to train: a clear error.
+  auto nothing = train("nothing", "model: {type: torch.torchscript, path: " + pt + ", freeze: true}");
+  CHECK(nothing.exit_code == 2);
+  CHECK_THAT(nothing.err, Catch::Contains("no trainable parameters"));
+
+  auto check = run_python(R"PY(
+import sys, torch, h5py, numpy as np
+d, pt, test = sys.argv[1], sys.argv[2], sys.argv[3]
+original = torch.jit.load(pt)
+original.eval()
+with h5py.File(test) as f:
+    x = torch.from_numpy(f['image'][:])
+    ids = f['id'][:]
+with h5py.File(d + '/script_emb.h5') as f:
+    emb, got_ids = f['emb']['embedding'][:], f['emb']['id'][:]
+with torch.no_grad():
+    want = original(x).numpy()
+assert (got_ids == ids).all(), 'ids'
+err = np.abs(emb - want).max()
+assert err < 1e-5, f'embedding differs from Python by {err}'
+state = {k: v for k, v in list(original.named_parameters()) + list(original.named_buffers())}
+def checkpoint_state(path, prefix):
+    c = torch.jit.load(path)
+    names = c.model.names.split('\n')[:-1]
+    return {n[len(prefix):]: getattr(c.model, f't{i}') for i, n in enumerate(names) if n.startswith(prefix)}
+import glob
+frozen = checkpoint_state(sorted(glob.glob(d + '/frozen/step-*.pt'))[-1], 'backbone.')
+assert set(frozen) == set(state), (sorted(frozen), sorted(state))
+for k in state:
+    assert torch.equal(frozen[k], state[k]), f'frozen backbone changed: {k}'
+trained = checkpoint_state(sorted(glob.glob(d + '/trained/step-*.pt'))[-1], '')
+changed = [k for k in state if not torch.equal(trained[k], state[k])]
+assert 'fc.weight' in changed and 'conv.weight' in changed and 'bn.running_mean' in changed, changed
+print('ok', err, len(changed))
+)PY",
+                          {dir.string(), pt, path_of("test.h5")});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torch][embed][cli]") {
+  fs::path dir = scratch_dir("torch-embed");
+  const std::string snap_h5 = (dir / "snap.h5").string(), ckpt_h5 = (dir / "ckpt.h5").string(),
+                    every_h5 = (dir / "every.h5").string();
+  // Training feeds its snapshots (every 4 steps and at the end) to two embedders of the test set.
+  std::string g = train_graph(
+      path_of("train.h5"),
+      kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, max_steps: 8, snapshot_every: 4, threads: 2, checkpoint_dir: " +
+          (dir / "ckpt").string(),
+      "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
+      "  test2: {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
+      "  embed: {type: torch.embed, params: {threads: 2}}\n"
+      "  every: {type: torch.embed, params: {mode: every_snapshot, threads: 2}}\n"
+      "  save:  {type: io.hdf5_writer, params: {path: " + snap_h5 + ", group: embeddings}}\n"
+      "  save2: {type: io.hdf5_writer, params: {path: " + every_h5 + ", group: embeddings}}\n",
+      "  - train.model -> embed.model\n"
+      "  - test.out -> embed.in\n"
+      "  - embed.out -> save.in\n"
+      "  - train.model -> every.model\n"
+      "  - test2.out -> every.in\n"
+      "  - every.out -> save2.in\n");
+  auto r = run_graph(dir, "train.yaml", g);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::string from_ckpt = "# Embeds from the final checkpoint.\nseed: 1\nnodes:\n"
+                          "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 128}}\n"
+                          "  embed: {type: torch.embed, params: {checkpoint: " + (dir / "ckpt").string() + "}}\n"
+                          "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
+                          "edges: [test.out -> embed.in, embed.out -> save.in]\n";
+  auto c = run_graph(dir, "ckpt.yaml", from_ckpt);
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  auto check = run_python(R"PY(
+import sys, h5py, numpy as np
+snap, ckpt, every, test = sys.argv[1:5]
+with h5py.File(test) as f:
+    ids, labels = f['id'][:], f['label'][:]
+def load(p):
+    with h5py.File(p) as f:
+        g = f['embeddings']
+        return {k: g[k][:] for k in g.attrs['fields']}
+s, c, e = load(snap), load(ckpt), load(every)
+assert s['embedding'].shape == (128, 16) and s['embedding'].dtype == np.float32, s['embedding'].shape
+assert (s['id'] == ids).all() and (s['label'] == labels).all() and (c['id'] == ids).all()
+# The latest-snapshot embedder may have used the step-4 snapshot for early batches only if
+# they arrived before the final one; the embeddings must match either step 4 or step 8.
+steps = list(e['step'])
+assert sorted(set(steps)) == [4, 8] and steps.count(4) == 128 and steps.count(8) == 128, set(steps)
+final = e['embedding'][e['step'] == 8]
+assert np.abs(final - c['embedding']).max() < 1e-5, 'every_snapshot step 8 differs from the checkpoint'
+early = e['embedding'][e['step'] == 4]
+assert np.abs(early - final).max() > 1e-4, 'step 4 and step 8 embeddings should differ'
+for i in range(128):
+    ok = np.abs(s['embedding'][i] - final[i]).max() < 1e-5 or np.abs(s['embedding'][i] - early[i]).max() < 1e-5
+    assert ok, i
+print('ok')
+)PY",
+                          {snap_h5, ckpt_h5, every_h5, path_of("test.h5")});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][validate][cli]") {
+  fs::path dir = scratch_dir("torch-validate");
+  std::string g = train_graph(path_of("train.h5"),
+                              kSmallCnn + ", loss: {type: torch.contrastive}, resume: auto, "
+                                          "schedule: {type: torch.cosine}");
+  write_file(dir / "bad.yaml", g);
+  auto r = run_cli({"validate", (dir / "bad.yaml").string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  const std::string all = r.out + r.err;
+  CHECK_THAT(all, Catch::Contains("loss torch.contrastive consumes a_image, b_image, pair_label but the input lacks "
+                                  "a_image, b_image, pair_label"));
+  CHECK_THAT(all, Catch::Contains("resume: auto looks for checkpoints in checkpoint_dir"));
+  CHECK_THAT(all, Catch::Contains("torch.cosine schedule without `steps`"));
+  CHECK_THAT(all, Catch::Contains("bad.yaml:5:"));  // located at the train node's line
+}
