@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "core/arrays.hpp"
+#include "core/kernels.hpp"
 #include "core/ops.hpp"
 #include "image_types.hpp"
 

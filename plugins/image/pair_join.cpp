@@ -12,7 +12,9 @@
 // Caveats: holds the table in memory for the whole run (Fashion-MNIST train: 47 MB as u8,
 // 188 MB as f32) plus one output batch per thread; set the sampler's batch_size to the training
 // batch size. An id missing from the table is a DataError naming it; duplicate table ids too.
-// Parallel-safe; pair streams wait until the table has arrived.
+// Pair streams wait until the table has arrived. Serial: gathering a batch costs little next to
+// training on it, and the engine checks a side port's end of stream before a parallel node
+// may have processed its value.
 //
 // Example (geotagged photo ids 1..2000 from the geo tests, joined with Fashion-MNIST test images
 // of the same ids; needs the geo plugin):
@@ -52,9 +54,10 @@ class PairJoin final : public Node {
       throw DataError(cat("pair record ", out.sequence(), ": ", e.what()));
     }
     const Array& label = p.get("label");
-    std::vector<float> pl(static_cast<std::size_t>(label.numel()));
-    for (std::size_t i = 0; i < pl.size(); ++i) pl[i] = static_cast<float>(label.as_double(static_cast<std::int64_t>(i)));
-    Array pair_label = Array::from_vector<float>({static_cast<std::int64_t>(pl.size())}, std::move(pl));
+    const std::int64_t n = label.numel();
+    std::vector<float> pl(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) pl[static_cast<std::size_t>(i)] = static_cast<float>(label.as_double(i));
+    Array pair_label = Array::from_vector<float>({n}, std::move(pl));
     r.set("pair_label", scalar ? pair_label.row(0) : pair_label);
     if (const Array* d = p.find("distance_m")) r.set("distance_m", *d);
     out.emit(std::move(r));
@@ -84,7 +87,6 @@ NodeType pair_join_type() {
       .input("pairs", "anchor: i64, other: i64, label: i64", "pair batches [B] or single pairs, as geo.pair_sampler emits")
       .side_input("table", "id: i64[N]", "one record with every image: id [N], image [N,...], label [N] optional")
       .output("out", "a_id: i64, b_id: i64, pair_label: f32", "pair batches")
-      .parallel()
       .check([](SchemaContext& c) {
         const PortSchema& pairs = c.input("pairs");
         std::vector<std::pair<std::string, DType>> extra{{"pair_label", DType::f32}};

@@ -17,6 +17,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/arrays.hpp"
+#include "core/kernels.hpp"
 #include "core/ops.hpp"
 #include "image_types.hpp"
 

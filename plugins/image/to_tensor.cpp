@@ -13,6 +13,7 @@
 //     show:   {type: core.sink, params: {mode: print}}
 //   edges: [images.out -> tensor.in, tensor.out -> show.in]
 #include "core/arrays.hpp"
+#include "core/kernels.hpp"
 #include "core/ops.hpp"
 #include "image_types.hpp"
 

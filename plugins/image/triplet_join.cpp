@@ -9,7 +9,7 @@
 //         optional), e.g. image.idx_reader with batch_size: -1
 // Outputs: out — one triplet batch per input batch (single triplets give single records)
 // Caveats: holds the table in memory for the whole run (Fashion-MNIST train: 47 MB as u8);
-// an id missing from the table is a DataError naming it. Parallel-safe.
+// an id missing from the table is a DataError naming it. Serial (see image.pair_join).
 //
 // Example (needs the geo plugin):
 //   nodes:
@@ -73,7 +73,6 @@ NodeType triplet_join_type() {
       .input("triplets", "anchor: i64, positive: i64, negative: i64", "triplet batches [B] or single triplets")
       .side_input("table", "id: i64[N]", "one record with every image: id [N], image [N,...], label [N] optional")
       .output("out", "anchor_id: i64, positive_id: i64, negative_id: i64", "triplet batches")
-      .parallel()
       .check([](SchemaContext& c) {
         const PortSchema& trip = c.input("triplets");
         std::vector<std::pair<std::string, DType>> extra;

@@ -1,0 +1,43 @@
+// Helpers shared by the image tests: graph files in scratch dirs, the CLI, Python oracles.
+#pragma once
+
+#include <string>
+
+#include "cli.hpp"
+
+namespace embedflow::test {
+
+inline const char* kFashion = "/usr/share/datasets/fashion-mnist";
+
+// Writes `yaml` to dir/name and runs it with the CLI.
+inline Result run_graph(const std::filesystem::path& dir, const std::string& name, const std::string& yaml,
+                        std::vector<std::string> extra = {}) {
+  const auto path = dir / name;
+  write_file(path, yaml);
+  std::vector<std::string> args{"run", path.string(), "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_cli(args);
+}
+
+// Python prelude: IDX parsing with gzip + numpy, independent of the C++ reader.
+inline const char* kIdxPython = R"PY(
+import gzip, sys
+import numpy as np
+import h5py
+def idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic = int.from_bytes(data[0:4], "big")
+    rank = magic & 0xff
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+def fashion(split):
+    base = "/usr/share/datasets/fashion-mnist/" + ("train" if split == "train" else "t10k")
+    return idx(base + "-images-idx3-ubyte.gz"), idx(base + "-labels-idx1-ubyte.gz").astype(np.int64)
+def check(cond, *msg):
+    if not cond:
+        print("FAIL:", *msg)
+        sys.exit(1)
+)PY";
+
+}  // namespace embedflow::test

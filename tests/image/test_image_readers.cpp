@@ -1,0 +1,262 @@
+// Readers through the CLI: image.idx_reader against gzip + numpy parsing of the same files,
+// truncated / corrupt IDX files, image.files_reader on PNG and JPEG files written with OpenCV
+// (directory tree and CSV), corrupt and missing files in error and skip modes.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <embedflow/hdf5/stream_file.hpp>
+
+#include "core/arrays.hpp"
+#include "core/idx.hpp"
+#include "core/image_files.hpp"
+#include "image_test_util.hpp"
+
+using namespace embedflow::test;
+namespace fs = std::filesystem;
+
+TEST_CASE("idx_reader streams the test split exactly as gzip + numpy parse it") {
+  const fs::path dir = scratch_dir("image_idx");
+  const std::string out = (dir / "test.h5").string();
+  Result r = run_graph(dir, "g.yaml", R"(
+nodes:
+  read: {type: image.idx_reader, params: {split: test, batch_size: 1000}}
+  save: {type: io.hdf5_writer, params: {path: )" + out + R"(}}
+edges: [read.out -> save.in]
+)");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  Result py = run_python(std::string(kIdxPython) + R"PY(
+images, labels = fashion("test")
+f = h5py.File(sys.argv[1], "r")["data"]
+check(f["image"].shape == (10000, 28, 28, 1), f["image"].shape)
+check(np.array_equal(f["image"][:, :, :, 0], images), "images differ")
+check(np.array_equal(f["label"][:], labels), "labels differ")
+check(np.array_equal(f["id"][:], np.arange(10000)), "ids")
+check(list(f["record_sizes"][:]) == [1000] * 10, "batch sizes")
+counts = np.bincount(labels, minlength=10)
+print(" ".join(str(c) for c in counts))
+)PY", {out});
+  INFO(py.out << py.err);
+  REQUIRE(py.exit_code == 0);
+  CHECK(py.out == "1000 1000 1000 1000 1000 1000 1000 1000 1000 1000\n");
+}
+
+TEST_CASE("idx_reader: train split per record with a class filter, limit and shuffle, against numpy") {
+  const fs::path dir = scratch_dir("image_idx_train");
+  const std::string out = (dir / "train.h5").string();
+  Result r = run_graph(dir, "g.yaml", R"(
+seed: 3
+nodes:
+  read: {type: image.idx_reader, params: {split: train, classes: "5-9", limit: 3000, shuffle: true, id_offset: 100}}
+  save: {type: io.hdf5_writer, params: {path: )" + out + R"(}}
+edges: [read.out -> save.in]
+)");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  Result py = run_python(std::string(kIdxPython) + R"PY(
+images, labels = fashion("train")
+f = h5py.File(sys.argv[1], "r")["data"]
+ids = f["id"][:] - 100
+keep = np.nonzero(labels >= 5)[0][:3000]
+check(sorted(ids.tolist()) == keep.tolist(), "selected ids differ")
+check(ids.tolist() != keep.tolist(), "not shuffled")
+check(np.array_equal(f["image"][:, :, :, 0], images[ids]), "images differ")
+check(np.array_equal(f["label"][:], labels[ids]), "labels differ")
+print(np.bincount(f["label"][:], minlength=10).tolist())
+)PY", {out});
+  INFO(py.out << py.err);
+  REQUIRE(py.exit_code == 0);
+}
+
+TEST_CASE("idx_reader: truncated, cut and non-IDX files are DataErrors naming the file and record") {
+  const fs::path dir = scratch_dir("image_idx_bad");
+  // Well-formed gzip holding a short payload; a gzip cut mid-stream; a file with a wrong magic.
+  Result py = run_python(R"PY(
+import gzip, sys
+d = sys.argv[1]
+src = gzip.open("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz").read()
+gzip.open(d + "/short.gz", "wb").write(src[:16 + 784 * 250 + 100])
+raw = open("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz", "rb").read()
+open(d + "/cut.gz", "wb").write(raw[:len(raw) // 2])
+gzip.open(d + "/magic.gz", "wb").write(b"\x00\x00\x08\x01" + src[4:])
+)PY", {dir.string()});
+  REQUIRE(py.exit_code == 0);
+  using embedflow::image::read_idx;
+  CHECK_THROWS_WITH(read_idx((dir / "short.gz").string(), 3), Catch::Contains("short.gz") && Catch::Contains("truncated at record 250 of 10000"));
+  CHECK_THROWS_WITH(read_idx((dir / "cut.gz").string(), 3), Catch::Contains("cut.gz") && Catch::Contains("truncated at record"));
+  CHECK_THROWS_WITH(read_idx((dir / "magic.gz").string(), 3), Catch::Contains("magic.gz") && Catch::Contains("bad IDX magic"));
+  // The first 200 records of the short file are intact: limit reads only those.
+  CHECK(read_idx((dir / "short.gz").string(), 3, 200).data.dim(0) == 200);
+  // Through the CLI: exit 1, the message names the node, the file and the record.
+  const std::string labels = std::string(kFashion) + "/t10k-labels-idx1-ubyte.gz";
+  Result r = run_graph(dir, "g.yaml", R"(
+nodes:
+  read: {type: image.idx_reader, params: {images: )" + (dir / "short.gz").string() + ", labels: " + labels + R"(}}
+  count: {type: core.sink, params: {mode: count}}
+edges: [read.out -> count.in]
+)");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("node 'read'") && Catch::Contains("short.gz: truncated at record 250"));
+  // A wrong magic is caught at validation, before anything runs (exit 2).
+  Result v = run_graph(dir, "v.yaml", R"(
+nodes:
+  read: {type: image.idx_reader, params: {images: )" + (dir / "magic.gz").string() + ", labels: " + labels + R"(}}
+  count: {type: core.sink, params: {mode: count}}
+edges: [read.out -> count.in]
+)");
+  CHECK(v.exit_code == 2);
+  CHECK_THAT(v.err, Catch::Contains("bad IDX magic"));
+}
+
+namespace {
+
+// dir/<class>/<n>.png|.jpg: random BGR images of one size (even n: PNG, odd: JPEG).
+void write_tree(const fs::path& root, const std::vector<std::string>& classes, int per_class, int h = 20, int w = 24) {
+  cv::RNG rng(7);
+  for (const auto& c : classes) {
+    fs::create_directories(root / c);
+    for (int i = 0; i < per_class; ++i) {
+      cv::Mat bgr(h, w, CV_8UC3);
+      rng.fill(bgr, cv::RNG::UNIFORM, 0, 256);
+      const std::string name = c + "/" + std::to_string(i) + (i % 2 ? ".jpg" : ".png");
+      REQUIRE(cv::imwrite((root / name).string(), bgr));
+    }
+  }
+}
+
+std::vector<embedflow::RecordPtr> read_h5(const std::string& path) {
+  std::vector<embedflow::RecordPtr> out;
+  embedflow::hdf5::StreamFileReader r(path);
+  r.read_port("data", [&](const embedflow::RecordPtr& rec) { out.push_back(rec); });
+  return out;
+}
+
+cv::Mat as_mat(const embedflow::Array& a) { return embedflow::image::image_view(a).clone(); }
+
+bool same(const cv::Mat& a, const cv::Mat& b) {
+  if (a.size() != b.size() || a.type() != b.type()) return false;
+  cv::Mat d = a != b;
+  return cv::countNonZero(d.reshape(1)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("files_reader: directory tree, labels from class names, ids from the sorted list, RGB pixels") {
+  const fs::path dir = scratch_dir("image_files_dir");
+  const fs::path tree = dir / "tree";
+  write_tree(tree, {"3", "7"}, 5);
+  const std::string out = (dir / "out.h5").string();
+  Result r = run_graph(dir, "g.yaml", R"(
+nodes:
+  read: {type: image.files_reader, params: {dir: )" + tree.string() + R"(, mode: color}}
+  save: {type: io.hdf5_writer, params: {path: )" + out + R"(}}
+edges: [read.out -> save.in]
+)", {"--threads", "2"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> names;
+  const auto entries = embedflow::image::list_directory(tree.string(), names);
+  REQUIRE(entries.size() == 10);
+  CHECK(names == std::vector<std::string>{"3", "7"});
+  const auto records = read_h5(out);
+  REQUIRE(records.size() == 10);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto& rec = *records[i];
+    const std::int64_t id = rec.get("id").item<std::int64_t>();
+    CHECK(id == static_cast<std::int64_t>(i));  // list order, ids = sorted positions
+    const auto& e = entries[static_cast<std::size_t>(id)];
+    CHECK(rec.get("label").item<std::int64_t>() == (e.path.find("/3/") != std::string::npos ? 3 : 7));
+    cv::Mat want;
+    cv::cvtColor(cv::imread(e.path, cv::IMREAD_COLOR), want, cv::COLOR_BGR2RGB);
+    INFO(e.path);
+    CHECK(same(as_mat(rec.get("image")), want));
+  }
+  // PNG is lossless: pixels equal what OpenCV wrote (checked above through imread); a JPEG
+  // decodes to the same pixels as cv::imread because both use the same decoder.
+
+  // Class directories with names get sorted positions as labels.
+  const fs::path named = dir / "named";
+  write_tree(named, {"dog", "cat"}, 2);
+  auto e2 = embedflow::image::list_directory(named.string(), names);
+  CHECK(names == std::vector<std::string>{"cat", "dog"});
+  CHECK(e2.front().label == 0);
+  CHECK(e2.back().label == 1);
+}
+
+TEST_CASE("files_reader: CSV list, grey + resize, classes; corrupt and missing files error or skip-and-count") {
+  const fs::path dir = scratch_dir("image_files_csv");
+  write_tree(dir / "img", {"0", "1", "2"}, 4, 40, 36);
+  // A corrupt PNG (random bytes after a real PNG signature) and a missing file.
+  {
+    std::ofstream bad(dir / "img/0/bad.png", std::ios::binary);
+    bad << "\x89PNG\r\n\x1a\n" << std::string(300, 'x');
+  }
+  std::string csv = "path,id,label\n";
+  int id = 100;
+  for (int c = 0; c < 3; ++c)
+    for (int i = 0; i < 4; ++i) csv += "img/" + std::to_string(c) + "/" + std::to_string(i) + (i % 2 ? ".jpg" : ".png") + "," + std::to_string(id++) + "," + std::to_string(c) + "\n";
+  const std::string good_csv = csv;
+  csv += "img/0/bad.png,200,0\n";    // line 14
+  csv += "img/1/missing.png,201,1\n";  // line 15
+  write_file(dir / "good.csv", good_csv);
+  write_file(dir / "list.csv", csv);
+
+  const std::string out = (dir / "out.h5").string();
+  auto graph = [&](const std::string& list, const std::string& extra) {
+    return "nodes:\n  read: {type: image.files_reader, params: {csv: " + (dir / list).string() +
+           ", height: 28, width: 28" + extra + "}}\n  save: {type: io.hdf5_writer, params: {path: " + out +
+           "}}\nedges: [read.out -> save.in]\n";
+  };
+  Result r = run_graph(dir, "good.yaml", graph("good.csv", ", classes: \"1-2\", batch_size: 3"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto batches = read_h5(out);
+  REQUIRE(batches.size() == 3);  // 8 images of classes 1 and 2 in batches of 3
+  int seen = 0;
+  for (const auto& b : batches) {
+    const auto& ids = b->get("id");
+    for (std::int64_t i = 0; i < ids.numel(); ++i, ++seen) {
+      const std::int64_t k = ids.data<std::int64_t>()[i];
+      CHECK(k == 104 + seen);
+      CHECK(b->get("label").data<std::int64_t>()[i] == (k - 100) / 4);
+      const int c = static_cast<int>((k - 100) / 4), n = static_cast<int>((k - 100) % 4);
+      const std::string path = (dir / "img" / std::to_string(c) / (std::to_string(n) + (n % 2 ? ".jpg" : ".png"))).string();
+      cv::Mat want;
+      cv::resize(cv::imread(path, cv::IMREAD_GRAYSCALE), want, cv::Size(28, 28), 0, 0, cv::INTER_AREA);
+      cv::Mat got = embedflow::image::image_view(b->get("image"), i).clone();
+      INFO(path);
+      CHECK(same(got, want));
+    }
+  }
+  CHECK(seen == 8);
+
+  // Error mode: the corrupt file stops the run naming it and its CSV line.
+  Result bad = run_graph(dir, "bad.yaml", graph("list.csv", ""));
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.err, Catch::Contains("img/0/bad.png") && Catch::Contains("list.csv:14") && Catch::Contains("not a decodable image"));
+  // Only the missing file left: it is named too.
+  Result missing = run_graph(dir, "missing.yaml", graph("list.csv", ", classes: [1]"));
+  CHECK(missing.exit_code == 1);
+  CHECK_THAT(missing.err, Catch::Contains("img/1/missing.png") && Catch::Contains("list.csv:15") && Catch::Contains("cannot open"));
+  // Skip mode: both are skipped and counted; the 12 good images arrive.
+  Result skip = run_cli({"run", (dir / "bad.yaml").string(), "--set", "read.on_bad_image=skip"});
+  INFO(skip.err);
+  CHECK(skip.exit_code == 0);
+  CHECK_THAT(skip.err, Catch::Contains("skipped 2 unreadable files") && Catch::Contains("bad.png"));
+  CHECK(read_h5(out).size() == 12);
+}
+
+TEST_CASE("files_reader: images of different sizes cannot share a batch; the error names both files") {
+  const fs::path dir = scratch_dir("image_files_sizes");
+  write_tree(dir / "a", {"0"}, 2, 20, 24);
+  write_tree(dir / "b", {"0"}, 1, 30, 24);
+  fs::rename(dir / "b/0/0.png", dir / "a/0/9.png");
+  Result r = run_graph(dir, "g.yaml", "nodes:\n  read: {type: image.files_reader, params: {dir: " + (dir / "a").string() +
+                                          ", batch_size: 4}}\n  count: {type: core.sink, params: {mode: count}}\nedges: [read.out -> count.in]\n");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("9.png is [30,24,1]") && Catch::Contains("0.png in the same batch is [20,24,1]"));
+}
