@@ -15,7 +15,7 @@
 // the CSV's directory.
 //
 //   nodes:
-//     photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 28, width: 28}}
+//     photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 32, width: 32}}
 //     count:  {type: core.sink, params: {mode: count}}
 //   edges: [photos.out -> count.in]
 #include <chrono>
@@ -212,7 +212,7 @@ NodeType files_reader_type() {
            "resize); bad files are errors naming the file, or skipped and counted.")
       .example(
           "nodes:\n"
-          "  photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 28, width: 28}}\n"
+          "  photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 32, width: 32}}\n"
           "  count:  {type: core.sink, params: {mode: count}}\n"
           "edges: [photos.out -> count.in]\n")
       .source()

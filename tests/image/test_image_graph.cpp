@@ -90,10 +90,14 @@ nodes:
   tensor: {type: image.to_tensor}
   norm:   {type: image.normalize, params: {mean: [0.2860], std: [0.3530]}}
   nsave:  {type: io.hdf5_writer, params: {path: )" + (dir / "norm.h5").string() + R"(}}
+  single: {type: image.idx_reader, params: {split: test, limit: 500}}
+  half:   {type: image.flip, params: {horizontal_p: 0.5}}
+  hsave:  {type: io.hdf5_writer, params: {path: )" + (dir / "half.h5").string() + R"(}}
   resize: {type: image.resize, params: {height: 14, width: 14, interpolation: area}}
   rsave:  {type: io.hdf5_writer, params: {path: )" + (dir / "resize.h5").string() + R"(}}
 edges: [images.out -> flip.in, flip.out -> keep.in, images.out -> vflip.in, vflip.out -> save.in,
-        images.out -> tensor.in, tensor.out -> norm.in, norm.out -> nsave.in, images.out -> resize.in, resize.out -> rsave.in]
+        images.out -> tensor.in, tensor.out -> norm.in, norm.out -> nsave.in, images.out -> resize.in, resize.out -> rsave.in,
+        single.out -> half.in, half.out -> hsave.in]
 )", {"--threads", "2"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -108,6 +112,12 @@ check(v.shape == (500, 1, 28, 28), v.shape)
 check(np.allclose(v[:, 0], (im[:, ::-1, :] / 255.0 - 0.5) / 0.25, atol=1e-5), "vertical flip + to_tensor + normalize")
 n = h5py.File(d + "/norm.h5", "r")["data"]["image"][:]
 check(np.allclose(n[:, 0], (im / 255.0 - 0.2860) / 0.3530, atol=1e-5), "normalize")
+# p = 0.5, seeded per record: each image is either mirrored or untouched, about half of each.
+h = h5py.File(d + "/half.h5", "r")["data"]["image"][:, :, :, 0]
+mirrored = np.all(h == im[:, :, ::-1], axis=(1, 2)); kept = np.all(h == im, axis=(1, 2))
+symmetric = np.all(im == im[:, :, ::-1], axis=(1, 2))
+check((mirrored | kept).all(), "flip p=0.5: other changes")
+check(200 < int((mirrored & ~symmetric).sum()) < 300, "flip p=0.5 mirrored", int(mirrored.sum()))
 rs = h5py.File(d + "/resize.h5", "r")["data"]["image"][:]
 # INTER_AREA halving is the rounded mean of each 2x2 block.
 blocks = im.reshape(500, 14, 2, 14, 2).astype(np.float64).mean(axis=(2, 4))
@@ -151,4 +161,32 @@ TEST_CASE("graphs/image_pipeline.yaml runs: one epoch of classes 0-4 is 375 batc
   CHECK(r.out == "count: 375\n");
   Result v = run_cli({"validate", source_dir() + "/graphs/image_pipeline.yaml"});
   CHECK(v.exit_code == 0);
+}
+
+TEST_CASE("every image node type's example runs as pasted from the source tree") {
+  Result list = run_cli({"inspect"});
+  REQUIRE(list.exit_code == 0);
+  const bool have_geo = list.out.find("geo.pair_sampler") != std::string::npos;
+  const fs::path dir = scratch_dir("image_examples");
+  int ran = 0;
+  for (const char* type : {"image.idx_reader", "image.files_reader", "image.class_filter", "image.collect", "image.resize",
+                           "image.random_resized_crop", "image.flip", "image.rotate", "image.color_jitter",
+                           "image.gaussian_blur", "image.normalize", "image.to_tensor", "image.augment", "image.pair_join",
+                           "image.triplet_join", "image.class_batches", "image.pk_batches", "image.batch_pairs"}) {
+    Result r = run_cli({"inspect", type});
+    REQUIRE(r.exit_code == 0);
+    const auto at = r.out.find("Example:\n");
+    INFO(type);
+    REQUIRE(at != std::string::npos);
+    const std::string example = r.out.substr(at + 9);
+    if (example.find("geo.") != std::string::npos && !have_geo) continue;
+    const fs::path file = dir / (std::string(type) + ".yaml");
+    write_file(file, example);
+    // Examples use paths relative to the source tree, as a user pastes them from there.
+    Result run = run_process({"/bin/sh", "-c", "cd '" + source_dir() + "' && '" EMBEDFLOW_CLI "' run --quiet '" + file.string() + "'"});
+    INFO(example << run.err);
+    CHECK(run.exit_code == 0);
+    ++ran;
+  }
+  CHECK(ran >= 16);
 }
