@@ -14,8 +14,8 @@
 //
 //   seed: 1
 //   nodes:
-//     query:   {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: query}}
-//     gallery: {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: gallery}}
+//     query:   {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: query, batch_size: 256}}
+//     gallery: {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: gallery, batch_size: 256}}
 //     kmeans:  {type: eval.clustering, params: {clusters: 2, out: out/kmeans2}}
 //   edges:
 //     - query.out -> kmeans.query

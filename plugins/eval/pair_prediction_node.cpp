@@ -11,7 +11,7 @@
 //
 //   seed: 1
 //   nodes:
-//     emb:   {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: gallery}}
+//     emb:   {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: gallery, batch_size: 256}}
 //     pairs: {type: eval.pair_prediction, params: {pairs: data/test_pairs.csv, validation_pairs: data/val_pairs.csv, out: out/pairs}}
 //   edges: [emb.out -> pairs.in]
 #include "eval_types.hpp"

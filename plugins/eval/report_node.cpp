@@ -10,7 +10,7 @@
 //
 //   seed: 1
 //   nodes:
-//     query: {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: query}}
+//     query: {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: query, batch_size: 256}}
 //     l2:    {type: eval.retrieval, params: {distance: euclidean, name: Euclidean}}
 //     l1:    {type: eval.retrieval, params: {distance: manhattan, name: Manhattan}}
 //     table: {type: eval.report, params: {out: out/table, title: "self-retrieval"}}

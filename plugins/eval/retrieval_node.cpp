@@ -16,8 +16,8 @@
 //
 //   seed: 1
 //   nodes:
-//     query:   {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: query}}
-//     gallery: {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: gallery}}
+//     query:   {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: query, batch_size: 256}}
+//     gallery: {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: gallery, batch_size: 256}}
 //     eval:    {type: eval.retrieval, params: {distance: cosine, ranks: [1, 10], out: out/reid_cosine}}
 //   edges:
 //     - query.out -> eval.query

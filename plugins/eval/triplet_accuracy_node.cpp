@@ -12,7 +12,7 @@
 //
 //   seed: 1
 //   nodes:
-//     emb:  {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: gallery}}
+//     emb:  {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: gallery, batch_size: 256}}
 //     acc:  {type: eval.triplet_accuracy, params: {triplets: data/triplets.csv, out: out/triplets}}
 //   edges: [emb.out -> acc.in]
 #include <cblas.h>

@@ -13,7 +13,7 @@
 //
 //   seed: 1
 //   nodes:
-//     train: {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: train}}
+//     train: {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: train, batch_size: 256}}
 //     lmnn:  {type: metric.lmnn, params: {k: 3, max_iterations: 50, out: out/lmnn}}
 //     sink:  {type: core.sink}
 //   edges:

@@ -11,9 +11,9 @@
 //
 //   seed: 1
 //   nodes:
-//     train: {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: train}}
+//     train: {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: train, batch_size: 256}}
 //     maha:  {type: metric.mahalanobis, params: {shrinkage: 0.1}}
-//     query: {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: query}}
+//     query: {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: query, batch_size: 256}}
 //     apply: {type: metric.transform}
 //     eval:  {type: eval.retrieval}
 //   edges:

@@ -10,7 +10,7 @@
 //
 //   seed: 1
 //   nodes:
-//     train: {type: io.hdf5_reader, params: {path: data/reid_128.h5, group: train}}
+//     train: {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: train, batch_size: 256}}
 //     pca:   {type: metric.pca, params: {components: 32}}
 //     apply: {type: metric.transform}
 //     out:   {type: core.sink}

@@ -1,6 +1,7 @@
 #include "plot.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -30,6 +31,31 @@ void text(cv::Mat& img, const std::string& s, cv::Point at, double scale, int th
   const cv::Size sz = cv::getTextSize(s, kFont, scale, thickness, &base);
   cv::putText(img, s, {at.x - static_cast<int>(align_x * sz.width), at.y + static_cast<int>(align_y * sz.height)},
               kFont, scale, color, thickness, cv::LINE_AA);
+}
+
+// Series past the palette's ten colours reuse them dashed, so a twelve-method CMC chart never
+// shows two curves that look the same.
+void polyline(cv::Mat& img, const std::vector<cv::Point>& pts, cv::Scalar color, bool dashed) {
+  if (!dashed) {
+    cv::polylines(img, pts, false, color, 2, cv::LINE_AA);
+    return;
+  }
+  const double on = 9, period = 15;
+  double phase = 0;  // arc length into the current period, carried across segments
+  for (std::size_t i = 1; i < pts.size(); ++i) {
+    const cv::Point2d a = pts[i - 1], b = pts[i];
+    const double len = cv::norm(b - a);
+    double t = 0;
+    while (t < len) {
+      const double step = std::min(len - t, phase < on ? on - phase : period - phase);
+      if (phase < on) {
+        const cv::Point2d p = a + (b - a) * (t / len), q = a + (b - a) * ((t + step) / len);
+        cv::line(img, cv::Point(cvRound(p.x), cvRound(p.y)), cv::Point(cvRound(q.x), cvRound(q.y)), color, 2, cv::LINE_AA);
+      }
+      t += step;
+      phase = std::fmod(phase + step, period);
+    }
+  }
 }
 
 }  // namespace
@@ -123,7 +149,7 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
     for (std::size_t i = 0; i < ser.x.size() && i < ser.y.size(); ++i)
       if (std::isfinite(ser.x[i]) && std::isfinite(ser.y[i]) && (!logx || ser.x[i] > 0))
         pts.emplace_back(px(ser.x[i]) - area.x, py(ser.y[i]) - area.y);
-    if (pts.size() > 1) cv::polylines(plot, pts, false, color, 2, cv::LINE_AA);
+    if (pts.size() > 1) polyline(plot, pts, color, s >= 10);
     if (chart.markers && pts.size() <= 40)
       for (const auto& p : pts) cv::circle(plot, p, 3, color, cv::FILLED, cv::LINE_AA);
   }
@@ -140,7 +166,7 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
     cv::rectangle(img, box, cv::Scalar(190, 190, 190), 1, cv::LINE_AA);
     for (std::size_t s = 0; s < chart.series.size(); ++s) {
       const int y = box.y + 5 + row * static_cast<int>(s) + row / 2;
-      cv::line(img, {box.x + 8, y}, {box.x + 36, y}, kPalette[s % 10], 2, cv::LINE_AA);
+      polyline(img, {{box.x + 8, y}, {box.x + 36, y}}, kPalette[s % 10], s >= 10);
       text(img, chart.series[s].name, {box.x + 44, y}, 0.5, 1, ink, 0.0, 0.5);
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nanoflann.hpp>
 #include <numeric>
 #include <random>
@@ -62,18 +63,24 @@ double sqdist(const double* a, const double* b, int d) {
   return s;
 }
 
-// x^T A x for difference vectors, via the factor-free formula.
-double quad(const Mat& A, const double* x, const double* y, int d, std::vector<double>& tmp) {
-  tmp.resize(static_cast<std::size_t>(d));
-  for (int k = 0; k < d; ++k) tmp[static_cast<std::size_t>(k)] = x[k] - y[k];
-  double s = 0;
-  for (int i = 0; i < d; ++i) {
-    double r = 0;
-    const double* row = A.data() + static_cast<std::size_t>(i) * d;
-    for (int j = 0; j < d; ++j) r += row[j] * tmp[static_cast<std::size_t>(j)];
-    s += tmp[static_cast<std::size_t>(i)] * r;
+// d_A(a_t, b_t) for many pairs at once: rows of differences times A by one GEMM.
+std::vector<double> pair_distances(const Data& data, const Mat& A, const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+  const int d = data.d;
+  const auto m = static_cast<std::int64_t>(pairs.size());
+  std::vector<double> out(static_cast<std::size_t>(m), 0.0);
+  if (m == 0) return out;
+  Mat diff(static_cast<std::size_t>(m * d)), da(static_cast<std::size_t>(m * d));
+  for (std::int64_t t = 0; t < m; ++t)
+    for (int k = 0; k < d; ++k)
+      diff[static_cast<std::size_t>(t * d + k)] =
+          data.x[pairs[static_cast<std::size_t>(t)].first * d + k] - data.x[pairs[static_cast<std::size_t>(t)].second * d + k];
+  gemm(false, false, static_cast<int>(m), d, d, 1.0, diff.data(), A.data(), 0.0, da.data());
+  for (std::int64_t t = 0; t < m; ++t) {
+    double s = 0;
+    for (int k = 0; k < d; ++k) s += diff[static_cast<std::size_t>(t * d + k)] * da[static_cast<std::size_t>(t * d + k)];
+    out[static_cast<std::size_t>(t)] = s;
   }
-  return s;
+  return out;
 }
 
 void require_labels(const Data& data, const char* who) {
@@ -339,31 +346,29 @@ LmnnResult lmnn(const Data& data, const LmnnOptions& o) {
 
 double pairwise_loss(const Data& data, const Mat& A, const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
   if (pairs.empty()) return 0;
-  std::vector<double> tmp;
+  const std::vector<double> dist = pair_distances(data, A, pairs);
   double s = 0;
-  for (const auto& [i, j] : pairs) {
-    const double y = data.label[i] == data.label[j] ? 1.0 : -1.0;
-    s += y * quad(A, data.x + i * data.d, data.x + j * data.d, data.d, tmp);
-  }
+  for (std::size_t t = 0; t < pairs.size(); ++t)
+    s += (data.label[pairs[t].first] == data.label[pairs[t].second] ? 1.0 : -1.0) * dist[t];
   return s / static_cast<double>(pairs.size());
 }
 
 double triplet_loss(const Data& data, const Mat& A, const std::vector<std::array<std::int64_t, 3>>& triplets, double margin) {
   if (triplets.empty()) return 0;
-  std::vector<double> tmp;
+  std::vector<std::pair<std::int64_t, std::int64_t>> legs;
+  for (const auto& t : triplets) legs.emplace_back(t[0], t[1]), legs.emplace_back(t[0], t[2]);
+  const std::vector<double> dist = pair_distances(data, A, legs);
   double s = 0;
-  for (const auto& t : triplets) {
-    const double dp = quad(A, data.x + t[0] * data.d, data.x + t[1] * data.d, data.d, tmp);
-    const double dn = quad(A, data.x + t[0] * data.d, data.x + t[2] * data.d, data.d, tmp);
-    s += std::max(0.0, margin + dp - dn);
-  }
+  for (std::size_t t = 0; t < triplets.size(); ++t) s += std::max(0.0, margin + dist[2 * t] - dist[2 * t + 1]);
   return s / static_cast<double>(triplets.size());
 }
 
 namespace {
 
 // Hardest positive and hardest negative of each anchor under A (distances in the space of its
-// square-root factor), plus `random` random (positive, negative) draws per anchor.
+// square-root factor), plus `random` random (positive, negative) draws per anchor. The hardest
+// negative scan is the O(n^2 d) part: it runs as blocked GEMM (|z_i|^2 + |z_j|^2 - 2 z_i.z_j),
+// the positives (a handful per identity) are scored directly.
 std::vector<std::array<std::int64_t, 3>> mine_triplets(const Data& data, const Mat& A, int random, Rng& rng) {
   const int d = data.d;
   const std::int64_t n = data.n;
@@ -371,23 +376,40 @@ std::vector<std::array<std::int64_t, 3>> mine_triplets(const Data& data, const M
   const Mat z = project(data, G, d);
   std::unordered_map<std::int64_t, std::vector<std::int64_t>> members;
   for (std::int64_t i = 0; i < n; ++i) members[data.label[i]].push_back(i);
+  std::vector<double> norms(static_cast<std::size_t>(n), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int k = 0; k < d; ++k) norms[static_cast<std::size_t>(i)] += z[static_cast<std::size_t>(i * d + k)] * z[static_cast<std::size_t>(i * d + k)];
+  std::vector<std::int64_t> hardest_negative(static_cast<std::size_t>(n), -1);
+  const std::int64_t block = 256;
+  std::vector<double> dots(static_cast<std::size_t>(std::min(block, n) * n));
+  for (std::int64_t i0 = 0; i0 < n; i0 += block) {
+    const std::int64_t i1 = std::min(n, i0 + block);
+    gemm(false, true, static_cast<int>(i1 - i0), static_cast<int>(n), d, 1.0, z.data() + i0 * d, z.data(), 0.0, dots.data());
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const double* row = dots.data() + (i - i0) * n;
+      double best = std::numeric_limits<double>::infinity();
+      std::int64_t arg = -1;
+      for (std::int64_t j = 0; j < n; ++j) {
+        if (data.label[j] == data.label[i]) continue;
+        const double dij = norms[static_cast<std::size_t>(i)] + norms[static_cast<std::size_t>(j)] - 2 * row[j];
+        if (dij < best) best = dij, arg = j;
+      }
+      hardest_negative[static_cast<std::size_t>(i)] = arg;
+    }
+  }
   std::vector<std::array<std::int64_t, 3>> out;
   std::uniform_int_distribution<std::int64_t> any(0, n - 1);
   for (std::int64_t i = 0; i < n; ++i) {
     const auto& same = members[data.label[i]];
     if (same.size() < 2 || static_cast<std::int64_t>(same.size()) == n) continue;
-    std::int64_t hp = -1, hn = -1;
-    double dp = -1, dn = 1e300;
-    for (std::int64_t j = 0; j < n; ++j) {
+    std::int64_t hp = -1;
+    double dp = -1;
+    for (std::int64_t j : same) {
       if (j == i) continue;
       const double dij = sqdist(z.data() + i * d, z.data() + j * d, d);
-      if (data.label[j] == data.label[i]) {
-        if (dij > dp) dp = dij, hp = j;
-      } else if (dij < dn) {
-        dn = dij, hn = j;
-      }
+      if (dij > dp) dp = dij, hp = j;
     }
-    out.push_back({i, hp, hn});
+    out.push_back({i, hp, hardest_negative[static_cast<std::size_t>(i)]});
     std::uniform_int_distribution<std::size_t> pick(0, same.size() - 1);
     for (int r = 0; r < random; ++r) {
       std::int64_t p = i, q = -1;
@@ -446,7 +468,6 @@ SgdResult sgd_mahalanobis(const Data& train, const Data& val, const SgdOptions& 
     res.validation_epoch.push_back(0);
   }
 
-  std::vector<double> tmp;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     if (o.stop && o.stop()) break;
     std::vector<std::array<std::int64_t, 3>> triplets;
@@ -478,29 +499,35 @@ SgdResult sgd_mahalanobis(const Data& train, const Data& val, const SgdOptions& 
           for (std::size_t b = a + 1; b < batch.size(); ++b) {
             if (batch[a] == batch[b]) continue;
             const bool is_same = train.label[batch[a]] == train.label[batch[b]];
-            const double w = is_same ? w_same : -w_diff;
-            loss += w * quad(A, train.x + batch[a] * d, train.x + batch[b] * d, d, tmp);
-            pairs.push_back({batch[a], batch[b], w});
+            pairs.push_back({batch[a], batch[b], is_same ? w_same : -w_diff});
           }
       } else {
         const std::int64_t take = std::min<std::int64_t>(o.batch_size, static_cast<std::int64_t>(triplets.size()));
         const double w = 1.0 / static_cast<double>(take);
+        std::vector<std::pair<std::int64_t, std::int64_t>> legs;  // (anchor, positive), (anchor, negative), ...
         for (std::int64_t t = 0; t < take; ++t) {
           const auto& tr = triplets[static_cast<std::size_t>((cursor + t) % static_cast<std::int64_t>(triplets.size()))];
-          const double dp = quad(A, train.x + tr[0] * d, train.x + tr[1] * d, d, tmp);
-          const double dn = quad(A, train.x + tr[0] * d, train.x + tr[2] * d, d, tmp);
-          const double h = o.margin + dp - dn;
+          legs.emplace_back(tr[0], tr[1]);
+          legs.emplace_back(tr[0], tr[2]);
+        }
+        const std::vector<double> dist = pair_distances(train, A, legs);
+        for (std::int64_t t = 0; t < take; ++t) {
+          const double h = o.margin + dist[static_cast<std::size_t>(2 * t)] - dist[static_cast<std::size_t>(2 * t + 1)];
           if (h <= 0) continue;
           loss += w * h;
-          pairs.push_back({tr[0], tr[1], w});
-          pairs.push_back({tr[0], tr[2], -w});
+          pairs.push_back({legs[static_cast<std::size_t>(2 * t)].first, legs[static_cast<std::size_t>(2 * t)].second, w});
+          pairs.push_back({legs[static_cast<std::size_t>(2 * t + 1)].first, legs[static_cast<std::size_t>(2 * t + 1)].second, -w});
         }
         cursor += take;
       }
-      epoch_loss += loss;
       if (pairs.empty()) continue;
       // dL/dA = sum w (x_a - x_b)(x_a - x_b)^T (the report's Appendix I: d d_A / dA = y y^T).
       const Mat grad = weighted_scatter(train, pairs);
+      // The pairwise loss is linear in A: sum w d_A(a, b) = <A, grad>, O(d^2) instead of a
+      // quadratic form per pair.
+      if (o.loss == SgdLoss::pairwise)
+        for (std::size_t i = 0; i < A.size(); ++i) loss += A[i] * grad[i];
+      epoch_loss += loss;
       for (std::size_t i = 0; i < A.size(); ++i) A[i] -= lr * grad[i];
       project_psd(A, d);
       if (o.trace_normalize) {
