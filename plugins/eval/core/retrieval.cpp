@@ -47,7 +47,9 @@ void push_top(std::vector<Item>& heap, std::size_t k, Item item) {
   }
 }
 
-std::int64_t count_below(const std::vector<Item>& sorted, Item item) {
+using Exact = std::pair<double, std::int64_t>;  // (pair_score in double, gallery index)
+
+std::int64_t count_below(const std::vector<Exact>& sorted, Exact item) {
   return std::lower_bound(sorted.begin(), sorted.end(), item) - sorted.begin();
 }
 
@@ -239,23 +241,30 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
           continue;
         }
         const std::size_t P = st.positives.size();
-        std::vector<Item> pos_items(P);
+        // Near-ties are settled in double: positives by their pair_score threshold, negatives
+        // that fell within the float tolerance of one by a pair_score of their own, so the
+        // ranking equals a stable argsort of double-precision scores.
+        std::vector<Exact> pos_items(P);
         for (std::size_t k = 0; k < P; ++k) {
-          Positive& p = st.positives[k];
-          if (!p.seen) p.score = static_cast<float>(p.threshold);
-          else if (std::fabs(double(p.score) - p.threshold) > st.eps) violations[static_cast<std::size_t>(q)] += 1;
-          pos_items[k] = {p.score, p.index};
+          const Positive& p = st.positives[k];
+          if (p.seen && std::fabs(double(p.score) - p.threshold) > st.eps) violations[static_cast<std::size_t>(q)] += 1;
+          pos_items[k] = {p.threshold, p.index};
         }
-        std::vector<Item> pos_sorted = pos_items;
-        std::sort(pos_sorted.begin(), pos_sorted.end());
-        std::sort(st.near.begin(), st.near.end());
+        std::vector<Exact> near(st.near.size());
+        for (std::size_t i = 0; i < near.size(); ++i) {
+          const std::int64_t j = st.near[i].second;
+          double v = pair_score(scorer.spec(), Q.row(q), G.row(j), Q.cols);
+          if (groups && labels.gallery_group[j] != st.group) v += group_offset;
+          near[i] = {v, j};
+        }
+        std::sort(near.begin(), near.end());
+        // pos_items is already in (threshold, index) order.
         std::vector<std::int64_t> ranks(P);
         std::int64_t below = 0;
         for (std::size_t k = 0; k < P; ++k) {
           below += st.counts[k];
-          ranks[k] = 1 + below + count_below(st.near, pos_items[k]) + count_below(pos_sorted, pos_items[k]);
+          ranks[k] = 1 + below + count_below(near, pos_items[k]) + static_cast<std::int64_t>(k);
         }
-        std::sort(ranks.begin(), ranks.end());
         out = outcome_from_ranks(ranks);
         for (int r = 0; r < repeats; ++r) {
           Rng rng(derive_seed(derive_seed(opt.seed, static_cast<std::uint64_t>(q)), cat("shot/", r)));
@@ -264,7 +273,7 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
           std::int64_t rank = 1;
           for (std::size_t b2 = 0; b2 <= k; ++b2) rank += counts[b2];
           const auto& mask = shot_mask[static_cast<std::size_t>(r)];
-          for (const Item& it : st.near) {
+          for (const Exact& it : near) {
             if (!(it < pos_items[k])) break;
             rank += mask[static_cast<std::size_t>(it.second)];
           }
