@@ -12,6 +12,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include <embedflow/error.hpp>
+#include <embedflow/log.hpp>
 
 #include "core/csv.hpp"
 
@@ -82,8 +83,13 @@ std::vector<ImageEntry> list_directory(const std::string& dir, std::vector<std::
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ConfigError(cat(dir, ": not a directory"));
   class_names.clear();
-  for (const auto& d : fs::directory_iterator(dir))
+  std::size_t loose = 0;
+  for (const auto& d : fs::directory_iterator(dir)) {
     if (d.is_directory()) class_names.push_back(d.path().filename().string());
+    else if (d.is_regular_file() && is_image_extension(d.path())) ++loose;
+  }
+  // Images directly in dir have no class; say so rather than drop them silently.
+  if (loose) log_warning("image", dir, ": ", loose, " images directly in the directory are ignored (expected dir/<class>/<image>)");
   std::sort(class_names.begin(), class_names.end());
   if (class_names.empty()) throw ConfigError(cat(dir, ": no class subdirectories (expected dir/<class>/<image>)"));
   bool numeric = true;
