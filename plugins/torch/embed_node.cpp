@@ -159,6 +159,17 @@ class Embed final : public Node {
   }
 
   void embed_batch(const Record& batch, Emitter& out, bool tag_step) {
+    try {
+      embed_batch_or_throw(batch, out, tag_step);
+    } catch (const c10::Error& e) {
+      const Array* id = batch.find("id");
+      throw DataError(cat("LibTorch failed embedding a batch of ", batch.describe(),
+                          id && id->numel() > 0 && !id->is_string() ? cat(" (id ", id->as_int(0), "..", id->as_int(id->numel() - 1), ")") : "",
+                          ": ", e.what_without_backtrace()));
+    }
+  }
+
+  void embed_batch_or_throw(const Record& batch, Emitter& out, bool tag_step) {
     set_torch_threads(threads_, ctx_->threads(), ctx_->id());
     const Array* images = batch.find(field_);
     if (!images) throw DataError(cat("batch has no image field '", field_, "': ", batch.describe()));

@@ -248,9 +248,14 @@ class Train final : public Node {
     const std::int64_t index = position_++;
     if (done_) return;
     if (epochs_ > 1) replay_.push_back(batch);
-    if (!model_->prepared()) setup(*batch);
-    if (index < resume_position_) return;  // trained on before the checkpoint we resumed from
-    train_step(*batch, 0, index, out);
+    try {
+      if (!model_->prepared()) setup(*batch);
+      if (index < resume_position_) return;  // trained on before the checkpoint we resumed from
+      train_step(*batch, 0, index, out);
+    } catch (const c10::Error& e) {
+      throw DataError(cat("LibTorch failed at step ", step_ + 1, " (input batch ", index, id_range(*batch), "): ",
+                          e.what_without_backtrace()));
+    }
   }
 
   void close(Emitter& out) override {
@@ -265,7 +270,12 @@ class Train final : public Node {
         if (ctx_->stop_requested()) break;
         const std::int64_t index = position_++;
         if (index < resume_position_) continue;
-        train_step(*replay_[order[k]], pass, index, out);
+        try {
+          train_step(*replay_[order[k]], pass, index, out);
+        } catch (const c10::Error& e) {
+          throw DataError(cat("LibTorch failed at step ", step_ + 1, " (input batch ", index, ", replayed in pass ", pass,
+                              id_range(*replay_[order[k]]), "): ", e.what_without_backtrace()));
+        }
       }
     }
     replay_.clear();
@@ -306,6 +316,9 @@ class Train final : public Node {
     params_ = model_->trainable_parameters();
     if (params_.empty()) throw ConfigError("the model has no trainable parameters (is everything frozen?)");
     optimizer_ = optimizer_factory_->make(params_);
+    std::int64_t trainable = 0;
+    for (const auto& t : params_) trainable += t.numel();
+    log_info(ctx_->id(), "model: ", trainable, " trainable parameters on ", device_.str(), " (", spec_text_, ")");
     if (!resume_path_.empty()) restore_checkpoint();
     model_->set_training(true);
   }
@@ -375,6 +388,8 @@ class Train final : public Node {
     a.write("spec", c10::IValue(spec_text_));
     a.write("loss_spec", c10::IValue(spec_to_text(ctx_->params().value("loss"))));
     a.write("optimizer_spec", c10::IValue(spec_to_text(ctx_->params().value("optimizer"))));
+    // The schedule is a function of the step alone: its spec is all the state it has.
+    a.write("schedule_spec", c10::IValue(spec_to_text(ctx_->params().value("schedule"))));
     a.write("step", c10::IValue(step_));
     a.write("epoch", c10::IValue(epoch_));
     a.write("position", c10::IValue(position_));

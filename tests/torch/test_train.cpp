@@ -5,6 +5,7 @@
 // Python and stays unchanged when frozen, and snapshots/checkpoints export embeddings to HDF5.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -20,7 +21,8 @@ using embedflow::test::write_file;
 namespace {
 
 // train.h5: the first 512 training images (f32 [N,1,28,28] in [0,1]), labels and ids;
-// test.h5: the first 128 test images; nan.h5: train.h5's first 256 rows with one NaN pixel in row 200.
+// test.h5: the first 128 test images (test_u8.h5: the same as u8 [N,28,28,1]); nan.h5: train.h5's
+// first 256 rows with one NaN pixel in row 200; rgb.h5: 8 random f32 [3,32,32] images.
 const fs::path& data_dir() {
   static const fs::path dir = [] {
     fs::path d = scratch_dir("torch-data");
@@ -42,6 +44,13 @@ test_labels = read('t10k-labels-idx1-ubyte.gz', 8)[:128]
 out = sys.argv[1]
 write(out + '/train.h5', train, train_labels)
 write(out + '/test.h5', test, test_labels, 100000)
+# The same test images as an image reader emits them: u8 [N,H,W,C].
+raw = read('t10k-images-idx3-ubyte.gz', 16).reshape(-1, 28, 28, 1)[:128]
+write(out + '/test_u8.h5', raw, test_labels, 100000)
+assert (raw.astype(np.float32) / 255 == test[:, 0, :, :, None]).all()
+# Random 3-channel 32x32 images for the ResNets.
+rng = np.random.default_rng(0)
+write(out + '/rgb.h5', rng.random((8, 3, 32, 32), dtype=np.float32), np.array([0, 0, 1, 1, 2, 2, 3, 3]))
 bad = train[:256].copy()
 bad[200, 0, 5, 5] = np.nan
 write(out + '/nan.h5', bad, train_labels[:256])
@@ -194,6 +203,16 @@ TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][tra
                         Catch::Contains("last checkpoint: step 3"));
 }
 
+TEST_CASE("images that do not fit the model are a located data error", "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-bad-images");
+  auto r = run_graph(dir, "rgb_model.yaml",
+                     train_graph(path_of("train.h5"), "model: {type: torch.small_cnn, in_channels: 3}, "
+                                                      "loss: {type: torch.batch_hard_triplet}, threads: 1"));
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("node 'train'") && Catch::Contains("in_channels is 3 but the images have 1 channels"));
+}
+
 TEST_CASE("TorchScript import: same embeddings as Python; freeze keeps the weights", "[torch][torchscript][cli]") {
   fs::path dir = scratch_dir("torch-script");
   const std::string pt = (dir / "backbone.pt").string();
@@ -225,6 +244,13 @@ m.save(sys.argv[1])
   auto e = run_graph(dir, "embed.yaml", embed_graph);
   INFO(e.err);
   REQUIRE(e.exit_code == 0);
+  // u8 [N,H,W,C] images (the image readers' form) are converted to f32 [N,C,H,W] / 255 on the way in.
+  std::string u8_graph = embed_graph;
+  u8_graph.replace(u8_graph.find("test.h5"), 7, "test_u8.h5");
+  u8_graph.replace(u8_graph.find("script_emb.h5"), 13, "script_u8.h5");
+  auto e8 = run_graph(dir, "embed_u8.yaml", u8_graph);
+  INFO(e8.err);
+  REQUIRE(e8.exit_code == 0);
 
   // 2. Frozen backbone in the seed's T_c^1 variant: only the branch trains.
   auto train = [&](const std::string& name, const std::string& model) {
@@ -259,6 +285,8 @@ with h5py.File(d + '/script_emb.h5') as f:
 with torch.no_grad():
     want = original(x).numpy()
 assert (got_ids == ids).all(), 'ids'
+with h5py.File(d + '/script_u8.h5') as f:
+    assert (f['emb']['embedding'][:] == emb).all(), 'u8 HWC input embeds differently from f32 CHW'
 err = np.abs(emb - want).max()
 assert err < 1e-5, f'embedding differs from Python by {err}'
 state = {k: v for k, v in list(original.named_parameters()) + list(original.named_buffers())}
@@ -358,4 +386,77 @@ TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][
   CHECK_THAT(all, Catch::Contains("resume: auto looks for checkpoints in checkpoint_dir"));
   CHECK_THAT(all, Catch::Contains("torch.cosine schedule without `steps`"));
   CHECK_THAT(all, Catch::Contains("bad.yaml:5:"));  // located at the train node's line
+}
+
+TEST_CASE("ResNet-18 and ResNet-50 have torchvision's parameter counts and train", "[torch][resnet][cli]") {
+  fs::path dir = scratch_dir("torch-resnet");
+  // torchvision's resnet18() / resnet50() (3 input channels, 1000 outputs): 11,689,512 and 25,557,032.
+  for (auto [type, count] : {std::pair<std::string, std::string>{"torch.resnet18", "11689512"}, {"torch.resnet50", "25557032"}}) {
+    std::string g = "# One step of " + type + ".\nseed: 1\nnodes:\n"
+                    "  data:  {type: io.hdf5_reader, params: {path: " + path_of("rgb.h5") + ", batch_size: 4}}\n"
+                    "  train: {type: torch.train, params: {model: {type: " + type + ", embedding_dim: 1000}, "
+                    "loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.sgd}, max_steps: 1, threads: 2, "
+                    "log_every: 1, log_dir: " + (dir / type).string() + "}}\n"
+                    "edges: [data.out -> train.in]\n";
+    write_file(dir / (type + ".yaml"), g);
+    auto r = run_cli({"run", (dir / (type + ".yaml")).string()});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("model: " + count + " trainable parameters"));
+    auto rows = read_metrics(dir / type / "metrics.csv");
+    REQUIRE(rows.size() == 1);
+    CHECK(std::isfinite(std::stod(rows[0].loss)));
+  }
+  // The small stem on 28x28 grey images, narrow: a quick model for Fashion-MNIST.
+  std::string g = train_graph(path_of("train.h5"),
+                              "model: {type: torch.resnet18, in_channels: 1, width: 8, stem: small, embedding_dim: 16}, "
+                              "loss: {type: torch.batch_hard_triplet}, max_steps: 2, threads: 2");
+  auto r = run_graph(dir, "small.yaml", g);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+}
+
+TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoint", "[torch][blend][cli]") {
+  fs::path dir = scratch_dir("torch-blend");
+  auto first = run_graph(dir, "first.yaml",
+                         train_graph(path_of("train.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, max_steps: 3, "
+                                                                      "threads: 2, checkpoint_dir: " + (dir / "first").string()));
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  const std::string weights = (dir / "first" / "step-00000003.pt").string();
+  auto blend = run_graph(
+      dir, "blend.yaml",
+      train_graph(path_of("train.h5"),
+                  "model: {type: torch.blend, backbone: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16, "
+                  "weights: " + weights + "}, head: {type: torch.mlp, hidden: [16], embedding_dim: 4, normalize: true}}, "
+                  "loss: {type: torch.contrastive}, max_steps: 3, threads: 2, checkpoint_dir: " + (dir / "blend").string(),
+                  "", ""));
+  // contrastive needs pair fields, which a label batch lacks: validation says so before running.
+  CHECK(blend.exit_code == 2);
+  CHECK_THAT(blend.err, Catch::Contains("torch.contrastive consumes a_image, b_image, pair_label"));
+  blend = run_graph(
+      dir, "blend.yaml",
+      train_graph(path_of("train.h5"),
+                  "model: {type: torch.blend, backbone: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16, "
+                  "weights: " + weights + "}, head: {type: torch.mlp, hidden: [16], embedding_dim: 4, normalize: true}}, "
+                  "loss: {type: torch.batch_hard_triplet}, max_steps: 3, threads: 2, checkpoint_dir: " + (dir / "blend").string()));
+  INFO(blend.err);
+  REQUIRE(blend.exit_code == 0);
+  auto check = run_python(R"PY(
+import sys, torch
+def state(path):
+    c = torch.jit.load(path)
+    return {n: getattr(c.model, f't{i}') for i, n in enumerate(c.model.names.split('\n')[:-1])}
+first, blend = state(sys.argv[1]), state(sys.argv[2])
+backbone = {k[len('backbone.'):]: v for k, v in blend.items() if k.startswith('backbone.')}
+assert set(backbone) == set(first), (sorted(backbone), sorted(first))
+for k in first:
+    assert torch.equal(backbone[k], first[k]), k
+head = [k for k in blend if k.startswith('head.')]
+assert head, sorted(blend)
+print('ok')
+)PY",
+                          {weights, (dir / "blend" / "step-00000003.pt").string()});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
 }
