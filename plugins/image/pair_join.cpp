@@ -10,7 +10,7 @@
 //         table, or augmenters with fields [a_image, b_image] after this node)
 // Outputs: out — one pair batch per input batch (single pairs give single records)
 // Caveats: holds the table in memory for the whole run (Fashion-MNIST train: 47 MB as u8,
-// 188 MB as f32) plus one output batch per thread; set the sampler's batch_size to the training
+// 188 MB as f32) plus one output batch; set the sampler's batch_size to the training
 // batch size. An id missing from the table is a DataError naming it; duplicate table ids too.
 // Pair streams wait until the table has arrived. Serial: gathering a batch costs little next to
 // training on it, and the engine checks a side port's end of stream before a parallel node

@@ -12,7 +12,7 @@ namespace embedflow::image {
 
 class JoinTableCache {
  public:
-  // The indexed table for the side value `side`; thread-safe (parallel joins share it).
+  // The indexed table for the side value `side`; thread-safe, so a join could run in parallel.
   std::shared_ptr<const ImageTable> get(const RecordPtr& side, const std::string& what);
 
  private:
