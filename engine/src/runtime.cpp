@@ -337,7 +337,9 @@ class NodeRuntime final : public NodeContext {
       if (m.eos) {
         e.expected.store(m.count);
         e.eos.store(true);
-        if (e.side) check_side_ended(e);
+        // On a parallel node the side value may still be in flight on another task when its
+        // EOS is handled: only an edge that carried nothing is known to have ended empty.
+        if (e.side && m.count == 0) check_side_ended(e);
         try_finish();
         return;
       }
