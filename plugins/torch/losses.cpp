@@ -7,7 +7,8 @@
 //   pairs   a_image, b_image, pair_label (1 similar, 0 dissimilar)
 //           torch.contrastive, torch.dual_margin_contrastive
 //   triplet anchor_image, positive_image, negative_image        torch.triplet_margin
-//   labels  image, label (label < 0: unlabelled, left out of every pair)
+//   labels  image, and label (label < 0: unlabelled, in no pair) or pair_labels [B,B] (1 similar,
+//           0 dissimilar, < 0 or NaN unknown; image.batch_pairs' matrix mode)
 //           torch.batch_hard_triplet, torch.semi_hard_triplet, torch.all_pairs_contrastive
 //   any     torch.l2_embedding (every image field of the batch); torch.sum (its terms')
 #include <algorithm>
@@ -96,27 +97,32 @@ torch::Tensor distance_matrix(const torch::Tensor& x) {
 torch::Tensor zero_like_graph(const torch::Tensor& x) { return x.sum() * 0.0; }
 
 struct LabelMasks {
-  torch::Tensor positive;  // same label, labelled, not the anchor itself
-  torch::Tensor negative;  // different labels, both labelled
+  torch::Tensor positive;  // a similar pair, not the anchor itself
+  torch::Tensor negative;  // a dissimilar pair
 };
 
-LabelMasks label_masks(const torch::Tensor& labels) {
-  torch::Tensor y = labels.flatten().to(torch::kInt64);
+// Pair relations of a label batch of n embeddings: from pair_labels [n,n] when the batch has it
+// (1 similar, 0 dissimilar, < 0 or NaN unknown), else from label [n] (equal labels are similar;
+// a label < 0 is unlabelled and in no pair).
+LabelMasks label_masks(StepInputs& in, std::int64_t n) {
+  torch::Tensor eye = torch::eye(n, torch::TensorOptions().dtype(torch::kBool).device(in.field("image").device()));
+  if (in.has("pair_labels")) {
+    torch::Tensor p = in.field("pair_labels").to(torch::kFloat32);
+    if (p.dim() != 2 || p.size(0) != n || p.size(1) != n)
+      throw DataError(cat("pair_labels must be [", n, ",", n, "] for ", n, " images, got ", p.sizes()));
+    return {(p == 1) & ~eye, (p == 0) & ~eye};
+  }
+  torch::Tensor y = in.field("label").flatten();
+  if (y.size(0) != n) throw DataError(cat("label has ", y.size(0), " entries for ", n, " images"));
+  if (y.is_floating_point()) throw DataError("label must be an integer field (i64 or i32)");
+  y = y.to(torch::kInt64);
   torch::Tensor labelled = y >= 0;
   torch::Tensor both = labelled.unsqueeze(0) & labelled.unsqueeze(1);
   torch::Tensor same = y.unsqueeze(0) == y.unsqueeze(1);
-  torch::Tensor eye = torch::eye(y.size(0), torch::TensorOptions().dtype(torch::kBool).device(y.device()));
   return {same & both & ~eye, ~same & both};
 }
 
 torch::Tensor hinge_or_soft(const torch::Tensor& x, bool soft) { return soft ? F::softplus(x) : torch::clamp_min(x, 0.0); }
-
-torch::Tensor labels_of(StepInputs& in, std::int64_t n) {
-  torch::Tensor y = in.field("label").flatten();
-  if (y.size(0) != n) throw DataError(cat("label has ", y.size(0), " entries for ", n, " images"));
-  if (y.is_floating_point()) throw DataError("label must be an integer field (i64 or i32)");
-  return y;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Components
@@ -184,7 +190,7 @@ class BatchHard final : public Loss {
   explicit BatchHard(const ComponentContext& c) : margin_(c.params().number("margin")), soft_(c.params().boolean("soft")) {}
   torch::Tensor compute(StepInputs& in) override {
     torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(labels_of(in, x.size(0)));
+    LabelMasks m = label_masks(in, x.size(0));
     torch::Tensor D = distance_matrix(x);
     const double inf = std::numeric_limits<double>::infinity();
     torch::Tensor hardest_pos = torch::where(m.positive, D, torch::zeros_like(D)).amax(1);
@@ -204,7 +210,7 @@ class SemiHard final : public Loss {
   explicit SemiHard(const ComponentContext& c) : margin_(c.params().number("margin")) {}
   torch::Tensor compute(StepInputs& in) override {
     torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(labels_of(in, x.size(0)));
+    LabelMasks m = label_masks(in, x.size(0));
     torch::Tensor D = distance_matrix(x);
     const double inf = std::numeric_limits<double>::infinity();
     // For anchor a and positive p: the closest negative farther than p (semi-hard); if there is
@@ -228,7 +234,7 @@ class AllPairs final : public Loss {
   explicit AllPairs(const ComponentContext& c) : mu_(c.params().number("mu")), margin_(c.params().number("margin")) {}
   torch::Tensor compute(StepInputs& in) override {
     torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(labels_of(in, x.size(0)));
+    LabelMasks m = label_masks(in, x.size(0));
     torch::Tensor D = distance_matrix(x);
     torch::Tensor upper = torch::ones_like(m.positive).triu(1);
     torch::Tensor valid = (m.positive | m.negative) & upper;
@@ -314,21 +320,22 @@ std::vector<ComponentType> loss_components() {
           .param(Param::boolean("swap").default_value(false).doc("distance swap: d_an = min(d_an, d_pn) (Balntas et al.; PyTorch's swap)"))
           .create<TripletMargin>(),
       ComponentTypeBuilder("torch.batch_hard_triplet", "loss")
-          .doc("Batch-hard triplet loss on a label batch (image, label), for PK batches: per anchor, the farthest "
+          .doc("Batch-hard triplet loss on a label batch (image, label or pair_labels), for PK batches: per anchor, the farthest "
                "positive and the closest negative; hinge or soft margin (Hermans et al. 2017). Anchors without a "
                "positive or a negative are skipped.")
           .param(margin_param(0.2, "m"))
           .param(Param::boolean("soft").default_value(false).doc("softplus(d_ap - d_an + m) instead of the hinge"))
           .create<BatchHard>(),
       ComponentTypeBuilder("torch.semi_hard_triplet", "loss")
-          .doc("Semi-hard triplet loss on a label batch (image, label): for every anchor-positive pair, the closest "
+          .doc("Semi-hard triplet loss on a label batch (image, label or pair_labels): for every anchor-positive pair, the closest "
                "negative farther than the positive, else the farthest negative (FaceNet; TensorFlow's "
                "triplet_semihard_loss); mean of max(0, d_ap - d_an + m) over all anchor-positive pairs.")
           .param(margin_param(0.2, "m"))
           .create<SemiHard>(),
       ComponentTypeBuilder("torch.all_pairs_contrastive", "loss")
-          .doc("mu-weighted contrastive loss over all pairs i<j of a label batch (image, label): "
-               "mu z d^2 + (1 - mu)(1 - z) max(0, l - d), z = 1 for equal labels; mean over pairs.")
+          .doc("mu-weighted contrastive loss over all pairs i<j of a label batch (image, label or pair_labels): "
+               "mu z d^2 + (1 - mu)(1 - z) max(0, l - d), z = 1 for equal labels (or pair_labels[i][j]); mean over "
+               "the pairs whose relation is known.")
           .param(Param::number("mu").default_value(0.5).range(0.0, 1.0).doc("mu, the weight of the similar-pair term"))
           .param(margin_param(1.0, "l, the margin of dissimilar pairs"))
           .create<AllPairs>(),

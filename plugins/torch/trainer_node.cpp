@@ -545,8 +545,12 @@ NodeType train_type() {
         if (!in.is_any()) {
           std::string missing, all;
           for (const auto& f : need) {
-            all += (all.empty() ? "" : ", ") + f;
-            if (!in.find(f)) missing += (missing.empty() ? "" : ", ") + f;
+            std::size_t bar = f.find('|');
+            std::string shown = bar == std::string::npos ? f : cat(f.substr(0, bar), " (or ", f.substr(bar + 1), ")");
+            all += (all.empty() ? "" : ", ") + shown;
+            bool present = bar == std::string::npos ? in.find(f) != nullptr
+                                                    : in.find(f.substr(0, bar)) || in.find(f.substr(bar + 1));
+            if (!present) missing += (missing.empty() ? "" : ", ") + shown;
           }
           if (!missing.empty())
             c.error(cat("loss ", p.value("loss").get("type")->as_string(), " consumes ", all, " but the input lacks ", missing,

@@ -103,6 +103,22 @@ TEST_CASE("mining and all-pairs losses by hand", "[torch][loss]") {
         Approx((0.25 + 0.75 + 0.75 * (3.0 - s5) + 2.25) / 6.0).epsilon(1e-5));
   // Batch hard skips the unlabelled anchor: the mean is over the 4 labelled ones.
   CHECK(evaluate_loss(spec("torch.batch_hard_triplet", {{"margin", num(0.5)}}), u) == Approx(0.375).epsilon(1e-5));
+
+  // The same relations as a pair_labels matrix (image.batch_pairs' matrix mode), with -1 for the
+  // unknown pairs of the fifth point; it takes precedence over label.
+  Record m;
+  m.set("image", u.get("image"));
+  m.set("label", Array::from_vector<std::int64_t>({5}, {9, 9, 9, 9, 9}));  // ignored
+  m.set("pair_labels", Array::from_vector<float>({5, 5}, {1, 1, 0, 0, -1,  //
+                                                          1, 1, 0, 0, -1,  //
+                                                          0, 0, 1, 1, -1,  //
+                                                          0, 0, 1, 1, -1,  //
+                                                          -1, -1, -1, -1, 1}));
+  CHECK(evaluate_loss(spec("torch.batch_hard_triplet", {{"margin", num(0.5)}}), m) == Approx(0.375).epsilon(1e-5));
+  CHECK(evaluate_loss(spec("torch.semi_hard_triplet", {{"margin", num(0.5)}}), m) ==
+        Approx((3.0 - s5 + 0.5) / 4.0).epsilon(1e-5));
+  CHECK(evaluate_loss(spec("torch.all_pairs_contrastive", {{"mu", num(0.25)}, {"margin", num(3)}}), m) ==
+        Approx((0.25 + 0.75 + 0.75 * (3.0 - s5) + 2.25) / 6.0).epsilon(1e-5));
 }
 
 TEST_CASE("a loss names the field it is missing", "[torch][loss]") {
