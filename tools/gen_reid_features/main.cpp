@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <stdexcept>
@@ -246,9 +247,15 @@ int main(int argc, char** argv) {
   }
 
   const std::string tmp = o.out + ".tmp";
+  // The documented command writes into data/, which a fresh checkout does not have.
+  std::error_code mkdir_error;
+  const auto parent = std::filesystem::path(o.out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, mkdir_error);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // our message below says what failed, without HDF5's stack dump
   hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) {
-    std::fprintf(stderr, "gen_reid_features: cannot create '%s'\n", tmp.c_str());
+    std::fprintf(stderr, "gen_reid_features: cannot create '%s'%s%s\n", tmp.c_str(), mkdir_error ? ": " : "",
+                 mkdir_error ? mkdir_error.message().c_str() : "");
     return 1;
   }
   try {
