@@ -61,9 +61,18 @@ class SgdMahalanobis final : public Learner {
     if (validation.n == 0) log_warning(ctx.id(), "no validation stream: the learning rate stays fixed");
     // Every step works on D x D matrices (an eigendecomposition, small GEMMs); below ~512 dims
     // OpenBLAS's threads cost more than they save (128-d graph: 14.5 s with 1 thread, 19.6 s
-    // with 2), and the graph's other branches use the second core anyway.
+    // with 2), and the graph's other branches use the second core anyway. The setting is
+    // process-wide, so the previous one is restored for the nodes that run after this one.
+    const int blas_threads = openblas_get_num_threads();
     if (train.d <= 512) openblas_set_num_threads(1);
-    const auto r = metriccore::sgd_mahalanobis(train, validation, o);
+    metriccore::SgdResult r;
+    try {
+      r = metriccore::sgd_mahalanobis(train, validation, o);
+    } catch (...) {
+      openblas_set_num_threads(blas_threads);
+      throw;
+    }
+    openblas_set_num_threads(blas_threads);
     log_info(ctx.id(), p.string("loss"), " SGD: train loss ", r.train_loss.front(), " -> ", r.train_loss.back(),
              r.validation_loss.empty() ? std::string() : cat("; validation ", r.validation_loss.front(), " -> ", r.validation_loss.back()),
              "; final lr ", r.learning_rate.back());
