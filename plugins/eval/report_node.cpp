@@ -1,12 +1,28 @@
 // eval.report — gathers the `metrics` records of several evaluators (one per method) into one
-// comparison: a Markdown table (rank-k and mAP per method), a JSON file and one PNG with every
-// method's CMC curve.
+// comparison: a Markdown table (chosen metric columns per method), a JSON file with every metric,
+// one PNG with every method's CMC curve and, for sweeps, one PNG of metrics against a number
+// attached to each method (e.g. label fuzziness p).
 //
-// Inputs:  in  method str[], cmc f64[R], map f64[] (any number of edges; one record per method)
+// Inputs:  in  method str[], cmc f64[R], map f64[] (any number of edges; one record per method);
+//          optional fields map_trapezoid, mrr, p_at_1, r_precision, map_at_r, evaluated, no_match,
+//          map_ci (eval.retrieval sends them all)
 // Outputs: none
 //
+// Columns: `columns` lists the metric columns in order. The token rank-k stands for one column
+// per entry of `ranks` (so `ranks: []` or leaving rank-k out drops them); the others are p_at_1
+// (P@1), r_precision, map_at_r (MAP@R), map (with its bootstrap interval when the record has one),
+// map_trapezoid, mrr, evaluated and no_match. A metric a record lacks shows as n/a. The JSON
+// always carries every metric whatever `columns` says.
+// Sweeps: with `x` (method name -> number), <out>_vs_x.png plots each of `plot_metrics` as one
+// line over the methods that have an x, in x order; methods without one (baselines) appear as
+// horizontal reference lines across the swept range, named in the legend. The table then gains
+// an x column (headed `x_label`).
+//
 // Caveats: rows follow `order` when given (unknown names after it, alphabetically); otherwise
-// alphabetical, since records from parallel branches arrive in no fixed order.
+// alphabetical, since records from parallel branches arrive in no fixed order. P@1 is read from
+// the record's p_at_1 when present, else from cmc[0], which is the same number (the fraction of
+// evaluated queries whose first match is at rank 1). Names in `x` that no record reports are
+// warned about at the end of the run, not at load (method names come from upstream params).
 //
 //   seed: 1
 //   nodes:
@@ -20,6 +36,8 @@
 //     - l2.metrics -> table.in
 //     - l1.metrics -> table.in
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 #include "eval_types.hpp"
 #include "plot.hpp"
@@ -30,11 +48,87 @@ namespace {
 
 using namespace evalcore;
 
+// One scalar metric of a metrics record: its `columns` name, table header, JSON key and field.
+struct Metric {
+  const char* name;
+  const char* header;
+  const char* json;
+  bool percent;  // shown as a percentage (counts are shown as integers)
+};
+const Metric kMetrics[] = {
+    {"p_at_1", "P@1 %", "P@1", true},
+    {"r_precision", "R-precision %", "R-precision", true},
+    {"map_at_r", "MAP@R %", "MAP@R", true},
+    {"map", "mAP %", "mAP", true},
+    {"map_trapezoid", "mAP trapz %", "mAP_trapezoid", true},
+    {"mrr", "MRR %", "MRR", true},
+    {"evaluated", "queries", "evaluated", false},
+    {"no_match", "no match", "no_match", false},
+};
+const char* const kRankToken = "rank-k";
+
+const Metric* find_metric(const std::string& name) {
+  for (const auto& m : kMetrics)
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+std::vector<std::string> metric_names(bool with_rank_token) {
+  std::vector<std::string> v;
+  if (with_rank_token) v.push_back(kRankToken);
+  for (const auto& m : kMetrics) v.push_back(m.name);
+  return v;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Load-time checks: every column and plotted metric is known, and `x` maps names to numbers.
+void check_report_params(SchemaContext& c) {
+  const Params& p = c.params();
+  auto check_names = [&](const std::string& param, bool rank_token_ok) {
+    const auto known = metric_names(rank_token_ok);
+    std::vector<std::string> seen;
+    for (const auto& name : p.strings(param)) {
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        const std::string near = closest_match(name, known);
+        c.error(cat(param, ": unknown metric '", name, "'", near.empty() ? "" : cat(" (did you mean '", near, "'?)"),
+                    "; known: ", join(known)),
+                param);
+      } else if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+        c.error(cat(param, ": '", name, "' is listed twice"), param);
+      }
+      seen.push_back(name);
+    }
+  };
+  check_names("columns", true);
+  check_names("plot_metrics", false);
+  if (p.strings("plot_metrics").empty()) c.error("plot_metrics: give at least one metric to plot", "plot_metrics");
+  if (!p.has("x")) return;
+  const Value& x = p.value("x");
+  if (!x.is_map() || x.as_map().empty()) {
+    c.error(cat("x must be a non-empty map {method name: number}, got ", x.kind_name(), " ", x.str()), "x");
+    return;
+  }
+  for (const auto& [method, v] : x.as_map())
+    if (!v.is_number() || !std::isfinite(v.as_number()))
+      c.error(cat("x: the value for method '", method, "' must be a finite number, got ", v.kind_name(), " ", v.str()), "x");
+}
+
 struct Row {
   std::string method;
   std::vector<double> cmc;
-  double map = 0, map_trapezoid = NAN, mrr = NAN;
+  std::map<std::string, double> values;  // by Metric::name; absent = the record did not carry it
   std::vector<double> map_ci;
+  double x = NAN;
+
+  double get(const std::string& name) const {
+    auto it = values.find(name);
+    return it == values.end() ? NAN : it->second;
+  }
 };
 
 class Report final : public Node {
@@ -45,16 +139,22 @@ class Report final : public Node {
     title_ = p.string("title");
     for (auto k : p.integers("ranks")) ranks_.push_back(static_cast<int>(k));
     if (p.has("order")) order_ = p.strings("order");
+    columns_ = p.strings("columns");
+    plot_metrics_ = p.strings("plot_metrics");
+    x_label_ = p.string("x_label");
+    if (p.has("x"))
+      for (const auto& [method, v] : p.value("x").as_map()) x_[method] = v.as_number();
   }
   void process(std::size_t, const RecordPtr& rec, Emitter&) override {
     Row r;
     r.method = rec->get("method").is_string() ? rec->get("method").string_at(0) : "?";
     const Array& cmc = rec->get("cmc");
     for (std::int64_t i = 0; i < cmc.numel(); ++i) r.cmc.push_back(cmc.as_double(i));
-    r.map = rec->get("map").as_double(0);
-    if (const Array* a = rec->find("map_trapezoid")) r.map_trapezoid = a->as_double(0);
-    if (const Array* a = rec->find("mrr")) r.mrr = a->as_double(0);
+    for (const auto& m : kMetrics)
+      if (const Array* a = rec->find(m.name)) r.values[m.name] = a->as_double(0);
+    if (!r.values.count("p_at_1") && !r.cmc.empty()) r.values["p_at_1"] = r.cmc[0];
     if (const Array* a = rec->find("map_ci")) r.map_ci = {a->as_double(0), a->as_double(1)};
+    if (auto it = x_.find(r.method); it != x_.end()) r.x = it->second;
     for (const auto& existing : rows_)
       if (existing.method == r.method)
         throw DataError(cat("two evaluators report method '", r.method, "'; give them distinct `name`s"));
@@ -68,12 +168,63 @@ class Report final : public Node {
     std::sort(rows_.begin(), rows_.end(), [&](const Row& a, const Row& b) {
       return pos(a.method) != pos(b.method) ? pos(a.method) < pos(b.method) : a.method < b.method;
     });
+    for (const auto& [method, v] : x_)
+      if (std::none_of(rows_.begin(), rows_.end(), [&](const Row& r) { return r.method == method; }))
+        log_warning("eval.report", "x names method '", method, "' (x = ", v, ") but no metrics record has that name");
+    write_table_and_json();
+    save_line_chart(out_ + "_cmc.png", cmc_chart());
+    if (!x_.empty()) save_line_chart(out_ + "_vs_x.png", sweep_chart());
+    log_info("eval.report", "wrote ", out_, ".md with ", rows_.size(), " methods");
+  }
+
+ private:
+  void write_table_and_json() {
     std::vector<std::string> header{"method"};
-    for (int k : ranks_) header.push_back(cat("rank-", k, " %"));
-    header.insert(header.end(), {"mAP %", "mAP trapz %", "MRR %"});
+    if (!x_.empty()) header.push_back(x_label_);
+    for (const auto& c : columns_) {
+      if (c == kRankToken)
+        for (int k : ranks_) header.push_back(cat("rank-", k, " %"));
+      else
+        header.push_back(find_metric(c)->header);
+    }
     std::vector<std::vector<std::string>> table;
     JsonWriter j;
-    j.begin_object().field("title", title_).key("methods").begin_array();
+    j.begin_object().field("title", title_);
+    if (!x_.empty()) j.field("x_label", x_label_);
+    j.key("methods").begin_array();
+    for (const auto& r : rows_) {
+      std::vector<std::string> row{r.method};
+      if (!x_.empty()) row.push_back(std::isnan(r.x) ? "-" : cat(r.x));
+      for (const auto& c : columns_) {
+        if (c == kRankToken) {
+          for (int k : ranks_)
+            row.push_back(k <= static_cast<int>(r.cmc.size()) ? percent(r.cmc[static_cast<std::size_t>(k - 1)]) : "n/a");
+          continue;
+        }
+        const Metric& m = *find_metric(c);
+        const double v = r.get(c);
+        std::string cell = std::isnan(v) ? "n/a" : m.percent ? percent(v) : cat(static_cast<std::int64_t>(v));
+        if (c == "map" && r.map_ci.size() == 2) cell += cat(" [", percent(r.map_ci[0]), ", ", percent(r.map_ci[1]), "]");
+        row.push_back(cell);
+      }
+      table.push_back(std::move(row));
+
+      j.begin_object().field("method", r.method);
+      if (!std::isnan(r.x)) j.field("x", r.x);
+      for (int k : ranks_) j.field(cat("rank-", k), k <= static_cast<int>(r.cmc.size()) ? r.cmc[static_cast<std::size_t>(k - 1)] : NAN);
+      for (const auto& m : kMetrics) j.field(m.json, r.get(m.name));
+      if (r.map_ci.size() == 2) j.key("mAP_ci").numbers(r.map_ci);
+      j.key("cmc").numbers(r.cmc);
+      j.end_object();
+    }
+    j.end_array().end_object();
+    std::string md = title_.empty() ? "" : cat("### ", title_, "\n\n");
+    md += markdown_table(header, table);
+    write_text_atomic(out_ + ".md", md);
+    write_text_atomic(out_ + ".json", j.str() + "\n");
+  }
+
+  LineChart cmc_chart() const {
     LineChart chart;
     chart.title = title_.empty() ? std::string("CMC") : cat("CMC: ", title_);
     chart.x_label = "rank";
@@ -81,42 +232,50 @@ class Report final : public Node {
     chart.y_min = 0, chart.y_max = 100, chart.x_min = 1;
     double longest = 1;
     for (const auto& r : rows_) {
-      std::vector<std::string> row{r.method};
-      j.begin_object().field("method", r.method);
-      for (int k : ranks_) {
-        const bool has = k <= static_cast<int>(r.cmc.size());
-        row.push_back(has ? percent(r.cmc[static_cast<std::size_t>(k - 1)]) : "n/a");
-        j.field(cat("rank-", k), has ? r.cmc[static_cast<std::size_t>(k - 1)] : NAN);
-      }
-      std::string map = percent(r.map);
-      if (r.map_ci.size() == 2) map += cat(" [", percent(r.map_ci[0]), ", ", percent(r.map_ci[1]), "]");
-      row.push_back(map);
-      row.push_back(std::isnan(r.map_trapezoid) ? "n/a" : percent(r.map_trapezoid));
-      row.push_back(std::isnan(r.mrr) ? "n/a" : percent(r.mrr));
-      j.field("mAP", r.map).field("mAP_trapezoid", r.map_trapezoid).field("MRR", r.mrr);
-      j.key("cmc").numbers(r.cmc);
-      j.end_object();
-      table.push_back(std::move(row));
       PlotSeries s{r.method, {}, {}};
       for (std::size_t k = 0; k < r.cmc.size(); ++k) s.x.push_back(double(k + 1)), s.y.push_back(100 * r.cmc[k]);
       longest = std::max(longest, double(r.cmc.size()));
       chart.series.push_back(std::move(s));
     }
-    j.end_array().end_object();
     chart.x_max = longest;
     chart.markers = false;
-    std::string md = title_.empty() ? "" : cat("### ", title_, "\n\n");
-    md += markdown_table(header, table);
-    write_text_atomic(out_ + ".md", md);
-    write_text_atomic(out_ + ".json", j.str() + "\n");
-    save_line_chart(out_ + "_cmc.png", chart);
-    log_info("eval.report", "wrote ", out_, ".md with ", rows_.size(), " methods");
+    return chart;
   }
 
- private:
-  std::string out_, title_;
+  // Swept methods first (one line per metric, points in x order), then one flat line per
+  // baseline and metric across the swept range, so a curve and its reference share the y axis.
+  LineChart sweep_chart() const {
+    std::vector<const Row*> swept, fixed;
+    for (const auto& r : rows_) (std::isnan(r.x) ? fixed : swept).push_back(&r);
+    std::stable_sort(swept.begin(), swept.end(), [](const Row* a, const Row* b) { return a->x < b->x; });
+    double lo = swept.empty() ? 0.0 : swept.front()->x, hi = swept.empty() ? 1.0 : swept.back()->x;
+    if (!(hi > lo)) lo -= 0.5, hi += 0.5;
+    std::vector<std::string> labels;
+    for (const auto& name : plot_metrics_) labels.push_back(std::string(find_metric(name)->json));
+    const bool several = plot_metrics_.size() > 1;
+
+    LineChart chart;
+    chart.title = !title_.empty() ? title_ : cat(join(labels), " vs ", x_label_);
+    chart.x_label = x_label_;
+    chart.y_label = several ? std::string("metric (%)") : cat(labels[0], " (%)");
+    chart.x_min = lo, chart.x_max = hi;
+    for (std::size_t i = 0; i < plot_metrics_.size(); ++i) {
+      PlotSeries s{labels[i], {}, {}};
+      for (const Row* r : swept) s.x.push_back(r->x), s.y.push_back(100 * r->get(plot_metrics_[i]));
+      if (!swept.empty()) chart.series.push_back(std::move(s));
+    }
+    for (const Row* r : fixed)
+      for (std::size_t i = 0; i < plot_metrics_.size(); ++i) {
+        const double y = 100 * r->get(plot_metrics_[i]);
+        chart.series.push_back({several ? cat(r->method, " ", labels[i]) : r->method, {lo, hi}, {y, y}});
+      }
+    return chart;
+  }
+
+  std::string out_, title_, x_label_;
   std::vector<int> ranks_;
-  std::vector<std::string> order_;
+  std::vector<std::string> order_, columns_, plot_metrics_;
+  std::map<std::string, double> x_;
   std::vector<Row> rows_;
 };
 
@@ -124,13 +283,24 @@ class Report final : public Node {
 
 NodeType report_type() {
   return NodeTypeBuilder("eval.report")
-      .doc("One table and one CMC chart comparing the metrics records of several evaluators.")
-      .example("table: {type: eval.report, params: {out: out/table, ranks: [1, 10]}}")
-      .param(Param::path("out").doc("output prefix: <out>.md, <out>.json, <out>_cmc.png"))
+      .doc("One table and one CMC chart comparing the metrics records of several evaluators; optionally metrics vs a swept x.")
+      .example("table: {type: eval.report, params: {out: out/table, columns: [p_at_1, r_precision, map_at_r, map]}}")
+      .param(Param::path("out").doc("output prefix: <out>.md, <out>.json, <out>_cmc.png (and <out>_vs_x.png with x)"))
       .param(Param::string("title").default_value("").doc("table heading and chart title"))
-      .param(Param::integers("ranks").default_value(std::vector<std::int64_t>{1, 10}).min(1).doc("rank-k columns"))
+      .param(Param::integers("ranks").default_value(std::vector<std::int64_t>{1, 10}).min(1)
+                 .doc("rank-k columns, placed where `columns` says rank-k ([] for none)"))
+      .param(Param::strings("columns")
+                 .default_value(std::vector<std::string>{kRankToken, "map", "map_trapezoid", "mrr"})
+                 .doc(cat("metric columns in order: ", join(metric_names(true)), " (rank-k expands to `ranks`)")))
       .param(Param::strings("order").optional().doc("method names in the order the rows should appear"))
+      .param(Param::any("x").optional()
+                 .doc("map method name -> number for sweeps, e.g. {\"siamese p=0\": 0.0, \"siamese p=0.2\": 0.2}; "
+                      "writes <out>_vs_x.png, methods without an x are drawn as reference lines"))
+      .param(Param::string("x_label").default_value("x").doc("x-axis label of <out>_vs_x.png and header of the table's x column"))
+      .param(Param::strings("plot_metrics").default_value(std::vector<std::string>{"map_at_r"})
+                 .doc(cat("metrics drawn in <out>_vs_x.png: ", join(metric_names(false)))))
       .input("in", "method: str[], cmc: f64[R], map: f64[]", "metrics records, one per method")
+      .check(check_report_params)
       .create<Report>();
 }
 
