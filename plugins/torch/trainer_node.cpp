@@ -246,10 +246,11 @@ class Train final : public Node {
 
   void process(std::size_t, const RecordPtr& batch, Emitter& out) override {
     const std::int64_t index = position_++;
-    if (done_) return;
-    if (epochs_ > 1) replay_.push_back(batch);
     try {
+      // Even a run resumed at max_steps builds the model: its final snapshot needs it.
       if (!model_->prepared()) setup(*batch);
+      if (done_) return;
+      if (epochs_ > 1) replay_.push_back(batch);
       if (index < resume_position_) return;  // trained on before the checkpoint we resumed from
       train_step(*batch, 0, index, out);
     } catch (const c10::Error& e) {
