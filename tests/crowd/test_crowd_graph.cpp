@@ -13,6 +13,7 @@
 //    validation errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 #include "cli.hpp"
@@ -428,6 +429,21 @@ TEST_CASE("graphs/crowd_data.yaml runs on gen_crowd output") {
 #endif
 
 #endif  // GEN_CROWD
+
+TEST_CASE("crowd.grid_reader's example runs as pasted from the source tree") {
+  Result r = run_cli({"inspect", "crowd.grid_reader"});
+  REQUIRE(r.exit_code == 0);
+  const auto at = r.out.find("Example:\n");
+  REQUIRE(at != std::string::npos);
+  const fs::path file = scratch_dir("crowd_example") / "example.yaml";
+  write_file(file, r.out.substr(at + 9));
+  Result run = run_process({"/bin/sh", "-c", "cd '" + source_dir() + "' && '" EMBEDFLOW_CLI "' run --quiet '" + file.string() + "'"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  // tiny.csv, test_fraction 0.25: three train grids, 6 + 6 + 3 pairs (grid 3 has an unassigned image).
+  CHECK(run.out.find("pair_label: [0, 0, 1]") != std::string::npos);
+  CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 4);
+}
 
 TEST_CASE("malformed annotation files stop a run naming file:line; bad parameters fail validation") {
   const fs::path dir = scratch_dir("crowd_errors");

@@ -1,6 +1,7 @@
 #include "crowd.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -21,15 +22,23 @@ double salience(const Dataset& data, const std::vector<std::size_t>& images, std
   return std::clamp(s, 0.0, 1.0);
 }
 
-std::vector<double> choice_probabilities(const Worker& worker, const Grid& grid, double context_strength) {
+void choice_probabilities(const Worker& worker, const Grid& grid, double context_strength, std::vector<double>& p) {
   const std::size_t K = grid.salience.size();
-  std::vector<double> p(K, 0.0);
-  if (worker.noisy) return p;
+  p.assign(K, 0.0);
+  if (worker.noisy) return;
   double total = 0;
   for (std::size_t k = 0; k < K; ++k)
     if (grid.salience[k] > 0) total += (p[k] = worker.bias[k] * std::exp(context_strength * grid.salience[k]));
-  if (total <= 0) return std::vector<double>(K, 0.0);
+  if (total <= 0) {
+    p.assign(K, 0.0);
+    return;
+  }
   for (double& x : p) x /= total;
+}
+
+std::vector<double> choice_probabilities(const Worker& worker, const Grid& grid, double context_strength) {
+  std::vector<double> p;
+  choice_probabilities(worker, grid, context_strength, p);
   return p;
 }
 
@@ -40,13 +49,22 @@ Ceilings retrieval_ceilings(const Crowd& c, double context_strength) {
   const std::size_t K = c.grids[0].salience.size();
   // Average P(k | w, g) over grids (per worker) and over careful workers (per grid).
   std::vector<std::vector<double>> by_worker(W, std::vector<double>(K, 0.0)), by_grid(G, std::vector<double>(K, 0.0));
+  // exp(t s_k(g)) once per grid (0 for constant attributes): W x G products, not W x G exps.
+  std::vector<double> lift(G * K);
+  for (std::size_t g = 0; g < G; ++g)
+    for (std::size_t k = 0; k < K; ++k)
+      lift[g * K + k] = c.grids[g].salience[k] > 0 ? std::exp(context_strength * c.grids[g].salience[k]) : 0.0;
+  std::vector<double> p(K);
   for (std::size_t w = 0; w < W; ++w) {
     if (c.workers[w].noisy) continue;
+    const std::vector<double>& bias = c.workers[w].bias;
     for (std::size_t g = 0; g < G; ++g) {
-      const std::vector<double> p = choice_probabilities(c.workers[w], c.grids[g], context_strength);
+      double total = 0;
+      for (std::size_t k = 0; k < K; ++k) total += (p[k] = bias[k] * lift[g * K + k]);
+      if (total <= 0) continue;
       for (std::size_t k = 0; k < K; ++k) {
-        by_worker[w][k] += p[k];
-        by_grid[g][k] += p[k];
+        by_worker[w][k] += p[k] / total;
+        by_grid[g][k] += p[k] / total;
       }
     }
   }
@@ -68,7 +86,26 @@ Ceilings retrieval_ceilings(const Crowd& c, double context_strength) {
 
 namespace {
 
-Grid sample_grid(const Dataset& data, const CrowdOptions& o, std::int64_t g) {
+// Images bucketed by their full attribute combination, so a grid's candidates are gathered per
+// combination (at most a few hundred) instead of by scanning every image for every grid.
+struct ComboIndex {
+  std::vector<std::vector<int>> combos;            // attribute values of each combination
+  std::vector<std::vector<std::size_t>> images;    // dataset rows of each combination, ascending
+
+  explicit ComboIndex(const Dataset& data) {
+    std::map<std::vector<int>, std::size_t> at;
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      auto [it, fresh] = at.try_emplace(data.values[i], combos.size());
+      if (fresh) {
+        combos.push_back(data.values[i]);
+        images.emplace_back();
+      }
+      images[it->second].push_back(i);
+    }
+  }
+};
+
+Grid sample_grid(const Dataset& data, const ComboIndex& index, const CrowdOptions& o, std::int64_t g) {
   Prng rng(o.seed, "grid", static_cast<std::uint64_t>(g));
   const std::size_t K = data.attributes.size();
   const std::size_t S = static_cast<std::size_t>(o.rows * o.cols);
@@ -91,30 +128,41 @@ Grid sample_grid(const Dataset& data, const CrowdOptions& o, std::int64_t g) {
       constrained.push_back(k);
     }
   }
-  std::vector<std::size_t> cand;
+  // Candidate buckets and their cumulative sizes.
+  std::vector<std::size_t> buckets, cumulative;
   for (;;) {
-    cand.clear();
-    for (std::size_t i = 0; i < data.size(); ++i) {
+    buckets.clear();
+    cumulative.clear();
+    std::size_t total = 0;
+    for (std::size_t c = 0; c < index.combos.size(); ++c) {
       bool ok = true;
       for (std::size_t k : constrained)
-        if (!allowed[k][static_cast<std::size_t>(data.values[i][k])]) {
+        if (!allowed[k][static_cast<std::size_t>(index.combos[c][k])]) {
           ok = false;
           break;
         }
-      if (ok) cand.push_back(i);
+      if (!ok) continue;
+      buckets.push_back(c);
+      cumulative.push_back(total += index.images[c].size());
     }
-    if (cand.size() >= S || constrained.empty()) break;
+    if (total >= S || constrained.empty()) break;
     // Too few images fit: free a random constrained attribute and try again.
     const std::size_t drop = static_cast<std::size_t>(rng.below(static_cast<std::int64_t>(constrained.size())));
     allowed[constrained[drop]].assign(allowed[constrained[drop]].size(), 1);
     constrained.erase(constrained.begin() + static_cast<std::ptrdiff_t>(drop));
   }
+  // S distinct candidates by rejection (S is small next to the candidates, except in tiny
+  // datasets where a few redraws cost nothing); draw order is the display order.
   Grid grid;
-  // Partial Fisher-Yates: the first S of a random permutation, in display order.
-  for (std::size_t j = 0; j < S; ++j) {
-    const std::size_t r = j + static_cast<std::size_t>(rng.below(static_cast<std::int64_t>(cand.size() - j)));
-    std::swap(cand[j], cand[r]);
-    grid.images.push_back(cand[j]);
+  const auto total = static_cast<std::int64_t>(cumulative.back());
+  std::vector<std::int64_t> ranks;
+  while (ranks.size() < S) {
+    const std::int64_t r = rng.below(total);
+    if (std::find(ranks.begin(), ranks.end(), r) != ranks.end()) continue;
+    ranks.push_back(r);
+    const std::size_t b = static_cast<std::size_t>(std::upper_bound(cumulative.begin(), cumulative.end(), static_cast<std::size_t>(r)) - cumulative.begin());
+    const std::size_t offset = static_cast<std::size_t>(r) - (b == 0 ? 0 : cumulative[b - 1]);
+    grid.images.push_back(index.images[buckets[b]][offset]);
   }
   for (std::size_t k = 0; k < K; ++k) {
     grid.salience.push_back(salience(data, grid.images, k));
@@ -275,7 +323,8 @@ Crowd simulate(const Dataset& data, const CrowdOptions& o) {
   if (o.max_clusters < 1) throw std::invalid_argument("max-clusters must be >= 1");
   Crowd crowd;
   crowd.workers = make_workers(data, o);
-  for (std::int64_t g = 0; g < o.grids; ++g) crowd.grids.push_back(sample_grid(data, o, g));
+  const ComboIndex index(data);
+  for (std::int64_t g = 0; g < o.grids; ++g) crowd.grids.push_back(sample_grid(data, index, o, g));
   const std::vector<std::int64_t> slots = assign_workers(o);
   for (std::int64_t g = 0; g < o.grids; ++g)
     for (std::int64_t s = 0; s < o.workers_per_grid; ++s) {

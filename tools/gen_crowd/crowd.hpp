@@ -86,6 +86,7 @@ double salience(const Dataset& data, const std::vector<std::size_t>& images, std
 
 // P(k | w, g) for a careful worker (all 0 for a noisy one or a grid where nothing varies).
 std::vector<double> choice_probabilities(const Worker& worker, const Grid& grid, double context_strength);
+void choice_probabilities(const Worker& worker, const Grid& grid, double context_strength, std::vector<double>& p);
 
 // How often the attribute a submission used can be predicted, in expectation over the
 // simulator's own draws, by the best predictor that sees
