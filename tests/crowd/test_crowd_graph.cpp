@@ -263,6 +263,12 @@ a, b, c = (h5py.File(f"{d}/{x}/images.h5", "r")["images"] for x in "abc")
 for k in a:
     if not np.array_equal(a[k][:], b[k][:]): print("FAIL", k); sys.exit(1)
 if np.array_equal(a["image"][:], c["image"][:]): print("FAIL seed"); sys.exit(1)
+# Two distinct workers per grid, and every worker does at least min(10, 240 / 30) submissions.
+import csv, collections
+subs = {(int(r["worker"]), int(r["grid"])) for r in csv.DictReader(open(f"{d}/a/annotations.csv"))}
+per_grid = collections.Counter(g for _, g in subs); per_worker = collections.Counter(w for w, _ in subs)
+if len(subs) != 240 or set(per_grid.values()) != {2} or len(per_grid) != 120: print("FAIL workers per grid", per_grid); sys.exit(1)
+if min(per_worker.values()) < 8 or len(per_worker) != 30: print("FAIL per worker", per_worker); sys.exit(1)
 print("ok")
 )PY", {dir.string()});
   INFO(py.out << py.err);
