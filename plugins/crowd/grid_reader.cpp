@@ -63,11 +63,11 @@ class GridReader final : public Node {
     with_members_ = p.boolean("with_members");
     sampler_names_ = p.string("names") == "sampler";
 
-    std::int64_t positives = 0, unassigned = 0;
+    std::int64_t positives = 0;
     for (const PairRef& r : pairs_) positives += same_cluster(set_.annotations[r.annotation], r) ? 1 : 0;
     const std::int64_t s = set_.grid_size;
     const auto full = static_cast<std::int64_t>(selected_.size()) * (s * (s - 1) / 2);
-    unassigned = full - static_cast<std::int64_t>(pairs_.size());
+    const std::int64_t unassigned = full - static_cast<std::int64_t>(pairs_.size());
     std::string part = p.string("split");
     if (part != "all")
       part = cat(part, " split by ", p.string("split_by"), " (", split.test_grids, " of ", split.grids, " grids",
