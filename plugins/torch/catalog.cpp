@@ -34,6 +34,7 @@ std::int64_t embedding_dim_of(const Value& spec) {
     return v && v->is_integer() ? v->as_integer() : fallback;
   };
   if (t == "torch.small_cnn" || t == "torch.mlp") return integer("embedding_dim", -1);
+  if (t == "torch.conv_ae" || t == "torch.conv_vae") return integer("latent_dim", 16);
   if (t == "torch.resnet18" || t == "torch.resnet50") {
     std::int64_t d = integer("embedding_dim", 0);
     if (d > 0) return d;

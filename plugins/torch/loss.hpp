@@ -21,6 +21,12 @@ class StepInputs {
   torch::Tensor embed_one(const std::string& field) { return embed(std::vector<std::string>{field}).front(); }
   // Sets a field's tensor directly (tests feed embeddings that require grad through it).
   void provide(const std::string& name, torch::Tensor t);
+  // A named model output of an image field ("reconstruction", "mu", "logvar", "latent": see the
+  // model's forward_all), from the same forward pass as embed(). DataError naming the outputs the
+  // model gives when it has no such output (e.g. logvar from a plain autoencoder).
+  torch::Tensor output(const std::string& field, const std::string& name);
+  // Sets a model output directly (tests); the name "embedding" also sets the field's embedding.
+  void provide_output(const std::string& field, const std::string& name, torch::Tensor t);
   // Embeddings computed so far this step, by field name.
   const TensorMap& embeddings() const { return embeddings_; }
   Model& model() { return model_; }
@@ -33,6 +39,7 @@ class StepInputs {
   torch::Device device_;
   std::string loss_name_;
   TensorMap tensors_, embeddings_;
+  std::map<std::string, TensorMap> outputs_;  // per image field: the model's named outputs
 };
 
 class Loss : public Component {

@@ -53,6 +53,25 @@ torch::Tensor StepInputs::field(const std::string& name) {
 
 void StepInputs::provide(const std::string& name, torch::Tensor t) { tensors_[name] = std::move(t); }
 
+void StepInputs::provide_output(const std::string& field, const std::string& name, torch::Tensor t) {
+  if (name == "embedding") embeddings_[field] = t;
+  outputs_[field][name] = std::move(t);
+}
+
+torch::Tensor StepInputs::output(const std::string& field, const std::string& name) {
+  if (!embeddings_.count(field)) embed({field});
+  const TensorMap& outs = outputs_[field];
+  auto it = outs.find(name);
+  if (it == outs.end()) {
+    std::string have;
+    for (const auto& [n, t] : outs) have += cat(have.empty() ? "" : ", ", n);
+    throw DataError(cat(loss_name_.empty() ? std::string("the loss") : loss_name_, " needs the model output '", name,
+                        "' of '", field, "', but the model ", model_.owner(), " gives only: ", have,
+                        " (reconstruction: torch.conv_ae or torch.conv_vae; mu and logvar: torch.conv_vae)"));
+  }
+  return it->second;
+}
+
 std::vector<torch::Tensor> StepInputs::embed(const std::vector<std::string>& fields) {
   std::vector<std::string> todo;
   for (const auto& f : fields)
@@ -72,9 +91,14 @@ std::vector<torch::Tensor> StepInputs::embed(const std::vector<std::string>& fie
       for (std::size_t i = 0; i < todo.size(); ++i) shapes += cat(i ? ", " : "", todo[i], " ", xs[i].sizes());
       throw DataError(cat("image fields of one batch must have equal shapes past the batch dim: ", shapes));
     }
-    torch::Tensor e = model_.embed(x);
-    auto parts = e.split_with_sizes(sizes, 0);
-    for (std::size_t i = 0; i < todo.size(); ++i) embeddings_[todo[i]] = parts[i];
+    TensorMap outs = model_.forward_all({{"image", x}});
+    if (!outs.count("embedding")) throw DataError(cat(model_.owner(), ": the model's forward_all gave no 'embedding'"));
+    for (const auto& [name, t] : outs) {
+      if (t.dim() == 0 || t.size(0) != x.size(0)) continue;  // not per sample: cannot be split by field
+      auto parts = t.split_with_sizes(sizes, 0);
+      for (std::size_t i = 0; i < todo.size(); ++i) outputs_[todo[i]][name] = parts[i];
+    }
+    for (const auto& f : todo) embeddings_[f] = outputs_[f].at("embedding");
   }
   std::vector<torch::Tensor> out;
   for (const auto& f : fields) out.push_back(embeddings_.at(f));
@@ -268,6 +292,73 @@ class L2Embedding final : public Loss {
   double weight_;
 };
 
+// Image fields a loss applies to: its `fields` param, else every image field of the batch.
+std::vector<std::string> image_fields_of(StepInputs& in, const std::vector<std::string>& fields, const char* loss) {
+  if (!fields.empty()) return fields;
+  std::vector<std::string> present;
+  for (const auto& f : kImageFields)
+    if (in.has(f)) present.push_back(f);
+  if (present.empty()) throw DataError(cat(loss, ": the batch has no image field (", in.record().describe(), ")"));
+  return present;
+}
+
+// Reconstruction error between each image field and the model's "reconstruction" of it.
+// reduction mean: mean over every pixel (F.mse_loss / F.binary_cross_entropy defaults);
+// sum: summed over the pixels of each image, mean over images (the VAE's negative log-likelihood
+// convention, on the scale of the KL term).
+class Reconstruction final : public Loss {
+ public:
+  explicit Reconstruction(const ComponentContext& c)
+      : bce_(c.params().string("error") == "bce"), sum_(c.params().string("reduction") == "sum"),
+        fields_(c.params().strings("fields")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    torch::Tensor total;
+    std::int64_t elements = 0, images = 0;
+    for (const auto& f : image_fields_of(in, fields_, "torch.reconstruction")) {
+      torch::Tensor x = in.field(f);
+      torch::Tensor r = in.output(f, "reconstruction");
+      if (!x.sizes().equals(r.sizes()))
+        throw DataError(cat("torch.reconstruction: the reconstruction of '", f, "' has shape ", r.sizes(),
+                            " but the images have ", x.sizes()));
+      if (bce_ && (x.min().item<double>() < 0 || x.max().item<double>() > 1))
+        throw DataError(cat("torch.reconstruction: error bce needs targets in [0,1], but '", f, "' spans [",
+                            x.min().item<double>(), ", ", x.max().item<double>(), "] (use mse for normalised images)"));
+      torch::Tensor e = bce_ ? F::binary_cross_entropy(r, x, F::BinaryCrossEntropyFuncOptions().reduction(torch::kSum))
+                             : (r - x).pow(2).sum();
+      total = total.defined() ? total + e : e;
+      elements += x.numel();
+      images += x.size(0);
+    }
+    return total / double(sum_ ? images : elements);
+  }
+
+ private:
+  bool bce_, sum_;
+  std::vector<std::string> fields_;
+};
+
+// KL(N(mu, exp(logvar)) || N(0, I)) = -1/2 sum_j (1 + logvar_j - mu_j^2 - exp(logvar_j)) per image,
+// mean over images, times beta.
+class KlDivergence final : public Loss {
+ public:
+  explicit KlDivergence(const ComponentContext& c) : beta_(c.params().number("beta")), fields_(c.params().strings("fields")) {}
+  torch::Tensor compute(StepInputs& in) override {
+    torch::Tensor total;
+    std::int64_t images = 0;
+    for (const auto& f : image_fields_of(in, fields_, "torch.kl_divergence")) {
+      torch::Tensor mu = in.output(f, "mu"), logvar = in.output(f, "logvar");
+      torch::Tensor kl = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp()).sum();
+      total = total.defined() ? total + kl : kl;
+      images += mu.size(0);
+    }
+    return beta_ * total / double(images);
+  }
+
+ private:
+  double beta_;
+  std::vector<std::string> fields_;
+};
+
 class Sum final : public Loss {
  public:
   explicit Sum(const ComponentContext& c) {
@@ -344,6 +435,25 @@ std::vector<ComponentType> loss_components() {
                "field of the batch). Combine it with any loss through torch.sum.")
           .param(Param::number("weight").default_value(1e-3).min(0.0).doc("regulariser weight"))
           .create<L2Embedding>(),
+      ComponentTypeBuilder("torch.reconstruction", "loss")
+          .doc("Reconstruction error of an autoencoder (torch.conv_ae, torch.conv_vae): the model's 'reconstruction' "
+               "output against each image field. error mse: (r - x)^2; bce: -(x log r + (1-x) log(1-r)) (log clamped "
+               "at -100 as PyTorch; targets in [0,1]). reduction mean: mean over all pixels (F.mse_loss's default); "
+               "sum: summed over each image's pixels, mean over images (the VAE's scale, comparable with the KL term).")
+          .param(Param::choice("error", {"mse", "bce"}).default_value("mse").doc("squared error or binary cross-entropy"))
+          .param(Param::choice("reduction", {"mean", "sum"}).default_value("mean").doc(
+              "mean: per pixel; sum: per image (pixels summed), mean over images"))
+          .param(Param::strings("fields").default_value(std::vector<std::string>{}).doc(
+              "image fields to reconstruct; empty: every image field of the batch"))
+          .create<Reconstruction>(),
+      ComponentTypeBuilder("torch.kl_divergence", "loss")
+          .doc("beta * KL(q(z|x) || N(0, I)) of a VAE (torch.conv_vae's mu and logvar outputs), closed form "
+               "-1/2 sum_j (1 + logvar_j - mu_j^2 - exp(logvar_j)) summed over the latent, mean over images. "
+               "Pair it with torch.reconstruction (reduction: sum) in a torch.sum.")
+          .param(Param::number("beta").default_value(1.0).min(0.0).doc("beta, the weight of the KL term (beta-VAE)"))
+          .param(Param::strings("fields").default_value(std::vector<std::string>{}).doc(
+              "image fields whose latents are regularised; empty: every image field of the batch"))
+          .create<KlDivergence>(),
       ComponentTypeBuilder("torch.sum", "loss")
           .doc("Weighted sum of up to four losses sharing one forward pass per step, e.g. "
                "{type: torch.sum, a: {type: torch.contrastive}, b: {type: torch.l2_embedding, weight: 0.001}}.")
@@ -370,6 +480,15 @@ double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
       in.provide(f, t);
       leaves.emplace(f, t);
     }
+  // Fields "output.<name>" stand for the model's named outputs of "image" (reconstruction, mu,
+  // logvar): the autoencoder losses' formulas are tested on fixed tensors without a model.
+  for (const auto& [name, array] : batch.fields())
+    if (name.rfind("output.", 0) == 0) {
+      torch::Tensor t = to_tensor(array).to(torch::kFloat32).clone().requires_grad_(true);
+      in.provide_output("image", name.substr(7), t);
+      leaves.emplace(name, t);
+    }
+  if (leaves.count("output.mu") && !leaves.count("output.embedding")) in.provide_output("image", "embedding", leaves.at("output.mu"));
   torch::Tensor value = loss->compute(in);
   if (grads) {
     value.backward();

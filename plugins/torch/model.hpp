@@ -61,6 +61,9 @@ class Model : public Component {
   virtual void materialize(const torch::Tensor& sample) { (void)sample; }
   virtual std::vector<torch::Tensor> parameters_for_training() = 0;
   virtual void train_mode(bool on) = 0;
+  // An encoder's output as an embedding: flattened to [N,D], L2-normalised rows when `normalize`
+  // is set (what embed() applies to forward(); forward_all overrides use it for "embedding").
+  torch::Tensor finish_embedding(torch::Tensor e) const;
   // Seeds LibTorch's generator for this component's initialisation (deterministic per graph seed).
   void seed_init(std::uint64_t salt = 0) const;
 
