@@ -13,6 +13,9 @@
 //   (batches that arrive before the first snapshot wait in memory); every_snapshot — the input
 //   is held and, at end of stream, embedded once per snapshot received (learning curves: an
 //   evaluator downstream groups by `step`).
+// Autoencoders: `outputs` adds named outputs of the model's forward_all to each record (e.g. a
+//   conv_vae's reconstruction f32[B,C,H,W], mu, logvar); `mosaic` writes the first `mosaic_count`
+//   images over their reconstructions as a PNG (with every_snapshot: the last snapshot's).
 // Export: compose with io.hdf5_writer, which stores id, label and embedding as datasets:
 //
 //   seed: 1
@@ -28,6 +31,7 @@
 #include "catalog.hpp"
 #include "loss.hpp"
 #include "model.hpp"
+#include "mosaic.hpp"
 #include "torch_family.hpp"
 
 namespace embedflow::torchfam {
@@ -84,6 +88,10 @@ class Embed final : public Node {
     keep_ = p.strings("keep");
     every_snapshot_ = p.string("mode") == "every_snapshot";
     has_model_param_ = p.has("model");
+    outputs_ = p.strings("outputs");
+    mosaic_ = p.string("mosaic");
+    mosaic_count_ = p.integer("mosaic_count");
+    mosaic_scale_ = p.integer("mosaic_scale");
     if (!p.string("checkpoint").empty()) {
       fs::path path = p.string("checkpoint");
       if (fs::is_directory(path)) path = newest_checkpoint(path);
@@ -134,10 +142,15 @@ class Embed final : public Node {
         throw DataError("mode every_snapshot: the side port `model` ended without a snapshot");
       for (const auto& s : snapshots_) {
         use(s);
+        mosaic_inputs_.clear();  // each snapshot draws its own mosaic; the last one stays
+        mosaic_recon_.clear();
+        mosaic_written_ = false;
         for (auto& r : held_) embed_batch(*r, out, true);
+        write_mosaic();
       }
       return;
     }
+    write_mosaic();
     if (!waiting_.empty())
       throw DataError(cat(waiting_.size(), " batches arrived but no model did: the side port `model` ended without a "
                                            "snapshot and no `checkpoint` was given"));
@@ -185,18 +198,64 @@ class Embed final : public Node {
       loaded_ = true;
     }
     model_->set_training(false);
-    torch::Tensor e = model_->embed(x.to(model_->device())).to(torch::kFloat32);
+    const bool want_mosaic = !mosaic_.empty() && !mosaic_written_;
+    torch::Tensor e;
+    TensorMap outs;
+    if (outputs_.empty() && !want_mosaic) {
+      e = model_->embed(x.to(model_->device())).to(torch::kFloat32);
+    } else {
+      outs = model_->forward_all({{"image", x.to(model_->device())}});
+      e = outs.at("embedding").to(torch::kFloat32);
+    }
     Record r;
     for (const auto& k : keep_)
       if (const Array* a = batch.find(k)) r.set(k, *a);
     r.set("embedding", to_array(e));
+    for (const auto& name : outputs_)
+      r.set(name, to_array(model_output(outs, name).to(torch::kCPU, torch::kFloat32).contiguous()));
+    if (want_mosaic) {
+      std::int64_t take = std::min<std::int64_t>(x.size(0), mosaic_count_ - mosaic_rows());
+      mosaic_inputs_.push_back(x.narrow(0, 0, take).to(torch::kCPU, torch::kFloat32).contiguous());
+      mosaic_recon_.push_back(model_output(outs, "reconstruction").narrow(0, 0, take).to(torch::kCPU, torch::kFloat32).contiguous());
+      if (mosaic_rows() >= mosaic_count_) write_mosaic();
+    }
     if (tag_step)
       r.set("step", Array::from_vector<std::int64_t>({e.size(0)}, std::vector<std::int64_t>(static_cast<std::size_t>(e.size(0)),
                                                                                             source_ ? source_->step : 0)));
     out.emit(std::move(r));
   }
 
+  torch::Tensor model_output(const TensorMap& outs, const std::string& name) const {
+    auto it = outs.find(name);
+    if (it != outs.end()) return it->second;
+    std::string have;
+    for (const auto& [n, t] : outs) have += cat(have.empty() ? "" : ", ", n);
+    throw DataError(cat("the model gives no output '", name, "' (it gives: ", have,
+                        "; reconstruction comes from torch.conv_ae or torch.conv_vae)"));
+  }
+  std::int64_t mosaic_rows() const {
+    std::int64_t n = 0;
+    for (const auto& t : mosaic_inputs_) n += t.size(0);
+    return n;
+  }
+  // Draws the images collected so far (fewer than mosaic_count when the stream was shorter).
+  void write_mosaic() {
+    if (mosaic_.empty() || mosaic_written_ || mosaic_inputs_.empty()) return;
+    torch::Tensor x = torch::cat(mosaic_inputs_, 0), r = torch::cat(mosaic_recon_, 0);
+    if (!x.sizes().equals(r.sizes()))
+      throw DataError(cat("mosaic: the reconstructions have shape ", r.sizes(), " but the images ", x.sizes()));
+    write_reconstruction_mosaic(mosaic_, x.data_ptr<float>(), r.data_ptr<float>(), x.size(0), x.size(1), x.size(2),
+                                x.size(3), 8, mosaic_scale_);
+    log_info(ctx_->id(), "wrote ", x.size(0), " images and their reconstructions to ", mosaic_);
+    mosaic_written_ = true;
+  }
+
   NodeContext* ctx_ = nullptr;
+  std::vector<std::string> outputs_;
+  std::string mosaic_;
+  std::int64_t mosaic_count_ = 0, mosaic_scale_ = 1;
+  bool mosaic_written_ = false;
+  std::vector<torch::Tensor> mosaic_inputs_, mosaic_recon_;
   std::int64_t threads_ = 0;
   std::string field_, built_spec_;
   std::vector<std::string> keep_;
@@ -224,6 +283,13 @@ NodeType embed_type() {
       .param(Param::choice("mode", {"latest", "every_snapshot"}).default_value("latest").doc(
           "latest: embed each batch with the newest model; every_snapshot: hold the input and embed it once per "
           "snapshot at end of stream, adding step: i64[B]"))
+      .param(Param::strings("outputs").default_value(std::vector<std::string>{}).doc(
+          "named model outputs added to each record beside embedding, e.g. [reconstruction, logvar] for torch.conv_vae"))
+      .param(Param::path("mosaic").default_value("").doc(
+          "PNG path: the first mosaic_count images (rows of 8) above rows of their reconstructions, values clamped to "
+          "[0,1]; needs an autoencoder model; empty: none"))
+      .param(Param::integer("mosaic_count").default_value(32).min(1).doc("images drawn in the mosaic"))
+      .param(Param::integer("mosaic_scale").default_value(2).min(1).doc("each mosaic pixel repeated this many times"))
       .param(Param::integer("threads").default_value(0).min(0).not_fingerprinted().doc(
           "LibTorch intra-op threads; 0: the graph's --threads"))
       .input("in", "*", "image batches, with id and label when present")
@@ -253,6 +319,7 @@ NodeType embed_type() {
         Dim D = d > 0 ? Dim{Dim::Kind::fixed, d, ""} : Dim{Dim::Kind::symbol, -1, "D"};
         out.add(FieldSchema{"embedding", DType::f32, std::vector<Dim>{b, D}});
         if (p.string("mode") == "every_snapshot") out.add(FieldSchema{"step", DType::i64, std::vector<Dim>{b}});
+        for (const auto& name : p.strings("outputs")) out.add(FieldSchema{name, DType::f32, std::nullopt});
         c.set_output("out", out);
       })
       .example("embed: {type: torch.embed, params: {checkpoint: out/train/ckpt, threads: 2}}")

@@ -252,3 +252,42 @@ TEST_CASE("a KL term on a plain autoencoder and a wrong image size are clear err
   CHECK(none.empty());
   CHECK_THAT(err, Catch::Contains("divisible by 2^3"));
 }
+
+TEST_CASE("torch.embed emits a VAE's mu and reconstructions and draws the mosaic", "[torch][autoencoder][embed][cli]") {
+  fs::path dir = scratch_dir("torch-vae-embed");
+  const std::string h5 = fashion_h5().string();
+  std::string yaml =
+      "# train a conv VAE, then embed 40 images with their reconstructions and a mosaic.\nseed: 2\nnodes:\n"
+      "  data:  {type: io.hdf5_reader, params: {path: " + h5 + ", fields: [id, label, image], batch_size: 64}}\n"
+      "  train: {type: torch.train, params: {model: {type: torch.conv_vae, channels: [8, 16], latent_dim: 6}, "
+      "loss: {type: torch.sum, a: {type: torch.reconstruction, reduction: sum}, b: {type: torch.kl_divergence}}, "
+      "max_steps: 8, threads: 2}}\n"
+      "  test:  {type: io.hdf5_reader, params: {path: " + h5 + ", fields: [id, label, image], batch_size: 16}}\n"
+      "  head:  {type: core.limit, params: {count: 3}}\n"
+      "  embed: {type: torch.embed, params: {outputs: [mu, reconstruction], mosaic: " + (dir / "mosaic.png").string() +
+      ", mosaic_count: 20, mosaic_scale: 1, threads: 2}}\n"
+      "  save:  {type: io.hdf5_writer, params: {path: " + (dir / "emb.h5").string() + ", group: emb}}\n"
+      "edges:\n  - data.out -> train.in\n  - train.model -> embed.model\n  - test.out -> head.in\n"
+      "  - head.out -> embed.in\n  - embed.out -> save.in\n";
+  write_file(dir / "g.yaml", yaml);
+  auto r = run_cli({"run", (dir / "g.yaml").string(), "--quiet"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  // The embedding is mu (eval mode: the latent is the mean); reconstructions have the images' shape;
+  // the mosaic is 3 rows of 8 cells (20 images) over their reconstruction rows: 6 x 30 + 2 high.
+  auto py = run_python(R"PY(
+import sys, h5py, numpy as np, zlib, struct
+e = h5py.File(sys.argv[1] + '/emb.h5')['emb']
+emb, mu, rec = e['embedding'][:], e['mu'][:], e['reconstruction'][:]
+assert emb.shape == (48, 6) and np.array_equal(emb, mu), (emb.shape, mu.shape)
+assert rec.shape == (48, 1, 28, 28) and rec.min() >= 0 and rec.max() <= 1
+png = open(sys.argv[1] + '/mosaic.png', 'rb').read()
+assert png[:8] == b'\x89PNG\r\n\x1a\n'
+w, h = struct.unpack('>II', png[16:24])
+print(w, h)
+)PY",
+                       {dir.string()});
+  INFO(py.out << py.err);
+  REQUIRE(py.exit_code == 0);
+  CHECK(py.out == "242 182\n");
+}
