@@ -221,6 +221,7 @@ class Train final : public Node {
     epochs_ = p.integer("epochs");
     shuffle_replay_ = p.boolean("shuffle_replay");
     max_steps_ = p.integer("max_steps");
+    labelled_fraction_ = p.number("labelled_fraction");
     clip_norm_ = p.number("clip_grad_norm");
     clip_value_ = p.number("clip_grad_value");
     log_every_ = p.integer("log_every");
@@ -324,6 +325,26 @@ class Train final : public Node {
     model_->set_training(true);
   }
 
+  // Semi-supervised mode: a copy of the batch whose `label` is -1 (unknown: in no pair of the
+  // label-batch losses) for the samples outside the labelled subset. Whether a sample is labelled
+  // depends only on the graph seed, the node and its id, so it stays labelled in every epoch.
+  Record mask_labels(const Record& batch, std::int64_t index) const {
+    Record r = batch;
+    const Array* label = batch.find("label");
+    if (!label) return r;  // nothing to hide (pair or triplet batches)
+    const Array* id = batch.find("id");
+    if (!id || id->is_string() || id->numel() != label->numel())
+      throw DataError(cat("labelled_fraction needs an integer id per label (input batch ", index, ": ", batch.describe(), ")"));
+    std::vector<std::int64_t> masked(static_cast<std::size_t>(label->numel()));
+    for (std::int64_t i = 0; i < label->numel(); ++i) {
+      const std::uint64_t h = derive_seed(derive_seed(ctx_->seed(), "labelled"), static_cast<std::uint64_t>(id->as_int(i)));
+      const bool labelled = double(h >> 11) * 0x1.0p-53 < labelled_fraction_;
+      masked[static_cast<std::size_t>(i)] = labelled ? label->as_int(i) : -1;
+    }
+    r.set("label", Array::from_vector<std::int64_t>(label->shape(), std::move(masked)));
+    return r;
+  }
+
   void train_step(const Record& batch, std::int64_t pass, std::int64_t index, Emitter& out) {
     set_torch_threads(threads_, ctx_->threads(), ctx_->id());  // OpenMP thread counts are per calling thread
     epoch_ = pass;
@@ -331,7 +352,9 @@ class Train final : public Node {
     const double lr = optimizer_factory_->lr() * schedule_->factor(step_, max_steps_);
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
 
-    StepInputs in(*model_, batch, device_, loss_name_);
+    Record masked;
+    if (labelled_fraction_ < 1.0) masked = mask_labels(batch, index);
+    StepInputs in(*model_, labelled_fraction_ < 1.0 ? masked : batch, device_, loss_name_);
     torch::Tensor loss = loss_->compute(in);
     const double value = loss.item<double>();
     if (!std::isfinite(value))
@@ -480,6 +503,7 @@ class Train final : public Node {
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
   std::vector<std::string> loss_fields_;
+  double labelled_fraction_ = 1.0;
   std::int64_t threads_ = 0, epochs_ = 1, max_steps_ = 0, log_every_ = 1, checkpoint_every_ = 0, keep_ = 0,
                snapshot_every_ = 0;
   bool shuffle_replay_ = true;
@@ -515,6 +539,10 @@ NodeType train_type() {
       .param(Param::integer("epochs").default_value(1).min(1).doc(
           "passes over the input; passes after the first replay the batches held in memory"))
       .param(Param::boolean("shuffle_replay").default_value(true).doc("replayed passes visit the batches in a seeded random order"))
+      .param(Param::number("labelled_fraction").default_value(1.0).range(0.0, 1.0).doc(
+          "semi-supervised mode: only this fraction of the samples keep their `label` (chosen by a hash of the graph "
+          "seed, the node and the sample's id, so the same samples in every epoch); the others get -1 (unknown), "
+          "which label-batch losses leave out of every pair. Needs an id field. 1: all labels"))
       .param(Param::integer("max_steps").default_value(0).min(0).doc("stop after this many updates (later batches are ignored); 0: no limit"))
       .param(Param::number("clip_grad_norm").default_value(0.0).min(0.0).doc("clip the global gradient L2 norm to this; 0: off"))
       .param(Param::number("clip_grad_value").default_value(0.0).min(0.0).doc("clip each gradient element to +-this; 0: off"))

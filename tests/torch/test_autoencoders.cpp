@@ -75,13 +75,13 @@ print(float(((x - x.mean(0)) ** 2).mean()))
 // returns the loss column of metrics.csv.
 std::vector<double> train_losses(const fs::path& dir, const std::string& model, const std::string& loss,
                                  const std::string& seed = "3", std::string* err = nullptr, int epochs = 2,
-                                 const std::string& lr = "0.003") {
+                                 const std::string& lr = "0.003", const std::string& extra = "") {
   std::string yaml = "# autoencoder training test graph.\nseed: " + seed +
                      "\nnodes:\n"
                      "  data:  {type: io.hdf5_reader, params: {path: " + fashion_h5().string() +
                      ", fields: [id, label, image], batch_size: 64, shuffle: true}}\n"
                      "  train: {type: torch.train, params: {model: " + model + ", loss: " + loss +
-                     ", optimizer: {type: torch.adam, lr: " + lr + "}, epochs: " + std::to_string(epochs) + ", log_every: 1, threads: 2, log_dir: " +
+                     ", optimizer: {type: torch.adam, lr: " + lr + "}, epochs: " + std::to_string(epochs) + ", log_every: 1, threads: 2, " + extra + (extra.empty() ? "" : ", ") + "log_dir: " +
                      (dir / "log").string() + "}}\nedges:\n  - data.out -> train.in\n";
   write_file(dir / "g.yaml", yaml);
   auto r = run_cli({"run", (dir / "g.yaml").string(), "--quiet"});
@@ -290,4 +290,26 @@ print(w, h)
   INFO(py.out << py.err);
   REQUIRE(py.exit_code == 0);
   CHECK(py.out == "242 182\n");
+}
+
+TEST_CASE("labelled_fraction hides labels from the latent refinement (semi-supervised)", "[torch][autoencoder][semi][cli]") {
+  const std::string model = "{type: torch.conv_ae, channels: [8], latent_dim: 4}";
+  const std::string ae = "{type: torch.sum, a: {type: torch.reconstruction}}";
+  const std::string siamese = "{type: torch.sum, a: {type: torch.reconstruction}, b: {type: torch.all_pairs_contrastive}}";
+  auto alone = train_losses(scratch_dir("torch-semi-ae"), model, ae, "3", nullptr, 1);
+  auto none = train_losses(scratch_dir("torch-semi-0"), model, siamese, "3", nullptr, 1, "0.003", "labelled_fraction: 0");
+  auto all = train_losses(scratch_dir("torch-semi-1"), model, siamese, "3", nullptr, 1, "0.003", "labelled_fraction: 1");
+  auto full = train_losses(scratch_dir("torch-semi-d"), model, siamese, "3", nullptr, 1);
+  auto part = train_losses(scratch_dir("torch-semi-h"), model, siamese, "3", nullptr, 1, "0.003", "labelled_fraction: 0.3");
+  REQUIRE(alone.size() == 8);
+  // No labels: the contrastive term has no known pair and adds exactly nothing.
+  CHECK(none == alone);
+  // All labels: the same run as without the parameter; a fraction lies in between.
+  CHECK(all == full);
+  CHECK(part != full);
+  CHECK(part != alone);
+  // Step 1 starts from the same weights in every run: the partly labelled batch still has known pairs
+  // (a positive contrastive term), but other ones than the fully labelled batch.
+  CHECK(part[0] > alone[0]);
+  CHECK(part[0] != full[0]);
 }
