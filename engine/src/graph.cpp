@@ -92,10 +92,12 @@ CacheSettings parse_cache_settings(const NodeSpec& ns, std::vector<Diagnostic>& 
   return out;
 }
 
-// Leaves out nodes with `enabled: false`, and then, until nothing changes, every node with a
-// required input whose edges all come from left-out nodes (a disabled branch takes its
-// downstream with it; a node fed by several branches keeps the live ones). Edges touching a
-// left-out node go too. Names are recorded in spec.disabled.
+// Leaves out nodes with `enabled: false`, and then, until nothing changes, every node with an
+// input port whose edges all come from left-out nodes (a disabled branch takes its downstream
+// with it; a node fed by several branches on one port keeps the live ones). Optional ports count
+// too: a node wired to a left-out producer would otherwise change meaning silently (a retrieval
+// whose gallery vanished would turn into self-retrieval). Edges touching a left-out node go too.
+// Names are recorded in spec.disabled.
 void prune_disabled(GraphSpec& spec, const Registry& registry) {
   std::set<std::string> out;
   for (const auto& n : spec.nodes)
@@ -108,7 +110,6 @@ void prune_disabled(GraphSpec& spec, const Registry& registry) {
       const NodeType* t = registry.node_type(n.type);
       if (!t) continue;
       for (const auto& port : t->inputs) {
-        if (port.optional) continue;
         bool any = false, all_out = true;
         for (const auto& e : spec.edges) {
           if (e.to_node != n.id) continue;

@@ -268,6 +268,7 @@ class Report final : public Node {
       for (std::size_t i = 0; i < plot_metrics_.size(); ++i) {
         const double y = 100 * r->get(plot_metrics_[i]);
         chart.series.push_back({several ? cat(r->method, " ", labels[i]) : r->method, {lo, hi}, {y, y}});
+        chart.series.back().dashed = true;
       }
     return chart;
   }

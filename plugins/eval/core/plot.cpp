@@ -149,7 +149,7 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
     for (std::size_t i = 0; i < ser.x.size() && i < ser.y.size(); ++i)
       if (std::isfinite(ser.x[i]) && std::isfinite(ser.y[i]) && (!logx || ser.x[i] > 0))
         pts.emplace_back(px(ser.x[i]) - area.x, py(ser.y[i]) - area.y);
-    if (pts.size() > 1) polyline(plot, pts, color, s >= 10);
+    if (pts.size() > 1) polyline(plot, pts, color, s >= 10 || ser.dashed);
     if (chart.markers && pts.size() <= 40)
       for (const auto& p : pts) cv::circle(plot, p, 3, color, cv::FILLED, cv::LINE_AA);
   }
@@ -166,7 +166,7 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
     cv::rectangle(img, box, cv::Scalar(190, 190, 190), 1, cv::LINE_AA);
     for (std::size_t s = 0; s < chart.series.size(); ++s) {
       const int y = box.y + 5 + row * static_cast<int>(s) + row / 2;
-      polyline(img, {{box.x + 8, y}, {box.x + 36, y}}, kPalette[s % 10], s >= 10);
+      polyline(img, {{box.x + 8, y}, {box.x + 36, y}}, kPalette[s % 10], s >= 10 || chart.series[s].dashed);
       text(img, chart.series[s].name, {box.x + 44, y}, 0.5, 1, ink, 0.0, 0.5);
     }
   }

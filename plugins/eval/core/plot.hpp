@@ -12,6 +12,7 @@ namespace embedflow::evalcore {
 struct PlotSeries {
   std::string name;
   std::vector<double> x, y;
+  bool dashed = false;  // reference lines (baselines) are dashed
 };
 
 struct LineChart {

@@ -1,0 +1,64 @@
+// graphs/fuzzy_geo_fashion.yaml end to end on a short training run: the whole chain (IDX reader,
+// synthetic geotags, cached geo pairs, joins, siamese training, embedding, retrieval, report)
+// runs; the pixel baseline row equals scikit-learn's kNN on the same test images; the sweep
+// switch adds its branches; and the cached pair sets replay on a second run.
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "cli.hpp"
+
+using namespace embedflow::test;
+namespace fs = std::filesystem;
+
+TEST_CASE("fuzzy_geo_fashion.yaml runs end to end; the pixel baseline matches scikit-learn", "[graphs]") {
+  const fs::path out = scratch_dir("fuzzy_geo_fashion");
+  const fs::path cache = out / "cache";
+  const std::vector<std::string> args{"run", source_dir() + "/graphs/fuzzy_geo_fashion.yaml", "--set", "steps=20",
+                                      "--set", "out=" + out.string(), "--cache-dir", cache.string(),
+                                      "--set", "eval_p0.bootstrap=0", "--set", "eval_pixels.bootstrap=0"};
+  Result r = run_cli(args);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("30000 photos geotagged"));
+  CHECK_THAT(r.err, Catch::Contains("left out (enabled: false, or fed only by left-out nodes): tags_p20"));
+  REQUIRE(fs::exists(out / "table.md"));
+  const std::string table = read_file(out / "table.md");
+  CHECK_THAT(table, Catch::Contains("| siamese p=0 | 0 |"));
+  CHECK(fs::exists(out / "p0" / "train" / "metrics.csv"));
+
+  // Independent oracle for the baseline row: P@1 and R-precision of raw pixels by sklearn.
+  Result oracle = run_python(R"(
+import sys, gzip, json, numpy as np
+from sklearn.neighbors import NearestNeighbors
+d = "/usr/share/datasets/fashion-mnist/"
+x = np.frombuffer(gzip.open(d + "t10k-images-idx3-ubyte.gz").read(), np.uint8, offset=16).reshape(-1, 784)
+y = np.frombuffer(gzip.open(d + "t10k-labels-idx1-ubyte.gz").read(), np.uint8, offset=8)
+keep = y >= 5
+x, y = x[keep].astype(np.float64) / 255.0, y[keep]
+nn = NearestNeighbors(n_neighbors=1001).fit(x)
+_, idx = nn.kneighbors(x)
+idx = idx[:, 1:]                               # the query itself is excluded
+same = y[idx] == y[:, None]
+p1 = same[:, 0].mean()
+R = np.array([(y == c).sum() - 1 for c in y])
+rprec = np.mean([same[i, :R[i]].mean() for i in range(len(y))])
+ours = json.load(open(sys.argv[1]))
+print(p1, rprec, ours)
+)", {(out / "pixels" / "retrieval.json").string()});
+  INFO(oracle.out << oracle.err);
+  REQUIRE(oracle.exit_code == 0);
+  double p1 = 0, rprec = 0;
+  std::sscanf(oracle.out.c_str(), "%lf %lf", &p1, &rprec);
+  CHECK(p1 > 0.9);
+  // The table prints percentages with two decimals.
+  char row[128];
+  std::snprintf(row, sizeof row, "| pixels | - | %.2f | %.2f |", 100 * p1, 100 * rprec);
+  CHECK_THAT(table, Catch::Contains(row));
+
+  // Second run: the pair set replays from the cache and its upstream is skipped.
+  Result again = run_cli([&] { auto a = args; a.push_back("--explain-cache"); return a; }());
+  INFO(again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.err, Catch::Contains("pairs_p0: hit, replays"));
+  CHECK_THAT(again.err, Catch::Contains("tags_p0: skipped"));
+}
