@@ -313,3 +313,48 @@ TEST_CASE("labelled_fraction hides labels from the latent refinement (semi-super
   CHECK(part[0] > alone[0]);
   CHECK(part[0] != full[0]);
 }
+
+TEST_CASE("a triplet autoencoder trains on triplet batches (reconstruction of all three + triplet margin)",
+          "[torch][autoencoder][triplet][cli]") {
+  fs::path dir = scratch_dir("torch-triplet-ae");
+  // 256 triplets from the subset: anchor and positive of one class, negative of another.
+  auto py = run_python(R"PY(
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1])
+x, y = f['image'][:], f['label'][:]
+rng = np.random.default_rng(1)
+a = rng.integers(0, len(y), 256)
+p = np.array([rng.choice(np.flatnonzero(y == y[i])) for i in a])
+n = np.array([rng.choice(np.flatnonzero(y != y[i])) for i in a])
+with h5py.File(sys.argv[2], 'w') as g:
+    g['anchor_image'], g['positive_image'], g['negative_image'] = x[a], x[p], x[n]
+    g['id'] = np.arange(256, dtype=np.int64)
+)PY",
+                       {fashion_h5().string(), (dir / "triplets.h5").string()});
+  REQUIRE(py.exit_code == 0);
+  std::string yaml =
+      "# triplet AE test graph.\nseed: 5\nnodes:\n"
+      "  data:  {type: io.hdf5_reader, params: {path: " + (dir / "triplets.h5").string() +
+      ", fields: [id, anchor_image, positive_image, negative_image], batch_size: 32}}\n"
+      "  train: {type: torch.train, params: {model: {type: torch.conv_ae, channels: [8, 16], latent_dim: 8}, "
+      "loss: {type: torch.sum, a: {type: torch.reconstruction}, b: {type: torch.triplet_margin, margin: 1.0}, weights: [1, 0.1]}, "
+      "optimizer: {type: torch.adam, lr: 0.01}, epochs: 3, log_every: 1, threads: 2, log_dir: " + (dir / "log").string() +
+      "}}\nedges:\n  - data.out -> train.in\n";
+  write_file(dir / "g.yaml", yaml);
+  auto r = run_cli({"run", (dir / "g.yaml").string(), "--quiet"});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  std::ifstream in(dir / "log" / "metrics.csv");
+  std::string line;
+  std::getline(in, line);
+  std::vector<double> losses;
+  while (std::getline(in, line)) {
+    std::istringstream s(line);
+    std::string cell;
+    for (int i = 0; i < 3; ++i) std::getline(s, cell, ',');
+    losses.push_back(std::stod(cell));
+  }
+  REQUIRE(losses.size() == 24);
+  INFO("loss: first steps " << mean(losses, 0, 8) << ", last epoch " << mean(losses, 16, 24));
+  CHECK(mean(losses, 16, 24) < 0.8 * mean(losses, 0, 8));
+}
