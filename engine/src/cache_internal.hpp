@@ -24,7 +24,6 @@ class Hash128 {
   std::uint64_t a_ = 0x243f6a8885a308d3ULL, b_ = 0x13198a2e03707344ULL, length_ = 0;
 };
 
-std::string json_quote(std::string_view s);
 std::string manifests_to_json(const std::vector<const Manifest*>& manifests);
 // Inverse of manifests_to_json, keyed by node id; empty when the text does not parse.
 std::map<std::string, Manifest> manifests_from_json(const std::string& text);

@@ -11,6 +11,7 @@
 #include "embedflow/hdf5/stream_file.hpp"
 #include "embedflow/rng.hpp"
 #include "embedflow_engine/cache.hpp"
+#include "embedflow_engine/describe.hpp"
 #include "cache_internal.hpp"
 
 namespace embedflow::engine {
@@ -218,28 +219,6 @@ std::vector<const Manifest*> Fingerprinter::closure(std::size_t node) {
 }
 
 // --- manifest JSON (stored in each cache file's `manifest` attribute) ---------------------------
-
-std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string manifests_to_json(const std::vector<const Manifest*>& manifests) {
   std::string out = "{\"nodes\": [";

@@ -375,10 +375,11 @@ int cache_ls(const fs::path& dir, bool json) {
     std::cout << "[";
     for (std::size_t i = 0; i < entries.size(); ++i) {
       const auto& e = entries[i];
-      std::cout << (i ? ",\n " : "\n ") << "{\"file\": \"" << e.file.string() << "\", \"node\": \"" << e.node
-                << "\", \"node_type\": \"" << e.node_type << "\", \"bytes\": " << e.bytes << ", \"age_s\": "
-                << static_cast<long>(age_seconds(e)) << ", \"fingerprint\": \"" << e.fingerprint << "\", \"graph\": \""
-                << e.graph << "\", \"created\": \"" << e.created << "\", \"temporary\": " << (e.temporary ? "true" : "false")
+      std::cout << (i ? ",\n " : "\n ") << "{\"file\": " << json_quote(e.file.string()) << ", \"node\": " << json_quote(e.node)
+                << ", \"node_type\": " << json_quote(e.node_type) << ", \"bytes\": " << e.bytes << ", \"age_s\": "
+                << static_cast<long>(age_seconds(e)) << ", \"fingerprint\": " << json_quote(e.fingerprint)
+                << ", \"graph\": " << json_quote(e.graph) << ", \"created\": " << json_quote(e.created)
+                << ", \"temporary\": " << (e.temporary ? "true" : "false")
                 << ", \"ok\": " << (e.problem.empty() && !e.temporary ? "true" : "false") << "}";
     }
     std::cout << "\n]\n";
