@@ -20,6 +20,9 @@
 // are complementary whatever their node ids; shuffle uses the node seed and the epoch.
 // To join images by id, names: sampler emits image.pair_join's input names (anchor, other,
 // label i64); pair_join then emits a_id, b_id, a_image, b_image, pair_label (docs/crowd.md).
+// names: ids adds a_image, b_image: f32[B] holding the image ids themselves, the input of an
+// embedding-table image encoder (crowd.cen, crowd.id_table): torch.train and its losses read
+// model inputs from the image fields, and f32 holds ids below 2^24 exactly.
 //
 //   nodes:
 //     train: {type: crowd.grid_reader, params: {path: tests/crowd/data/tiny.csv, grid_size: 4, split: train,
@@ -62,6 +65,7 @@ class GridReader final : public Node {
     epochs_ = p.integer("epochs");
     with_members_ = p.boolean("with_members");
     sampler_names_ = p.string("names") == "sampler";
+    id_images_ = p.string("names") == "ids";
 
     std::int64_t positives = 0;
     for (const PairRef& r : pairs_) positives += same_cluster(set_.annotations[r.annotation], r) ? 1 : 0;
@@ -152,6 +156,14 @@ class GridReader final : public Node {
     else put("pair_label", Array::from_vector<float>({b}, std::move(label)));
     put("epoch", Array::from_vector<std::int64_t>({b}, std::vector<std::int64_t>(n, epoch_)));
     if (with_members_) put("members", Array::from_vector<std::int64_t>({b, set_.grid_size}, std::move(members)));
+    if (id_images_) {
+      for (const char* role : {"a", "b"}) {
+        const Array& ids = r.get(cat(role, "_id"));
+        std::vector<float> f(n);
+        for (std::size_t k = 0; k < n; ++k) f[k] = static_cast<float>(ids.as_int(static_cast<std::int64_t>(k)));
+        put(cat(role, "_image").c_str(), Array::from_vector<float>({b}, std::move(f)));
+      }
+    }
     out.emit(0, std::move(r));
   }
 
@@ -201,7 +213,8 @@ class GridReader final : public Node {
   std::vector<PairRef> pairs_;
   std::int64_t batch_ = 256, epochs_ = 1, epoch_ = 0;
   std::size_t next_ = 0;
-  bool drop_last_ = false, shuffle_ = false, with_members_ = false, sampler_names_ = false, tables_sent_ = false;
+  bool drop_last_ = false, shuffle_ = false, with_members_ = false, sampler_names_ = false, id_images_ = false,
+       tables_sent_ = false;
 };
 
 }  // namespace
@@ -238,9 +251,10 @@ NodeType grid_reader_type() {
       .param(Param::boolean("shuffle").default_value(false)
                  .doc("permute all the split's pairs each epoch (seeded by node seed and epoch); false: file order"))
       .param(Param::integer("epochs").default_value(1).min(1).doc("passes over the pairs; records carry their epoch"))
-      .param(Param::choice("names", {"contract", "sampler"}).default_value("contract")
+      .param(Param::choice("names", {"contract", "sampler", "ids"}).default_value("contract")
                  .doc("pair field names: contract = a_id, b_id, pair_label f32 (the torch pair batches); sampler = "
-                      "anchor, other, label i64 (geo.pair_sampler's, which image.pair_join takes)"))
+                      "anchor, other, label i64 (geo.pair_sampler's, which image.pair_join takes); ids = contract "
+                      "plus a_image, b_image f32 holding the ids (model input of an embedding-table image encoder)"))
       .param(Param::boolean("with_members").default_value(false)
                  .doc("add members: i64[B,S], each pair's grid images, to the pair batches"))
       .output("out", "worker: i64, grid: i64, a_id: i64, b_id: i64, pair_label: f32, epoch: i64", "pair-label batches")
@@ -269,6 +283,10 @@ NodeType grid_reader_type() {
           out.add(FieldSchema{f, DType::i64, lead});
         out.add(sampler ? FieldSchema{"label", DType::i64, lead} : FieldSchema{"pair_label", DType::f32, lead});
         out.add(FieldSchema{"epoch", DType::i64, lead});
+        if (p.string("names") == "ids") {
+          out.add(FieldSchema{"a_image", DType::f32, lead});
+          out.add(FieldSchema{"b_image", DType::f32, lead});
+        }
         if (p.boolean("with_members")) {
           std::vector<Dim> m = lead;
           m.push_back(S);

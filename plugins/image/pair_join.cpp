@@ -1,14 +1,17 @@
 // image.pair_join — joins a pair stream (geo.pair_sampler's output: anchor, other, label, and
 // distance_m) with images by id, giving the siamese pair batches of the contract:
 // a_id, b_id i64[B], a_image, b_image [B,...], pair_label f32[B] (1 similar, 0 dissimilar),
-// distance_m f64[B] when the pairs carry it, and a_label, b_label i64[B] (class labels) when the
-// table has labels.
+// and a_label, b_label i64[B] (class labels) when the table has labels. Every other field of the
+// pair record (distance_m, and crowd.grid_reader's worker, grid, epoch, members, ...) passes
+// through unchanged, so a CEN trainer sees who labelled the pair on which grid.
 //
 // Inputs: pairs — pair batches (or single pairs) with anchor, other i64, label i64 (0/1);
 //         table — side port: one record with every image (id [N], image [N,...], label [N]
 //         optional), e.g. image.idx_reader with batch_size: -1 (then image.to_tensor on the
 //         table, or augmenters with fields [a_image, b_image] after this node)
-// Outputs: out — one pair batch per input batch (single pairs give single records)
+// Outputs: out — one pair batch per input batch (single pairs give single records); a pair field
+//          whose name the join itself produces (a_id, a_image, pair_label, ...) is not passed
+//          through: the join's value wins.
 // Caveats: holds the table in memory for the whole run (Fashion-MNIST train: 47 MB as u8,
 // 188 MB as f32) plus one output batch; set the sampler's batch_size to the training
 // batch size. An id missing from the table is a DataError naming it; duplicate table ids too.
@@ -35,6 +38,9 @@ namespace embedflow::image {
 
 namespace {
 
+// The pair fields the join turns into others; every other field passes through.
+bool is_consumed(const std::string& name) { return name == "anchor" || name == "other" || name == "label"; }
+
 class PairJoin final : public Node {
  public:
   void open(NodeContext& ctx) override {
@@ -59,7 +65,9 @@ class PairJoin final : public Node {
     for (std::int64_t i = 0; i < n; ++i) pl[static_cast<std::size_t>(i)] = static_cast<float>(label.as_double(i));
     Array pair_label = Array::from_vector<float>({n}, std::move(pl));
     r.set("pair_label", scalar ? pair_label.row(0) : pair_label);
-    if (const Array* d = p.find("distance_m")) r.set("distance_m", *d);
+    // Pass-through: shared buffers, nothing copied.
+    for (const auto& [name, value] : p.fields())
+      if (!is_consumed(name) && !r.find(name)) r.set(name, value);
     out.emit(std::move(r));
   }
 
@@ -74,7 +82,7 @@ class PairJoin final : public Node {
 NodeType pair_join_type() {
   return NodeTypeBuilder("image.pair_join")
       .doc("Joins pairs (anchor, other, label) with images by id into pair batches: a_id, b_id, a_image, b_image, "
-           "pair_label (f32), distance_m.")
+           "pair_label (f32); every other pair field (distance_m, worker, grid, epoch, ...) passes through.")
       .example(
           "nodes:\n"
           "  photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv, on_bad_row: skip}}\n"
@@ -89,9 +97,11 @@ NodeType pair_join_type() {
       .output("out", "a_id: i64, b_id: i64, pair_label: f32", "pair batches")
       .check([](SchemaContext& c) {
         const PortSchema& pairs = c.input("pairs");
-        std::vector<std::pair<std::string, DType>> extra{{"pair_label", DType::f32}};
-        if (!pairs.is_any() && pairs.find("distance_m")) extra.emplace_back("distance_m", DType::f64);
-        c.set_output("out", join_schema(c, "pairs", "anchor", {"a", "b"}, extra));
+        PortSchema out = join_schema(c, "pairs", "anchor", {"a", "b"}, {{"pair_label", DType::f32}});
+        if (!pairs.is_any())
+          for (const FieldSchema& f : pairs.fields())
+            if (!is_consumed(f.name) && !out.find(f.name)) out.add(f);
+        c.set_output("out", out);
       })
       .create<PairJoin>();
 }

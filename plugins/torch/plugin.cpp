@@ -13,6 +13,10 @@ void register_types(embedflow::Registry& r) {
   for (auto& c : loss_components()) r.add(std::move(c));
   for (auto& c : optimizer_components()) r.add(std::move(c));
   for (auto& c : schedule_components()) r.add(std::move(c));
+  // Context Embedding Networks: LibTorch code, named after the crowd family they serve.
+  for (auto& c : cen_components()) r.add(std::move(c));
+  r.add(cen_score_type());
+  r.add(cen_synthesize_type());
 }
 }  // namespace
 

@@ -422,6 +422,46 @@ print("ok")
   CHECK(py.exit_code == 0);
 }
 
+TEST_CASE("image.pair_join passes the reader's worker, grid, epoch and members through") {
+  const fs::path data = small_crowd();
+  const fs::path dir = scratch_dir("crowd_join");
+  const std::string joined = (dir / "joined.h5").string(), plain = (dir / "plain.h5").string();
+  const std::string reader = "{type: crowd.grid_reader, params: {path: " + (data / "annotations.csv").string() +
+                             ", split: test, batch_size: 100, with_members: true, epochs: 2, NAMES}}";
+  auto with = [&](const std::string& names) {
+    std::string r = reader;
+    r.replace(r.find("NAMES"), 5, names);
+    return r;
+  };
+  Result r = run_graph(dir, "g.yaml", "seed: 5\nnodes:\n  pairs: " + with("names: sampler") + "\n  plain: " +
+                                          with("names: contract") + R"(
+  images: {type: io.hdf5_reader, params: {path: )" + (data / "images.h5").string() + R"(}}
+  table:  {type: image.collect}
+  join:   {type: image.pair_join}
+  save:   {type: io.hdf5_writer, params: {path: )" + joined + R"(}}
+  save2:  {type: io.hdf5_writer, params: {path: )" + plain + R"(}}
+edges: [pairs.out -> join.pairs, images.out -> table.in, table.out -> join.table, join.out -> save.in, plain.out -> save2.in]
+)");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  Result py = run_python(std::string(kPython) + R"PY(
+j = h5py.File(sys.argv[1], "r")["data"]; p = h5py.File(sys.argv[2], "r")["data"]
+for k in ("worker", "grid", "epoch", "members", "a_id", "b_id", "pair_label"):
+    check(k in j, "missing", k)
+    check(np.array_equal(j[k][:], p[k][:]), "differs", k)
+check(j["members"].shape[1] == 24, j["members"].shape)
+check(set(j["epoch"][:].tolist()) == {0, 1}, "epochs")
+check("anchor" not in j and "other" not in j and "label" not in j, "consumed fields leaked")
+imgs = h5py.File(sys.argv[3], "r")["images"]
+ids = imgs["id"][:]; pos = {int(i): n for n, i in enumerate(ids)}
+a = j["a_image"][:50]; want = imgs["image"][:][[pos[int(i)] for i in j["a_id"][:50]]]
+check(np.array_equal(a, want), "a_image rows")
+print("ok")
+)PY", {joined, plain, (data / "images.h5").string()});
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+}
+
 TEST_CASE("graphs/crowd_data.yaml runs on gen_crowd output") {
   const fs::path data = small_crowd();
   Result r = run_cli({"run", source_dir() + "/graphs/crowd_data.yaml", "--set", "data=" + data.string()});

@@ -1,0 +1,342 @@
+// crowd.attribute_retrieval — which attribute did a worker cluster a grid by? The CEN paper's
+// Fig. 4: the predicted attribute of a submission is the dimension argmax_k a_k of its attribute
+// activation, mapped to an attribute; compared with the attribute the simulator actually used
+// (gen_crowd's truth.csv), as a confusion matrix with the entropy of each row. Also compares the
+// learned worker activations a^w with the simulated worker biases (workers.csv).
+//
+// Inputs:  train — crowd.cen_score's submissions on the training split (worker, grid,
+//                  attributes f32[N,K], spread f32[N,K] optional): fits the mapping;
+//          test  — the same on the held-out split: what is scored;
+//          workers — optional: worker i64[W], attributes f32[W,K] (a^w of every worker).
+// Outputs: metrics — one record at the end: method, retrieval (argmax a), retrieval_effective
+//          (argmax a ⊙ spread), entropy_mean (mean row entropy, nats), submissions (scored
+//          test submissions), worker_bias_r, worker_top_agreement (NaN without workers).
+// Files (<out> prefix): _confusion.csv/.md/.png (rows: true attribute, columns: predicted
+//   attribute and `unmapped`, row-normalised, with row entropy), _dimensions.csv (train votes:
+//   dimension x attribute counts and the mapping), _worker_bias.md/.csv.
+// Mapping (fitted on train submissions only): dimension k -> the attribute most often actually
+//   used by the train submissions whose argmax is k (ties to the lower attribute index); a
+//   dimension no train submission peaks on is unmapped. Submissions of noisy workers and lapses
+//   (attribute -1 in truth.csv) are left out of the fit and the score.
+// Effective score: a_k alone ignores whether dimension k varies inside the grid; a grid holding
+//   the worker's favourite attribute fixed makes its large a_k irrelevant to every distance of
+//   that grid. a_k times the spread (standard deviation over the grid's members) of x_k is each
+//   dimension's actual contribution; both scores are reported.
+// Worker bias: for attribute j, dim(j) is the dimension mapped to j with the most train votes;
+//   worker_bias_r is the mean over attributes of the Pearson correlation, over careful workers,
+//   of a^w[w, dim(j)] and the true bias_j(w); worker_top_agreement the fraction of careful
+//   workers whose largest true bias is the attribute mapped to argmax a^w.
+//
+//   ret: {type: crowd.attribute_retrieval, params: {name: CEN-mixture, truth: out/crowd, out: out/cen/mixture}}
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/draw.hpp"
+#include "crowd_types.hpp"
+
+namespace embedflow::crowd {
+namespace {
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string f;
+  while (std::getline(ss, f, ',')) out.push_back(f);
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::string path;
+  int col(const std::string& name) const {
+    for (std::size_t i = 0; i < header.size(); ++i)
+      if (header[i] == name) return static_cast<int>(i);
+    throw DataError(cat(path, ": no column '", name, "'"));
+  }
+  double num(std::size_t row, int c) const {
+    try {
+      return std::stod(rows[row].at(static_cast<std::size_t>(c)));
+    } catch (const std::exception&) {
+      throw DataError(cat(path, ":", row + 2, ": column '", header[static_cast<std::size_t>(c)], "' is not a number"));
+    }
+  }
+};
+
+Csv read_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw DataError(cat(path, ": cannot open"));
+  Csv c;
+  c.path = path;
+  std::string line;
+  if (!std::getline(in, line)) throw DataError(cat(path, ": empty"));
+  c.header = split_csv(line);
+  while (std::getline(in, line))
+    if (!line.empty()) c.rows.push_back(split_csv(line));
+  return c;
+}
+
+struct Sub {
+  std::int64_t worker, grid;
+  std::vector<float> a, spread;
+};
+
+void add_subs(const Record& r, std::vector<Sub>& out) {
+  const Array& w = r.get("worker");
+  const Array& g = r.get("grid");
+  const Array& a = r.get("attributes");
+  const Array* s = r.find("spread");
+  if (a.rank() != 2 || a.shape()[0] != w.numel()) throw DataError(cat("attributes must be [N,K]: ", r.describe()));
+  const std::int64_t k = a.shape()[1];
+  for (std::int64_t i = 0; i < w.numel(); ++i) {
+    Sub x{w.as_int(i), g.as_int(i), {}, {}};
+    for (std::int64_t j = 0; j < k; ++j) {
+      x.a.push_back(static_cast<float>(a.as_double(i * k + j)));
+      if (s) x.spread.push_back(static_cast<float>(s->as_double(i * k + j)));
+    }
+    out.push_back(std::move(x));
+  }
+}
+
+std::size_t argmax(const std::vector<float>& v) { return static_cast<std::size_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  double mx = 0, my = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx), syy += (y[i] - my) * (y[i] - my);
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : NAN;
+}
+
+class AttributeRetrieval final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    const std::string dir = ctx.params().string("truth");
+    Csv t = read_csv(dir + "/truth.csv");
+    const int cw = t.col("worker"), cg = t.col("grid"), ca = t.col("attribute"), cn = t.col("attribute_name");
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      const auto key = std::make_pair(static_cast<std::int64_t>(t.num(i, cw)), static_cast<std::int64_t>(t.num(i, cg)));
+      const int attr = static_cast<int>(t.num(i, ca));
+      truth_[key] = attr;
+      if (attr >= 0) {
+        if (static_cast<int>(names_.size()) <= attr) names_.resize(static_cast<std::size_t>(attr) + 1);
+        names_[static_cast<std::size_t>(attr)] = t.rows[i][static_cast<std::size_t>(cn)];
+      }
+    }
+    workers_csv_ = read_csv(dir + "/workers.csv");
+    for (const auto& h : workers_csv_.header)
+      if (h.rfind("bias_", 0) == 0) bias_names_.push_back(h.substr(5));
+    if (bias_names_.size() > names_.size()) names_.resize(bias_names_.size());
+    for (std::size_t j = 0; j < bias_names_.size(); ++j)
+      if (names_[j].empty()) names_[j] = bias_names_[j];
+  }
+  void process(std::size_t port, const RecordPtr& r, Emitter&) override {
+    if (port == 0) add_subs(*r, train_);
+    else if (port == 1) add_subs(*r, test_);
+    else workers_ = r;
+  }
+  void close(Emitter& out) override {
+    const Params& p = ctx_->params();
+    const std::string prefix = p.string("out");
+    if (train_.empty() || test_.empty()) throw DataError("needs train and test submissions");
+    const std::size_t K = train_[0].a.size(), A = names_.size();
+    auto truth_of = [&](const Sub& s) {
+      auto it = truth_.find({s.worker, s.grid});
+      if (it == truth_.end()) throw DataError(cat("submission (worker ", s.worker, ", grid ", s.grid, ") is not in truth.csv"));
+      return it->second;
+    };
+    auto effective = [](const Sub& s) {
+      std::vector<float> e = s.a;
+      if (s.spread.size() == e.size())
+        for (std::size_t k = 0; k < e.size(); ++k) e[k] *= s.spread[k];
+      return e;
+    };
+    // Mapping from train votes.
+    std::vector<std::vector<std::int64_t>> votes(K, std::vector<std::int64_t>(A, 0)), votes_eff = votes;
+    for (const Sub& s : train_) {
+      const int t = truth_of(s);
+      if (t < 0) continue;
+      votes[argmax(s.a)][static_cast<std::size_t>(t)]++;
+      votes_eff[argmax(effective(s))][static_cast<std::size_t>(t)]++;
+    }
+    auto mapping = [&](const std::vector<std::vector<std::int64_t>>& v) {
+      std::vector<int> m(K, -1);
+      for (std::size_t k = 0; k < K; ++k) {
+        auto it = std::max_element(v[k].begin(), v[k].end());
+        if (*it > 0) m[k] = static_cast<int>(it - v[k].begin());
+      }
+      return m;
+    };
+    const std::vector<int> map = mapping(votes), map_eff = mapping(votes_eff);
+    // Score.
+    std::vector<std::vector<double>> conf(A, std::vector<double>(A + 1, 0.0));
+    std::int64_t n = 0, ok = 0, ok_eff = 0;
+    for (const Sub& s : test_) {
+      const int t = truth_of(s);
+      if (t < 0) continue;
+      ++n;
+      const int pred = map[argmax(s.a)];
+      ok += pred == t;
+      ok_eff += map_eff[argmax(effective(s))] == t;
+      conf[static_cast<std::size_t>(t)][pred < 0 ? A : static_cast<std::size_t>(pred)] += 1;
+    }
+    std::vector<double> entropy(A, NAN);
+    double entropy_sum = 0;
+    int entropy_rows = 0;
+    for (std::size_t i = 0; i < A; ++i) {
+      double total = 0;
+      for (double v : conf[i]) total += v;
+      if (total == 0) continue;
+      double h = 0;
+      for (double& v : conf[i]) {
+        v /= total;
+        if (v > 0) h -= v * std::log(v);
+      }
+      entropy[i] = h, entropy_sum += h, ++entropy_rows;
+    }
+    const double retrieval = n ? double(ok) / double(n) : NAN, retrieval_eff = n ? double(ok_eff) / double(n) : NAN;
+    std::vector<std::string> cols = names_;
+    cols.push_back("unmapped");
+    make_parent(prefix + "_confusion.csv");
+    {
+      std::ofstream c(prefix + "_confusion.csv"), md(prefix + "_confusion.md");
+      c << "true_attribute";
+      md << "| true \\ predicted |";
+      for (const auto& h : cols) c << "," << h, md << " " << h << " |";
+      c << ",entropy\n";
+      md << " entropy |\n|---|";
+      for (std::size_t j = 0; j <= A; ++j) md << "---|";
+      md << "---|\n";
+      for (std::size_t i = 0; i < A; ++i) {
+        c << names_[i];
+        md << "| " << names_[i] << " |";
+        for (double v : conf[i]) c << "," << v, md << " " << show(v) << " |";
+        c << "," << entropy[i] << "\n";
+        md << " " << show(entropy[i]) << " |\n";
+      }
+      md << "\nretrieval (argmax a): " << show(retrieval) << " of " << n << " test submissions; argmax a*spread: " << show(retrieval_eff)
+         << "\n";
+      std::ofstream d(prefix + "_dimensions.csv");
+      d << "dimension,mapped_attribute,mapped_attribute_effective";
+      for (const auto& h : names_) d << ",votes_" << h;
+      d << "\n";
+      for (std::size_t k = 0; k < K; ++k) {
+        d << k << "," << (map[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(map[k])]) << ","
+          << (map_eff[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(map_eff[k])]);
+        for (auto v : votes[k]) d << "," << v;
+        d << "\n";
+      }
+    }
+    std::vector<std::string> rows;
+    for (std::size_t i = 0; i < A; ++i) rows.push_back(cat(names_[i], " H=", show(entropy[i])));
+    write_heatmap(prefix + "_confusion.png", cat(p.string("name"), ": attribute retrieval ", show(retrieval)), conf, rows, cols,
+                  "true attribute", "predicted attribute (argmax a, mapped on train)");
+    // Worker bias.
+    double bias_r = NAN, top = NAN;
+    if (workers_) bias_r = worker_bias(map, votes, prefix, top);
+    log_info(ctx_->id(), p.string("name"), ": attribute retrieval ", retrieval, " (effective ", retrieval_eff, ") on ", n,
+             " test submissions; worker bias r ", bias_r);
+    Record r;
+    r.set("method", Array::strings({p.string("name")}));
+    r.set("retrieval", Array::scalar<double>(retrieval));
+    r.set("retrieval_effective", Array::scalar<double>(retrieval_eff));
+    r.set("entropy_mean", Array::scalar<double>(entropy_rows ? entropy_sum / entropy_rows : NAN));
+    r.set("submissions", Array::scalar<double>(static_cast<double>(n)));
+    r.set("worker_bias_r", Array::scalar<double>(bias_r));
+    r.set("worker_top_agreement", Array::scalar<double>(top));
+    out.emit(0, std::move(r));
+  }
+
+ private:
+  static std::string show(double v) {
+    if (std::isnan(v)) return "n/a";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", v);
+    return b;
+  }
+
+  double worker_bias(const std::vector<int>& map, const std::vector<std::vector<std::int64_t>>& votes, const std::string& prefix,
+                     double& top) {
+    const Array& ids = workers_->get("worker");
+    const Array& a = workers_->get("attributes");
+    const std::int64_t K = a.shape()[1];
+    std::map<std::int64_t, std::int64_t> row_of;
+    for (std::int64_t i = 0; i < ids.numel(); ++i) row_of[ids.as_int(i)] = i;
+    const Csv& w = workers_csv_;
+    const int cw = w.col("worker"), cn = w.col("noisy");
+    std::vector<int> cb;
+    for (const auto& b : bias_names_) cb.push_back(w.col("bias_" + b));
+    std::ofstream md(prefix + "_worker_bias.md"), csv(prefix + "_worker_bias.csv");
+    md << "| attribute | dimension | Pearson r (a^w vs true bias, careful workers) | workers |\n|---|---|---|---|\n";
+    csv << "attribute,dimension,pearson_r,workers\n";
+    double sum = 0;
+    int count = 0;
+    for (std::size_t j = 0; j < bias_names_.size(); ++j) {
+      std::int64_t best = -1, best_votes = 0;
+      for (std::size_t k = 0; k < map.size(); ++k)
+        if (map[k] == static_cast<int>(j) && votes[k][j] > best_votes) best = static_cast<std::int64_t>(k), best_votes = votes[k][j];
+      std::vector<double> x, y;
+      if (best >= 0)
+        for (std::size_t i = 0; i < w.rows.size(); ++i) {
+          if (w.num(i, cn) != 0) continue;
+          auto it = row_of.find(static_cast<std::int64_t>(w.num(i, cw)));
+          if (it == row_of.end()) continue;
+          x.push_back(a.as_double(it->second * K + best));
+          y.push_back(w.num(i, cb[j]));
+        }
+      const double r = x.size() > 2 ? pearson(x, y) : NAN;
+      if (!std::isnan(r)) sum += r, ++count;
+      md << "| " << bias_names_[j] << " | " << (best < 0 ? std::string("unmapped") : cat(best)) << " | " << show(r) << " | " << x.size() << " |\n";
+      csv << bias_names_[j] << "," << best << "," << r << "," << x.size() << "\n";
+    }
+    std::int64_t agree = 0, careful = 0;
+    for (std::size_t i = 0; i < w.rows.size(); ++i) {
+      if (w.num(i, cn) != 0) continue;
+      auto it = row_of.find(static_cast<std::int64_t>(w.num(i, cw)));
+      if (it == row_of.end()) continue;
+      ++careful;
+      std::size_t bj = 0;
+      for (std::size_t j = 1; j < cb.size(); ++j)
+        if (w.num(i, cb[j]) > w.num(i, cb[bj])) bj = j;
+      std::int64_t bk = 0;
+      for (std::int64_t k = 1; k < K; ++k)
+        if (a.as_double(it->second * K + k) > a.as_double(it->second * K + bk)) bk = k;
+      agree += map[static_cast<std::size_t>(bk)] == static_cast<int>(bj);
+    }
+    top = careful ? double(agree) / double(careful) : NAN;
+    md << "\nworkers whose largest true bias is the attribute of argmax a^w: " << show(top) << " of " << careful << "\n";
+    return count ? sum / count : NAN;
+  }
+
+  NodeContext* ctx_ = nullptr;
+  std::map<std::pair<std::int64_t, std::int64_t>, int> truth_;
+  std::vector<std::string> names_, bias_names_;
+  Csv workers_csv_;
+  std::vector<Sub> train_, test_;
+  RecordPtr workers_;
+};
+
+}  // namespace
+
+NodeType attribute_retrieval_type() {
+  return NodeTypeBuilder("crowd.attribute_retrieval")
+      .doc("Attribute retrieval against gen_crowd's ground truth: argmax of each test submission's attribute "
+           "activation, mapped dimension -> attribute on train submissions; confusion matrix with row entropy "
+           "(CSV, Markdown, PNG), and learned worker activations against the true worker biases.")
+      .param(Param::string("name").doc("method name: the row of crowd.report"))
+      .param(Param::path("truth").doc("gen_crowd's output directory (truth.csv, workers.csv)"))
+      .param(Param::path("out").not_fingerprinted().doc("path prefix of the files, e.g. out/cen/mixture"))
+      .input("train", "worker: i64[N], grid: i64[N], attributes: f32[N,K]", "train submissions (fit the mapping)")
+      .input("test", "worker: i64[N], grid: i64[N], attributes: f32[N,K]", "test submissions (scored)")
+      .optional_input("workers", "worker: i64[W], attributes: f32[W,K]", "a^w of every worker")
+      .output("metrics", "method: str[1], retrieval: f64[]", "one record at the end")
+      .create<AttributeRetrieval>();
+}
+
+}  // namespace embedflow::crowd

@@ -1,0 +1,129 @@
+#include "draw.hpp"
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <embedflow/error.hpp>
+
+namespace embedflow::crowd {
+namespace {
+
+const cv::Scalar kBlack(0, 0, 0), kGrey(190, 190, 190);
+const int kFont = cv::FONT_HERSHEY_SIMPLEX;
+
+void text(cv::Mat& m, const std::string& s, int x, int y, double scale = 0.45, cv::Scalar colour = kBlack) {
+  cv::putText(m, s, cv::Point(x, y), kFont, scale, colour, 1, cv::LINE_AA);
+}
+
+void save(const std::string& path, const cv::Mat& m) {
+  make_parent(path);
+  if (!cv::imwrite(path, m)) throw DataError(cat("cannot write ", path));
+}
+
+std::string fmt(double v, const char* f = "%.2f") {
+  char b[32];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+void make_parent(const std::string& path) {
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+}
+
+void write_heatmap(const std::string& path, const std::string& title, const std::vector<std::vector<double>>& values,
+                   const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                   const std::string& row_axis, const std::string& col_axis) {
+  const int cell = 64, left = 150, top = 110;
+  const int rows = static_cast<int>(values.size()), cols = rows ? static_cast<int>(values[0].size()) : 0;
+  cv::Mat m(top + rows * cell + 20, left + cols * cell + 20, CV_8UC3, cv::Scalar(255, 255, 255));
+  text(m, title, 10, 24, 0.6);
+  text(m, col_axis, left, 52);
+  text(m, row_axis, 10, top - 8);
+  for (int j = 0; j < cols; ++j) text(m, col_labels[static_cast<std::size_t>(j)].substr(0, 9), left + j * cell + 4, top - 12, 0.4);
+  for (int i = 0; i < rows; ++i) {
+    text(m, row_labels[static_cast<std::size_t>(i)].substr(0, 18), 10, top + i * cell + cell / 2 + 5, 0.45);
+    for (int j = 0; j < cols; ++j) {
+      const double v = std::clamp(values[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)], 0.0, 1.0);
+      const cv::Scalar c(255, 255 - 190 * v, 255 - 230 * v);  // BGR: white -> blue
+      cv::Rect r(left + j * cell, top + i * cell, cell, cell);
+      cv::rectangle(m, r, c, cv::FILLED);
+      cv::rectangle(m, r, kGrey, 1);
+      text(m, fmt(v), r.x + 14, r.y + cell / 2 + 5, 0.45, v > 0.6 ? cv::Scalar(255, 255, 255) : kBlack);
+    }
+  }
+  save(path, m);
+}
+
+void write_line_chart(const std::string& path, const std::string& title, const std::string& x_label,
+                      const std::string& y_label, const std::vector<Series>& series) {
+  const int W = 900, H = 600, L = 80, R = 230, T = 50, B = 70;
+  cv::Mat m(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const auto& s : series)
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
+      y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
+    }
+  if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  if (x1 - x0 < 1e-9) x0 -= 0.5, x1 += 0.5;
+  y0 = std::floor(y0 * 20) / 20, y1 = std::ceil(y1 * 20) / 20;
+  if (y1 - y0 < 1e-9) y0 -= 0.05, y1 += 0.05;
+  auto px = [&](double x) { return L + static_cast<int>((x - x0) / (x1 - x0) * (W - L - R)); };
+  auto py = [&](double y) { return H - B - static_cast<int>((y - y0) / (y1 - y0) * (H - T - B)); };
+  for (int k = 0; k <= 10; ++k) {
+    const double y = y0 + (y1 - y0) * k / 10, x = x0 + (x1 - x0) * k / 10;
+    cv::line(m, {L, py(y)}, {W - R, py(y)}, cv::Scalar(235, 235, 235));
+    text(m, fmt(y), 20, py(y) + 4, 0.4);
+    cv::line(m, {px(x), T}, {px(x), H - B}, cv::Scalar(235, 235, 235));
+    text(m, fmt(x), px(x) - 14, H - B + 18, 0.4);
+  }
+  cv::rectangle(m, cv::Rect(L, T, W - L - R, H - T - B), kBlack, 1);
+  text(m, title, L, 30, 0.6);
+  text(m, x_label, (W - R) / 2, H - 20);
+  text(m, y_label, 5, T - 10);
+  const cv::Scalar palette[] = {{180, 119, 31}, {14, 127, 255}, {44, 160, 44}, {40, 39, 214}, {189, 103, 148},
+                                {75, 86, 140},  {194, 119, 227}, {127, 127, 127}, {34, 189, 188}, {207, 190, 23}};
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const cv::Scalar c = palette[k % 10];
+    const auto& s = series[k];
+    for (std::size_t i = 0; i < s.x.size(); ++i) {
+      cv::circle(m, {px(s.x[i]), py(s.y[i])}, 4, c, cv::FILLED, cv::LINE_AA);
+      if (i) cv::line(m, {px(s.x[i - 1]), py(s.y[i - 1])}, {px(s.x[i]), py(s.y[i])}, c, 2, cv::LINE_AA);
+    }
+    const int ly = T + 20 + static_cast<int>(k) * 22;
+    cv::line(m, {W - R + 12, ly - 4}, {W - R + 40, ly - 4}, c, 2);
+    text(m, s.name, W - R + 46, ly, 0.45);
+  }
+  save(path, m);
+}
+
+void write_strips(const std::string& path, const std::vector<std::string>& labels,
+                  const std::vector<std::vector<Thumb>>& strips, int width, int strip_height, int scale) {
+  const int label_h = 22;
+  cv::Mat m(static_cast<int>(strips.size()) * (strip_height + label_h) + 10, width, CV_8UC3, cv::Scalar(255, 255, 255));
+  for (std::size_t k = 0; k < strips.size(); ++k) {
+    const int top = static_cast<int>(k) * (strip_height + label_h);
+    text(m, labels[k], 8, top + 16, 0.5);
+    cv::line(m, {0, top + label_h + strip_height / 2}, {width, top + label_h + strip_height / 2}, kGrey, 1);
+    for (const Thumb& t : strips[k]) {
+      cv::Mat tile(t.h, t.w, t.c == 3 ? CV_8UC3 : CV_8UC1, const_cast<unsigned char*>(t.pixels)), bgr, big;
+      if (t.c == 3) cv::cvtColor(tile, bgr, cv::COLOR_RGB2BGR);
+      else cv::cvtColor(tile, bgr, cv::COLOR_GRAY2BGR);
+      cv::resize(bgr, big, cv::Size(t.w * scale, t.h * scale), 0, 0, cv::INTER_NEAREST);
+      const int x = std::clamp(static_cast<int>(t.x * (width - big.cols)), 0, width - big.cols);
+      const int y = top + label_h + std::clamp(static_cast<int>(t.y * (strip_height - big.rows)), 0, std::max(0, strip_height - big.rows));
+      if (y + big.rows <= m.rows) big.copyTo(m(cv::Rect(x, y, big.cols, big.rows)));
+    }
+  }
+  save(path, m);
+}
+
+}  // namespace embedflow::crowd

@@ -1,0 +1,133 @@
+// crowd.triplets — triplets from crowd clusterings, for the standard triplet-network baseline on
+// the same labels as the CEN: in one submission, anchor and positive share a cluster and the
+// negative is in another cluster of the same submission ("A is more like B than C" for that
+// worker on that grid).
+//
+// Inputs:  annotations — crowd.grid_reader's annotations record(s): members, clusters i64[N,S]
+//                        (cluster -1: unassigned, never used).
+// Outputs: out — triplet batches. names: ids (default) gives anchor_image, positive_image,
+//          negative_image: f32[B] holding the image ids (for crowd.id_table) plus anchor_id,
+//          positive_id, negative_id i64[B]; names: sampler gives anchor, positive, negative i64[B]
+//          (image.triplet_join's input, for pixel models). Each record carries epoch i64[B].
+// Sampling: per submission and epoch, `per_submission` triplets: a uniform anchor among the
+// images whose cluster has another member and that have an image outside their cluster, then a
+// uniform positive and negative. Submissions with a single cluster give none (logged). All
+// triplets of an epoch are emitted in a seeded random order (node seed and epoch).
+//
+//   trip: {type: crowd.triplets, params: {per_submission: 92, batch_size: 256, epochs: 5}}
+#include <algorithm>
+#include <array>
+
+#include "crowd_types.hpp"
+
+namespace embedflow::crowd {
+namespace {
+
+class Triplets final : public Node {
+ public:
+  void open(NodeContext& ctx) override { ctx_ = &ctx; }
+  void process(std::size_t, const RecordPtr& r, Emitter&) override { anns_.push_back(r); }
+  void close(Emitter& out) override {
+    const Params& p = ctx_->params();
+    const std::int64_t per = p.integer("per_submission"), batch = p.integer("batch_size"), epochs = p.integer("epochs");
+    const bool ids = p.string("names") == "ids";
+    std::int64_t skipped = 0;
+    for (std::int64_t epoch = 0; epoch < epochs; ++epoch) {
+      Rng rng(derive_seed(ctx_->seed(), static_cast<std::uint64_t>(epoch)));
+      std::vector<std::array<std::int64_t, 3>> t;
+      for (const RecordPtr& r : anns_) {
+        const Array& m = r->get("members");
+        const Array& c = r->get("clusters");
+        if (m.rank() != 2 || c.shape() != m.shape()) throw DataError(cat("members and clusters must be [N,S]: ", r->describe()));
+        const std::int64_t n = m.shape()[0], s = m.shape()[1];
+        for (std::int64_t i = 0; i < n; ++i) {
+          std::vector<std::int64_t> anchors;
+          for (std::int64_t a = 0; a < s; ++a) {
+            const std::int64_t ca = c.as_int(i * s + a);
+            if (ca < 0) continue;
+            bool pos = false, neg = false;
+            for (std::int64_t b = 0; b < s; ++b) {
+              const std::int64_t cb = c.as_int(i * s + b);
+              if (b == a || cb < 0) continue;
+              (cb == ca ? pos : neg) = true;
+            }
+            if (pos && neg) anchors.push_back(a);
+          }
+          if (anchors.empty()) {
+            skipped += epoch == 0;
+            continue;
+          }
+          for (std::int64_t k = 0; k < per; ++k) {
+            const std::int64_t a = anchors[rng() % anchors.size()], ca = c.as_int(i * s + a);
+            std::vector<std::int64_t> ps, ns;
+            for (std::int64_t b = 0; b < s; ++b) {
+              const std::int64_t cb = c.as_int(i * s + b);
+              if (b == a || cb < 0) continue;
+              (cb == ca ? ps : ns).push_back(b);
+            }
+            t.push_back({m.as_int(i * s + a), m.as_int(i * s + ps[rng() % ps.size()]), m.as_int(i * s + ns[rng() % ns.size()])});
+          }
+        }
+      }
+      for (std::size_t i = t.size(); i > 1; --i) std::swap(t[i - 1], t[rng() % i]);
+      for (std::size_t at = 0; at < t.size(); at += static_cast<std::size_t>(batch)) {
+        const std::size_t n = std::min(t.size() - at, static_cast<std::size_t>(batch));
+        const auto b = static_cast<std::int64_t>(n);
+        Record r;
+        const char* roles[3] = {"anchor", "positive", "negative"};
+        for (int role = 0; role < 3; ++role) {
+          std::vector<std::int64_t> v(n);
+          std::vector<float> f(n);
+          for (std::size_t k = 0; k < n; ++k) v[k] = t[at + k][static_cast<std::size_t>(role)], f[k] = static_cast<float>(v[k]);
+          if (ids) {
+            r.set(cat(roles[role], "_image"), Array::from_vector<float>({b}, std::move(f)));
+            r.set(cat(roles[role], "_id"), Array::from_vector<std::int64_t>({b}, std::move(v)));
+          } else {
+            r.set(roles[role], Array::from_vector<std::int64_t>({b}, std::move(v)));
+          }
+        }
+        r.set("epoch", Array::from_vector<std::int64_t>({b}, std::vector<std::int64_t>(n, epoch)));
+        out.emit(0, std::move(r));
+      }
+      if (epoch == 0) log_info(ctx_->id(), t.size(), " triplets per epoch; ", skipped, " submissions with one cluster give none");
+    }
+  }
+
+ private:
+  NodeContext* ctx_ = nullptr;
+  std::vector<RecordPtr> anns_;
+};
+
+}  // namespace
+
+NodeType triplets_type() {
+  return NodeTypeBuilder("crowd.triplets")
+      .doc("Triplets from crowd clusterings (anchor and positive in one cluster of a submission, negative in another "
+           "cluster of it) for a triplet-network baseline: ids in *_image f32 fields (crowd.id_table) or "
+           "anchor/positive/negative i64 for image.triplet_join.")
+      .example("trip: {type: crowd.triplets, params: {per_submission: 92, batch_size: 256, epochs: 5}}")
+      .param(Param::integer("per_submission").default_value(92).min(1).doc("triplets per submission and epoch (92 = 276/3)"))
+      .param(Param::integer("batch_size").default_value(256).min(1).doc("triplets per batch"))
+      .param(Param::integer("epochs").default_value(1).min(1).doc("passes; each draws fresh triplets"))
+      .param(Param::choice("names", {"ids", "sampler"}).default_value("ids").doc(
+          "ids: anchor_image, positive_image, negative_image f32 ids (+ *_id i64); sampler: anchor, positive, negative i64"))
+      .input("annotations", "members: i64[N,S], clusters: i64[N,S]", "crowd.grid_reader's annotations")
+      .output("out", "epoch: i64[B]", "triplet batches")
+      .check([](SchemaContext& c) {
+        PortSchema out;
+        const Dim B{Dim::Kind::symbol, -1, "B"};
+        for (const char* role : {"anchor", "positive", "negative"}) {
+          if (c.params().string("names") == "ids") {
+            out.add(FieldSchema{cat(role, "_image"), DType::f32, std::vector<Dim>{B}});
+            out.add(FieldSchema{cat(role, "_id"), DType::i64, std::vector<Dim>{B}});
+          } else {
+            out.add(FieldSchema{role, DType::i64, std::vector<Dim>{B}});
+          }
+        }
+        out.add(FieldSchema{"epoch", DType::i64, std::vector<Dim>{B}});
+        c.set_output("out", out);
+      })
+      .create<Triplets>();
+}
+
+}  // namespace embedflow::crowd

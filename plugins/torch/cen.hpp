@@ -1,0 +1,77 @@
+// Context Embedding Networks (issue 7, docs/crowd.md; the paper is /work/shared/seeds/002_*.txt):
+// the model class shared by the CEN translation units (cen.cpp: components; cen_score.cpp and
+// cen_synth.cpp: nodes). Includes LibTorch.
+//
+// A CEN embeds image i as x_i in R^K and weights the K dimensions by an attribute activation a:
+//   worker encoder  a^w = ReLU(Q o(w))          Q: K x W, o(w) one-hot of the worker id
+//   context encoder a^g = ReLU(P s(g) + b)      P: K x N_ctx, s(g) S-hot of the grid's image ids
+//   a = a^w (variant worker), a^g (context) or a^w + a^g (mixture)
+//   d(i, j; a) = ||a ⊙ (x_i - x_j)||_2
+// The image encoder is an embedding table over image ids (the paper's one-hot f(o(i)); the model
+// input is then the id itself, a f32 field such as crowd.grid_reader's names: ids gives) or a
+// nested model component on pixels (`encoder:`, e.g. {type: torch.small_cnn, embedding_dim: 8}).
+#pragma once
+
+#include "model.hpp"
+
+namespace embedflow::torchfam {
+
+class CenModel final : public Model {
+ public:
+  explicit CenModel(const ComponentContext& c);
+
+  // Attribute activations [B,K] for worker ids [B] and grid members [B,S] (ids of the grid's
+  // images); either may be undefined when the variant does not use it. The parts are returned
+  // separately too (undefined when unused).
+  struct Attributes {
+    torch::Tensor a, worker, context;
+  };
+  Attributes attributes(const torch::Tensor& worker, const torch::Tensor& members);
+  // a^w [B,K] of worker ids [B] and a^g [B,K] of grid members [B,S] alone (the variant must have
+  // the encoder).
+  torch::Tensor worker_activation(const torch::Tensor& worker);
+  torch::Tensor context_activation(const torch::Tensor& members);
+  // d = ||a ⊙ (x_i - x_j)||_2 with eps inside the root (zero gradient at d = 0 would stall a
+  // positive pair sitting on top of each other; the margin keeps it away anyway).
+  static torch::Tensor weighted_distance(const torch::Tensor& a, const torch::Tensor& xi, const torch::Tensor& xj);
+
+  bool uses_worker() const { return variant_ != "context"; }
+  bool uses_context() const { return variant_ != "worker"; }
+  const std::string& variant() const { return variant_; }
+  std::int64_t dim() const { return k_; }
+  std::int64_t workers() const { return workers_; }
+  std::int64_t context_images() const { return context_images_; }
+  bool has_table() const { return !encoder_; }
+
+  NamedTensors state() override;
+  void to(const torch::Device& d) override;
+  // {"embedding": x} from {"image": ...}; with "worker" and/or "members" inputs also
+  // "attributes", "worker_attributes", "context_attributes".
+  TensorMap forward_all(const TensorMap& inputs) override;
+
+ protected:
+  torch::Tensor forward(const torch::Tensor& x) override;
+  void materialize(const torch::Tensor& sample) override;
+  std::vector<torch::Tensor> parameters_for_training() override;
+  void train_mode(bool on) override;
+
+ private:
+  std::string variant_;
+  std::int64_t k_, images_, workers_, context_images_;
+  std::unique_ptr<Model> encoder_;  // pixels -> x; null: the id table
+  std::shared_ptr<torch::nn::Module> module_ = std::make_shared<torch::nn::Module>();
+  torch::nn::Embedding table_{nullptr}, worker_{nullptr};
+  torch::nn::EmbeddingBag context_{nullptr};
+  torch::Tensor context_bias_;
+};
+
+// Image ids carried in a f32/f64/i64 tensor [N] or [N,1] as i64 [N], checked to be whole numbers
+// in [0, n); `what` names the field in the DataError.
+torch::Tensor ids_from(const torch::Tensor& t, std::int64_t n, const std::string& what);
+
+// The registry a CEN snapshot is rebuilt with: the family's models plus crowd.cen and
+// crowd.id_table (torch.embed's family_registry does not know them; see docs/crowd.md).
+const Registry& cen_registry();
+std::unique_ptr<Model> build_cen_or_model(const Value& spec, std::uint64_t seed, const std::string& owner);
+
+}  // namespace embedflow::torchfam
