@@ -9,6 +9,9 @@
 //          gallery  (optional) the same fields; absent = cluster and search the query set itself
 // Outputs: metrics  method, cmc, map, ... (one record at end of stream)
 //
+// With `retrieval: false` only the clustering is scored: the metrics record is {method, nmi, ami}
+// (eval.report merges it into the row of the same method) and <out>.json holds the clustering.
+//
 // Caveats: clustering runs at close() on all gallery rows; k-means distances are squared L2
 // whatever `distance` is (which only orders items inside and outside the cluster).
 //
@@ -40,6 +43,7 @@ class Clustering final : public Node {
     kmeans_.threads = std::max(1, ctx.threads());
     query_.what = "query";
     gallery_.what = "gallery";
+    retrieval_ = ctx.params().boolean("retrieval");
   }
   void process(std::size_t port, const RecordPtr& batch, Emitter&) override {
     (port == 0 ? query_ : gallery_).append(*batch, true);
@@ -62,6 +66,33 @@ class Clustering final : public Node {
       }
     const double nmi = normalized_mutual_information(gallery_labels, gallery_clusters);
     const double ami = adjusted_mutual_information(gallery_labels, gallery_clusters);
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(kmeans_.clusters), 0);
+    for (auto a : km.assignment) sizes[static_cast<std::size_t>(a)]++;
+    auto clustering_json = [&](JsonWriter& j) {
+      j.key("clustering").begin_object();
+      j.field("clusters", kmeans_.clusters).field("iterations", km.iterations).field("inertia", km.inertia);
+      j.field("NMI", nmi).field("AMI", ami);
+      std::vector<double> s(sizes.begin(), sizes.end());
+      j.key("sizes").numbers(s);
+      j.end_object();
+    };
+    if (!retrieval_) {
+      log_info(settings_.name, "k-means k=", kmeans_.clusters, " (", km.iterations, " iterations) on ", gallery.rows(),
+               " points: NMI ", nmi, ", AMI ", ami);
+      if (!settings_.out.empty()) {
+        JsonWriter j;
+        j.begin_object().field("method", settings_.name);
+        clustering_json(j);
+        j.end_object();
+        write_text_atomic(settings_.out + ".json", j.str() + "\n");
+      }
+      Record m;
+      m.set("method", Array::string_scalar(settings_.name));
+      m.set("nmi", Array::scalar<double>(nmi));
+      m.set("ami", Array::scalar<double>(ami));
+      out.emit(0, std::move(m));
+      return;
+    }
 
     settings_.options.exclude_self = self_;
     BlockScorer scorer(settings_.spec, query_.view(), gallery.view());
@@ -73,18 +104,9 @@ class Clustering final : public Node {
     labels.query_group = query_cluster.data();
     labels.gallery_group = km.assignment.data();
     const RetrievalResult r = evaluate_retrieval(scorer, labels, settings_.options);
-    std::vector<std::int64_t> sizes(static_cast<std::size_t>(kmeans_.clusters), 0);
-    for (auto a : km.assignment) sizes[static_cast<std::size_t>(a)]++;
     log_info(settings_.name, "k-means k=", kmeans_.clusters, " (", km.iterations, " iterations): NMI ", nmi, ", AMI ", ami,
              "; cluster-then-kNN rank-1 ", percent(r.summary.cmc[0]), "%, mAP ", percent(r.summary.map), "%");
-    Record m = write_retrieval_outputs(settings_, r, query_, gallery, [&](JsonWriter& j) {
-      j.key("clustering").begin_object();
-      j.field("clusters", kmeans_.clusters).field("iterations", km.iterations).field("inertia", km.inertia);
-      j.field("NMI", nmi).field("AMI", ami);
-      std::vector<double> s(sizes.begin(), sizes.end());
-      j.key("sizes").numbers(s);
-      j.end_object();
-    });
+    Record m = write_retrieval_outputs(settings_, r, query_, gallery, clustering_json);
     m.set("nmi", Array::scalar<double>(nmi));
     m.set("ami", Array::scalar<double>(ami));
     out.emit(0, std::move(m));
@@ -93,7 +115,7 @@ class Clustering final : public Node {
  private:
   RetrievalSettings settings_;
   KMeansOptions kmeans_;
-  bool self_ = false;
+  bool self_ = false, retrieval_ = true;
   FeatureSet query_, gallery_;
 };
 
@@ -105,11 +127,16 @@ NodeType clustering_type() {
       .example("kmeans: {type: eval.clustering, params: {clusters: 2, out: out/kmeans2}}")
       .param(Param::integer("clusters").default_value(8).min(1).doc("k of k-means"))
       .param(Param::integer("max_iterations").default_value(100).min(1).doc("Lloyd iterations at most"))
+      .param(Param::boolean("retrieval").default_value(true)
+                 .doc("also score the cluster-then-kNN retrieval baseline; false: the metrics record is {method, nmi, ami}"))
       .input("query", "embedding: f32[B,D], label: i64[B]", "queries (camera i64[B] optional)")
       .optional_input("gallery", "embedding: f32[G,D], label: i64[G]", "gallery to cluster; unconnected = the queries")
       .output("metrics", kMetricsSchema, "one summary record at end of stream");
   add_retrieval_params(b);
-  b.check(check_retrieval_params);
+  b.check([](SchemaContext& c) {
+    check_retrieval_params(c);
+    if (!c.params().boolean("retrieval")) c.set_output("metrics", PortSchema::parse("method: str[], nmi: f64[], ami: f64[]"));
+  });
   return b.create<Clustering>();
 }
 

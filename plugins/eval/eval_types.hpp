@@ -10,5 +10,7 @@ NodeType clustering_type();
 NodeType triplet_accuracy_type();
 NodeType pair_prediction_type();
 NodeType report_type();
+NodeType scatter_type();
+NodeType reconstruction_type();
 
 }  // namespace embedflow::eval

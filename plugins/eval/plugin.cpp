@@ -1,5 +1,5 @@
-// The eval plugin: retrieval, clustering, triplet and pair evaluators, and the report that
-// gathers several methods' metrics into one table and one CMC chart.
+// The eval plugin: retrieval, clustering, triplet, pair and reconstruction evaluators, the report
+// that gathers several methods' metrics into one table and one CMC chart, and a 2-D scatter plot.
 #include <cblas.h>
 
 #include <string>
@@ -14,6 +14,8 @@ void register_types(embedflow::Registry& r) {
   r.add(triplet_accuracy_type());
   r.add(pair_prediction_type());
   r.add(report_type());
+  r.add(scatter_type());
+  r.add(reconstruction_type());
 }
 }  // namespace
 

@@ -3,23 +3,31 @@
 // one PNG with every method's CMC curve and, for sweeps, one PNG of metrics against a number
 // attached to each method (e.g. label fuzziness p).
 //
-// Inputs:  in  method str[], cmc f64[R], map f64[] (any number of edges; one record per method);
-//          optional fields map_trapezoid, mrr, p_at_1, r_precision, map_at_r, evaluated, no_match,
-//          map_ci (eval.retrieval sends them all)
+// Inputs:  in  method str[] and any of: cmc f64[R], map, map_trapezoid, mrr, p_at_1, r_precision,
+//          map_at_r, evaluated, no_match f64[], map_ci f64[2] (eval.retrieval sends them all), nmi,
+//          ami (eval.clustering), recon_mse (eval.reconstruction); any number of edges
 // Outputs: none
+//
+// Rows: records naming the same method merge into one row, so one model's retrieval, clustering
+// and reconstruction records (each evaluator given the same `name`) fill one row. A metric that
+// two records of one method both carry is an error naming the method and the metric (two
+// evaluators accidentally given the same name).
 //
 // Columns: `columns` lists the metric columns in order. The token rank-k stands for one column
 // per entry of `ranks` (so `ranks: []` or leaving rank-k out drops them); the others are p_at_1
 // (P@1), r_precision, map_at_r (MAP@R), map (with its bootstrap interval when the record has one),
-// map_trapezoid, mrr, evaluated and no_match. A metric a record lacks shows as n/a. The JSON
-// always carries every metric whatever `columns` says.
+// map_trapezoid, mrr, evaluated and no_match (percentages and counts); nmi and ami (k-means on the
+// embeddings, shown as fractions with three decimals); recon_mse (reconstruction error per pixel,
+// four significant digits). A metric a row lacks shows as n/a. The JSON always carries every
+// metric whatever `columns` says.
 // Sweeps: with `x` (method name -> number), <out>_vs_x.png plots each of `plot_metrics` as one
 // line over the methods that have an x, in x order; methods without one (baselines) appear as
 // horizontal reference lines across the swept range, named in the legend. The table then gains
 // an x column (headed `x_label`).
 //
 // Caveats: rows follow `order` when given (unknown names after it, alphabetically); otherwise
-// alphabetical, since records from parallel branches arrive in no fixed order. P@1 is read from
+// alphabetical, since records from parallel branches arrive in no fixed order. Rows without cmc
+// are left out of the CMC chart (which is not written when no row has one). P@1 is read from
 // the record's p_at_1 when present, else from cmc[0], which is the same number (the fraction of
 // evaluated queries whose first match is at rank 1). Names in `x` that no record reports are
 // warned about at the end of the run, not at load (method names come from upstream params).
@@ -37,6 +45,7 @@
 //     - l1.metrics -> table.in
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "eval_types.hpp"
@@ -49,22 +58,38 @@ namespace {
 using namespace evalcore;
 
 // One scalar metric of a metrics record: its `columns` name, table header, JSON key and field.
+enum class Format { percent, count, fraction, general };
 struct Metric {
   const char* name;
   const char* header;
   const char* json;
-  bool percent;  // shown as a percentage (counts are shown as integers)
+  Format format;
 };
 const Metric kMetrics[] = {
-    {"p_at_1", "P@1 %", "P@1", true},
-    {"r_precision", "R-precision %", "R-precision", true},
-    {"map_at_r", "MAP@R %", "MAP@R", true},
-    {"map", "mAP %", "mAP", true},
-    {"map_trapezoid", "mAP trapz %", "mAP_trapezoid", true},
-    {"mrr", "MRR %", "MRR", true},
-    {"evaluated", "queries", "evaluated", false},
-    {"no_match", "no match", "no_match", false},
+    {"p_at_1", "P@1 %", "P@1", Format::percent},
+    {"r_precision", "R-precision %", "R-precision", Format::percent},
+    {"map_at_r", "MAP@R %", "MAP@R", Format::percent},
+    {"map", "mAP %", "mAP", Format::percent},
+    {"map_trapezoid", "mAP trapz %", "mAP_trapezoid", Format::percent},
+    {"mrr", "MRR %", "MRR", Format::percent},
+    {"evaluated", "queries", "evaluated", Format::count},
+    {"no_match", "no match", "no_match", Format::count},
+    {"nmi", "NMI", "NMI", Format::fraction},
+    {"ami", "AMI", "AMI", Format::fraction},
+    {"recon_mse", "recon. MSE", "recon_MSE", Format::general},
 };
+
+std::string format_value(double v, Format f) {
+  if (std::isnan(v)) return "n/a";
+  char buf[64];
+  switch (f) {
+    case Format::percent: return percent(v);
+    case Format::count: return cat(static_cast<std::int64_t>(v));
+    case Format::fraction: std::snprintf(buf, sizeof buf, "%.3f", v); return buf;
+    case Format::general: std::snprintf(buf, sizeof buf, "%.4g", v); return buf;
+  }
+  return cat(v);
+}
 const char* const kRankToken = "rank-k";
 
 const Metric* find_metric(const std::string& name) {
@@ -146,19 +171,33 @@ class Report final : public Node {
       for (const auto& [method, v] : p.value("x").as_map()) x_[method] = v.as_number();
   }
   void process(std::size_t, const RecordPtr& rec, Emitter&) override {
-    Row r;
-    r.method = rec->get("method").is_string() ? rec->get("method").string_at(0) : "?";
-    const Array& cmc = rec->get("cmc");
-    for (std::int64_t i = 0; i < cmc.numel(); ++i) r.cmc.push_back(cmc.as_double(i));
+    const std::string method = rec->get("method").is_string() ? rec->get("method").string_at(0) : "?";
+    auto it = std::find_if(rows_.begin(), rows_.end(), [&](const Row& r) { return r.method == method; });
+    if (it == rows_.end()) {
+      rows_.push_back(Row{});
+      it = rows_.end() - 1;
+      it->method = method;
+      if (auto x = x_.find(method); x != x_.end()) it->x = x->second;
+    }
+    Row& r = *it;
+    auto twice = [&](const std::string& metric) {
+      return DataError(cat("two metrics records of method '", method, "' both carry ", metric,
+                           " (two evaluators with the same `name`?); give them distinct names"));
+    };
+    if (const Array* cmc = rec->find("cmc")) {
+      if (!r.cmc.empty()) throw twice("cmc");
+      for (std::int64_t i = 0; i < cmc->numel(); ++i) r.cmc.push_back(cmc->as_double(i));
+      if (!rec->find("p_at_1") && !r.cmc.empty()) {
+        if (r.values.count("p_at_1")) throw twice("p_at_1");
+        r.values["p_at_1"] = r.cmc[0];
+      }
+    }
     for (const auto& m : kMetrics)
-      if (const Array* a = rec->find(m.name)) r.values[m.name] = a->as_double(0);
-    if (!r.values.count("p_at_1") && !r.cmc.empty()) r.values["p_at_1"] = r.cmc[0];
+      if (const Array* a = rec->find(m.name)) {
+        if (r.values.count(m.name)) throw twice(m.name);
+        r.values[m.name] = a->as_double(0);
+      }
     if (const Array* a = rec->find("map_ci")) r.map_ci = {a->as_double(0), a->as_double(1)};
-    if (auto it = x_.find(r.method); it != x_.end()) r.x = it->second;
-    for (const auto& existing : rows_)
-      if (existing.method == r.method)
-        throw DataError(cat("two evaluators report method '", r.method, "'; give them distinct `name`s"));
-    rows_.push_back(std::move(r));
   }
   void close(Emitter&) override {
     auto pos = [&](const std::string& m) {
@@ -172,7 +211,8 @@ class Report final : public Node {
       if (std::none_of(rows_.begin(), rows_.end(), [&](const Row& r) { return r.method == method; }))
         log_warning("eval.report", "x names method '", method, "' (x = ", v, ") but no metrics record has that name");
     write_table_and_json();
-    save_line_chart(out_ + "_cmc.png", cmc_chart());
+    if (std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return !r.cmc.empty(); }))
+      save_line_chart(out_ + "_cmc.png", cmc_chart());
     if (!x_.empty()) save_line_chart(out_ + "_vs_x.png", sweep_chart());
     log_info("eval.report", "wrote ", out_, ".md with ", rows_.size(), " methods");
   }
@@ -202,8 +242,7 @@ class Report final : public Node {
           continue;
         }
         const Metric& m = *find_metric(c);
-        const double v = r.get(c);
-        std::string cell = std::isnan(v) ? "n/a" : m.percent ? percent(v) : cat(static_cast<std::int64_t>(v));
+        std::string cell = format_value(r.get(c), m.format);
         if (c == "map" && r.map_ci.size() == 2) cell += cat(" [", percent(r.map_ci[0]), ", ", percent(r.map_ci[1]), "]");
         row.push_back(cell);
       }
@@ -232,6 +271,7 @@ class Report final : public Node {
     chart.y_min = 0, chart.y_max = 100, chart.x_min = 1;
     double longest = 1;
     for (const auto& r : rows_) {
+      if (r.cmc.empty()) continue;
       PlotSeries s{r.method, {}, {}};
       for (std::size_t k = 0; k < r.cmc.size(); ++k) s.x.push_back(double(k + 1)), s.y.push_back(100 * r.cmc[k]);
       longest = std::max(longest, double(r.cmc.size()));
@@ -300,7 +340,7 @@ NodeType report_type() {
       .param(Param::string("x_label").default_value("x").doc("x-axis label of <out>_vs_x.png and header of the table's x column"))
       .param(Param::strings("plot_metrics").default_value(std::vector<std::string>{"map_at_r"})
                  .doc(cat("metrics drawn in <out>_vs_x.png: ", join(metric_names(false)))))
-      .input("in", "method: str[], cmc: f64[R], map: f64[]", "metrics records, one per method")
+      .input("in", "method: str[]", "metrics records; records of one method merge into one row")
       .check(check_report_params)
       .create<Report>();
 }

@@ -95,8 +95,15 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
   const bool logx = chart.log_x && x0 > 0;
   auto fx = [&](double v) { return logx ? std::log10(v) : v; };
 
-  const int W = chart.width, H = chart.height;
-  const int left = 90, right = 30, top = 60, bottom = 75;
+  // The legend's width decides the right margin when it sits outside the plot area.
+  int legend_w = 0;
+  if (!chart.series.empty()) {
+    int wmax = 0, base = 0;
+    for (const auto& s : chart.series) wmax = std::max(wmax, cv::getTextSize(s.name, kFont, 0.5, 1, &base).width);
+    legend_w = wmax + 52;
+  }
+  const int W = chart.width + (chart.legend_outside ? legend_w + 20 : 0), H = chart.height;
+  const int left = 90, right = 30 + (chart.legend_outside ? legend_w + 20 : 0), top = 60, bottom = 75;
   const cv::Rect area(left, top, W - left - right, H - top - bottom);
   cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
   auto px = [&](double x) {
@@ -149,24 +156,28 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
     for (std::size_t i = 0; i < ser.x.size() && i < ser.y.size(); ++i)
       if (std::isfinite(ser.x[i]) && std::isfinite(ser.y[i]) && (!logx || ser.x[i] > 0))
         pts.emplace_back(px(ser.x[i]) - area.x, py(ser.y[i]) - area.y);
-    if (pts.size() > 1) polyline(plot, pts, color, s >= 10 || ser.dashed);
-    if (chart.markers && pts.size() <= 40)
-      for (const auto& p : pts) cv::circle(plot, p, 3, color, cv::FILLED, cv::LINE_AA);
+    if (ser.line && pts.size() > 1) polyline(plot, pts, color, s >= 10 || ser.dashed);
+    if (!ser.line || (chart.markers && pts.size() <= 40))
+      for (const auto& p : pts) cv::circle(plot, p, chart.marker_radius, color, cv::FILLED, cv::LINE_AA);
   }
 
-  // Legend in the lower-right corner of the plot, where CMC curves (rising to the right) are empty.
+  // Legend in the lower-right corner of the plot, where CMC curves (rising to the right) are
+  // empty, or right of the plot area for scatter plots.
   if (!chart.series.empty()) {
-    int wmax = 0, base = 0;
-    for (const auto& s : chart.series) wmax = std::max(wmax, cv::getTextSize(s.name, kFont, 0.5, 1, &base).width);
-    const int row = 22, lw = wmax + 52, lh = row * static_cast<int>(chart.series.size()) + 10;
-    const cv::Rect box(area.x + area.width - lw - 10, area.y + area.height - lh - 10, lw, lh);
-    cv::Mat roi = img(box);
+    const int row = 22, lw = legend_w, lh = row * static_cast<int>(chart.series.size()) + 10;
+    const cv::Rect box = chart.legend_outside
+                             ? cv::Rect(area.x + area.width + 20, area.y, lw, std::min(lh, H - area.y - 5))
+                             : cv::Rect(area.x + area.width - lw - 10, area.y + area.height - lh - 10, lw, lh);
+    cv::Mat roi = img(box & cv::Rect(0, 0, W, H));
     cv::Mat white(roi.size(), roi.type(), cv::Scalar(255, 255, 255));
     cv::addWeighted(roi, 0.15, white, 0.85, 0, roi);
     cv::rectangle(img, box, cv::Scalar(190, 190, 190), 1, cv::LINE_AA);
     for (std::size_t s = 0; s < chart.series.size(); ++s) {
       const int y = box.y + 5 + row * static_cast<int>(s) + row / 2;
-      polyline(img, {{box.x + 8, y}, {box.x + 36, y}}, kPalette[s % 10], s >= 10 || chart.series[s].dashed);
+      if (chart.series[s].line)
+        polyline(img, {{box.x + 8, y}, {box.x + 36, y}}, kPalette[s % 10], s >= 10 || chart.series[s].dashed);
+      else
+        cv::circle(img, {box.x + 22, y}, std::max(4, chart.marker_radius), kPalette[s % 10], cv::FILLED, cv::LINE_AA);
       text(img, chart.series[s].name, {box.x + 44, y}, 0.5, 1, ink, 0.0, 0.5);
     }
   }

@@ -1,5 +1,6 @@
-// Small line-chart writer (OpenCV drawing, PNG out) for CMC curves and loss curves: title, axis
-// labels, "nice" ticks with a light grid, one coloured polyline per series and a legend.
+// Small chart writer (OpenCV drawing, PNG out) for CMC curves, loss curves and 2-D scatter plots:
+// title, axis labels, "nice" ticks with a light grid, one colour per series (a polyline, or dots
+// only for scatter series) and a legend.
 #pragma once
 
 #include <cmath>
@@ -13,6 +14,7 @@ struct PlotSeries {
   std::string name;
   std::vector<double> x, y;
   bool dashed = false;  // reference lines (baselines) are dashed
+  bool line = true;     // false: dots only (a scatter series), drawn whatever their number
 };
 
 struct LineChart {
@@ -22,6 +24,8 @@ struct LineChart {
   double y_min = std::numeric_limits<double>::quiet_NaN(), y_max = std::numeric_limits<double>::quiet_NaN();
   bool log_x = false;
   bool markers = true;  // dots at data points when a series has few of them
+  int marker_radius = 3;
+  bool legend_outside = false;  // legend right of the plot area (scatter plots fill the whole area)
   int width = 960, height = 640;
   std::vector<PlotSeries> series;
 };
