@@ -121,6 +121,25 @@ TEST_CASE("mining and all-pairs losses by hand", "[torch][loss]") {
         Approx((0.25 + 0.75 + 0.75 * (3.0 - s5) + 2.25) / 6.0).epsilon(1e-5));
 }
 
+TEST_CASE("all-pairs contrastive: gradients by hand, none for the hinge at zero distance", "[torch][loss]") {
+  // Points 0 and 1 coincide with different labels; point 2 shares point 0's label at distance 1.
+  // mu 0.5, l 2: pairs (0,1) d=0 -> 0.5*2; (0,2) similar d=1 -> 0.5*1; (1,2) d=1 -> 0.5*(2-1).
+  Record r;
+  r.set("image", matrix(3, 2, {1, 1, 1, 1, 2, 1}));
+  r.set("label", Array::from_vector<std::int64_t>({3}, {0, 1, 0}));
+  Record g;
+  CHECK(evaluate_loss(spec("torch.all_pairs_contrastive", {{"mu", num(0.5)}, {"margin", num(2)}}), r, &g) ==
+        Approx((1.0 + 0.5 + 0.5) / 3.0).epsilon(1e-6));
+  // d/dx of the mean over 3 pairs: similar (0,2): 0.5 * 2 (x0 - x2) = (-1, 0) on x0, (1, 0) on x2;
+  // dissimilar (1,2) inside the margin: -0.5 (x1 - x2) / d = (0.5, 0) on x1, (-0.5, 0) on x2;
+  // the coincident pair (0,1) contributes nothing (a subgradient of 0, as cdist's).
+  std::vector<double> grad;
+  for (std::int64_t i = 0; i < g.get("image").numel(); ++i) grad.push_back(g.get("image").as_double(i));
+  const std::vector<double> want{-1.0 / 3, 0, 0.5 / 3, 0, 0.5 / 3, 0};
+  REQUIRE(grad.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(grad[i] == Approx(want[i]).margin(1e-6));
+}
+
 TEST_CASE("a loss names the field it is missing", "[torch][loss]") {
   Record r = label_batch();
   CHECK_THROWS_WITH(evaluate_loss(spec("torch.contrastive"), r),
@@ -231,6 +250,13 @@ for a in range(n):
     nm = lt != lt[a]
     terms.append(torch.clamp(Dt[a][pm].max() - Dt[a][nm].min() + 0.6, min=0))
 emit('batch_hard_grad', torch.stack(terms).mean(), A)
+# All pairs with autograd through cdist (independent of the loss's Gram matrix and analytic
+# backward pass), for its gradient.
+Dc = torch.cdist(A, A, compute_mode='donot_use_mm_for_euclid_dist')
+iu = torch.triu_indices(n, n, 1)
+s = (lt[iu[0]] == lt[iu[1]]).to(A.dtype)
+dd = Dc[iu[0], iu[1]]
+emit('all_pairs_grad', (0.3 * s * dd**2 + 0.7 * (1 - s) * torch.clamp(2.0 - dd, min=0)).mean(), A)
 emit('l2', 0.05 * (A**2).sum(1).mean(), A)
 print(json.dumps(out))
 )PY";
@@ -254,7 +280,7 @@ print(json.dumps(out))
       pos = close;
     }
   }
-  REQUIRE(ref.size() == 11);
+  REQUIRE(ref.size() == 12);
 
   Record pairs;
   pairs.set("a_image", matrix(B, D, A));
@@ -302,5 +328,7 @@ print(json.dumps(out))
   compare("batch_hard_grad", spec("torch.batch_hard_triplet", {{"margin", num(0.6)}}), labelled, {"image"});
   compare("semi_hard", spec("torch.semi_hard_triplet", {{"margin", num(0.6)}}), labelled, {});
   compare("all_pairs", spec("torch.all_pairs_contrastive", {{"mu", num(0.3)}, {"margin", num(2.0)}}), labelled, {});
+  compare("all_pairs_grad", spec("torch.all_pairs_contrastive", {{"mu", num(0.3)}, {"margin", num(2.0)}}), labelled,
+          {"image"});
   compare("l2", spec("torch.l2_embedding", {{"weight", num(0.05)}}), labelled, {"image"});
 }
