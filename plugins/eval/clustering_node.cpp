@@ -10,7 +10,8 @@
 // Outputs: metrics  method, cmc, map, ... (one record at end of stream)
 //
 // With `retrieval: false` only the clustering is scored: the metrics record is {method, nmi, ami}
-// (eval.report merges it into the row of the same method) and <out>.json holds the clustering.
+// (eval.report merges it into the row of the same method) and <out>.json holds the clustering
+// with each gallery row's cluster in arrival order (`assignment`, so the NMI can be checked).
 //
 // Caveats: clustering runs at close() on all gallery rows; k-means distances are squared L2
 // whatever `distance` is (which only orders items inside and outside the cluster).
@@ -83,6 +84,7 @@ class Clustering final : public Node {
         JsonWriter j;
         j.begin_object().field("method", settings_.name);
         clustering_json(j);
+        j.key("assignment").numbers(std::vector<double>(km.assignment.begin(), km.assignment.end()));
         j.end_object();
         write_text_atomic(settings_.out + ".json", j.str() + "\n");
       }

@@ -227,7 +227,8 @@ TEST_CASE("a siamese conv VAE (reconstruction + KL + latent all-pairs) is determ
   const std::string loss =
       "{type: torch.sum, a: {type: torch.reconstruction, error: bce, reduction: sum}, b: {type: torch.kl_divergence, "
       "beta: 1.0}, c: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 2.0}, weights: [1, 1, 10]}";
-  // One epoch each: the all-pairs term costs ~0.5 s a step on the loaded 2-core machine.
+  // One epoch each keeps the three runs short (LibTorch with 2 threads on a loaded 2-core machine
+  // spends most of a small step in parallel-region overhead).
   auto first = train_losses(scratch_dir("torch-vae-1"), model, loss, "3", nullptr, 1);
   auto second = train_losses(scratch_dir("torch-vae-2"), model, loss, "3", nullptr, 1);
   auto other = train_losses(scratch_dir("torch-vae-3"), model, loss, "4", nullptr, 1);
