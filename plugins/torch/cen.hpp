@@ -5,6 +5,7 @@
 // A CEN embeds image i as x_i in R^K and weights the K dimensions by an attribute activation a:
 //   worker encoder  a^w = ReLU(Q o(w))          Q: K x W, o(w) one-hot of the worker id
 //   context encoder a^g = ReLU(P s(g) + b)      P: K x N_ctx, s(g) S-hot of the grid's image ids
+//                   (context_hidden H > 0: a^g = ReLU(V ReLU(P s(g) + b) + c), P: H x N_ctx)
 //   a = a^w (variant worker), a^g (context) or a^w + a^g (mixture)
 //   d(i, j; a) = ||a ⊙ (x_i - x_j)||_2
 // The image encoder is an embedding table over image ids (the paper's one-hot f(o(i)); the model
@@ -57,13 +58,18 @@ class CenModel final : public Model {
 
  private:
   std::string variant_;
-  std::int64_t k_, images_, workers_, context_images_;
+  std::int64_t k_, images_, workers_, context_images_, context_hidden_;
   std::unique_ptr<Model> encoder_;  // pixels -> x; null: the id table
+  bool unique_ = true;
   std::shared_ptr<torch::nn::Module> module_ = std::make_shared<torch::nn::Module>();
   torch::nn::Embedding table_{nullptr}, worker_{nullptr};
   torch::nn::EmbeddingBag context_{nullptr};
   torch::Tensor context_bias_;
+  torch::nn::Linear context_out_{nullptr};  // context_hidden > 0: the second layer
 };
+
+// model.embed(x) computed once per distinct row of x and gathered back (crowd.unique).
+torch::Tensor embed_unique(Model& model, const torch::Tensor& x);
 
 // Image ids carried in a f32/f64/i64 tensor [N] or [N,1] as i64 [N], checked to be whole numbers
 // in [0, n); `what` names the field in the DataError.

@@ -195,3 +195,70 @@ print("ok")
   CHECK(py.exit_code == 0);
 }
 #endif
+
+#ifdef GEN_CROWD
+TEST_CASE("pixel encoders: shuffle_unit submission keeps submissions whole; crowd.unique equals its model") {
+  const fs::path data = tiny_crowd();
+  const fs::path dir = scratch_dir("cen_pixels");
+  const std::string csv = (data / "annotations.csv").string(), h5 = (data / "images.h5").string();
+  // Submission shuffling: every pair once per epoch, each submission's 276 pairs contiguous and in
+  // file order, submissions in a seeded order that differs from the file's.
+  Result r = run_graph(dir, "shuffle.yaml", "seed: 2\nnodes:\n  read: {type: crowd.grid_reader, params: {path: " + csv +
+                                               ", shuffle: true, shuffle_unit: submission, epochs: 2, batch_size: 1000}}\n"
+                                               "  save: {type: io.hdf5_writer, params: {path: " + (dir / "s.h5").string() + "}}\n"
+                                               "edges: [read.out -> save.in]\n");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  Result py = run_python(R"PY(
+import sys, h5py, numpy as np
+d = h5py.File(sys.argv[1])["data"]
+w, g, a, b, e = (d[k][:] for k in ("worker", "grid", "a_id", "b_id", "epoch"))
+for ep in (0, 1):
+    m = e == ep
+    keys = list(zip(w[m], g[m]))
+    runs = [keys[0]]
+    for k in keys[1:]:
+        if k != runs[-1]: runs.append(k)
+    assert len(runs) == len(set(runs)) == 240, (len(runs), len(set(runs)))
+    assert m.sum() == 240 * 276
+    if ep == 0: first = runs
+assert runs != first, "epochs share an order"
+print("ok")
+)PY", {(dir / "s.h5").string()});
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+  // crowd.unique around a CNN trains exactly like the CNN alone from the same initial weights (no
+  // batch norm: its statistics would differ on distinct rows), and a pixel crowd.cen trains
+  // through image.pair_join.
+  auto graph = [&](const std::string& model, const std::string& loss, const std::string& log, const std::string& extra = "") {
+    return "seed: 3\nnodes:\n  read: {type: crowd.grid_reader, params: {path: " + csv +
+           ", split: train, names: sampler, with_members: true, batch_size: 552, shuffle: true, shuffle_unit: submission}}\n"
+           "  images: {type: io.hdf5_reader, params: {path: " + h5 + "}}\n  table: {type: image.collect}\n  join: {type: image.pair_join}\n"
+           "  train: {type: torch.train, params: {model: " + model + ", loss: " + loss + ", max_steps: 12, threads: 1, log_every: 4, log_dir: " +
+           (dir / log).string() + extra + "}}\n"
+           "edges: [read.out -> join.pairs, images.out -> table.in, table.out -> join.table, join.out -> train.in]\n";
+  };
+  const std::string cnn = "{type: torch.small_cnn, in_channels: 3, channels: [8], hidden: 0, embedding_dim: 4, batchnorm: false";
+  // The initial weights: one step at lr 0.
+  Result init = run_graph(dir, "init.yaml", graph(cnn + "}", "{type: torch.contrastive}", "init",
+                                                  ", optimizer: {type: torch.sgd, lr: 0.0}, checkpoint_dir: " + (dir / "ckpt").string()));
+  INFO(init.err);
+  REQUIRE(init.exit_code == 0);
+  const std::string w = ", weights: " + (dir / "ckpt" / "step-00000012.pt").string() + "}";
+  for (const auto& [model, log] : std::vector<std::pair<std::string, std::string>>{{cnn + w, "plain"},
+                                                                                   {"{type: crowd.unique, model: " + cnn + "}" + w, "unique"}}) {
+    Result t = run_graph(dir, log + ".yaml", graph(model, "{type: torch.contrastive}", log));
+    INFO(t.err);
+    REQUIRE(t.exit_code == 0);
+  }
+  const auto plain = losses(dir / "plain" / "metrics.csv"), unique = losses(dir / "unique" / "metrics.csv");
+  REQUIRE(plain.size() == 3);
+  REQUIRE(unique.size() == 3);
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(unique[i] == Approx(plain[i]).epsilon(1e-4));
+  Result cen = run_graph(dir, "cen.yaml", graph("{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 4, encoder: " + cnn + "}}",
+                                                 "{type: crowd.cen_loss}", "cen"));
+  INFO(cen.err);
+  CHECK(cen.exit_code == 0);
+  CHECK(losses(dir / "cen" / "metrics.csv").size() == 3);
+}
+#endif
