@@ -69,15 +69,16 @@ CenModel::CenModel(const ComponentContext& c) : Model(c) {
     table_ = module_->register_module("image", nn::Embedding(images_, k_));
     table_->weight.normal_(0.0, init);
   }
-  // Activations start positive and about 1 in every dimension (a ReLU unit that starts below 0
-  // never learns): worker rows U(0.5, 1.5); context columns U(0, 2/S_typical) summed over the S
-  // members of a grid, scaled by `context_init` / S so a^g starts near 1 for S = 24 too.
+  // Activations start positive (a ReLU unit that starts below 0 never learns): worker rows
+  // U(0.5, 1.5); context columns U(0, 2 c / 24), so a grid of S = 24 members starts with a^g
+  // near c = `context_init` in every dimension.
   if (uses_worker()) {
     worker_ = module_->register_module("worker", nn::Embedding(workers_, k_));
     worker_->weight.uniform_(0.5, 1.5);
   }
   if (uses_context()) {
     const std::int64_t h = context_hidden_ > 0 ? context_hidden_ : k_;
+    const double context_init = p.number("context_init");
     context_ = module_->register_module(
         "context", nn::EmbeddingBag(nn::EmbeddingBagOptions(context_images_, h).mode(torch::kSum)));
     context_bias_ = module_->register_parameter("context_bias", torch::zeros({h}));
@@ -86,9 +87,9 @@ CenModel::CenModel(const ComponentContext& c) : Model(c) {
       // layer starts positive so a^g starts near 1.
       context_->weight.normal_(0.0, 1.0 / 24.0);
       context_out_ = module_->register_module("context_out", nn::Linear(h, k_));
-      context_out_->bias.fill_(1.0);
+      context_out_->bias.fill_(context_init);
     } else {
-      context_->weight.uniform_(0.0, 2.0 / 24.0);
+      context_->weight.uniform_(0.0, 2.0 * context_init / 24.0);
     }
   }
 }
@@ -284,6 +285,9 @@ std::vector<ComponentType> cen_model_components() {
   cen.push_back(Param::integer("workers").default_value(0).min(0).doc("worker ids 0..workers-1 (one-hot input of a^w)"));
   cen.push_back(Param::integer("context_images").default_value(0).min(0).doc(
       "length of the S-hot grid vector (image ids of grid members); 0: `images`"));
+  cen.push_back(Param::number("context_init").default_value(1.0).min(0.0).doc(
+      "mean initial a^g per dimension for a grid of 24 images (a^w starts near 1); smaller lets the worker encoder lead "
+      "early in training"));
   cen.push_back(Param::integer("context_hidden").default_value(0).min(0).doc(
       "0: a^g = ReLU(P Shot(g) + b), the paper's equation; H > 0: a two-layer context encoder with H hidden ReLU units "
       "(a linear function of the S-hot vector cannot tell whether an attribute varies inside the grid; a hidden layer can)"));

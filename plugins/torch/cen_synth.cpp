@@ -7,12 +7,14 @@
 //                   grey; io.hdf5_reader on gen_crowd's images.h5 + image.collect), for the
 //                   mosaics; its ids are also the pool the grids are drawn from;
 //          model — side port: a torch.train snapshot of a crowd.cen with a context encoder.
-// Outputs: grids — one record at the end: dimension i64[M], entropy f64[M], members i64[M,S]
-//                  (`keep` grids per dimension, lowest entropy first).
+// Outputs: grids — one record at the end: dimension i64[M], entropy f64[M], probability f64[M]
+//                  (softmax(a^g) at the dimension), peak i64[M] (its argmax), members i64[M,S]:
+//                  `keep` grids per dimension, lowest entropy first among the grids peaking on
+//                  it; when none does, the grids with the highest probability there (logged).
 // Files:   <out>dim<k>.png per kept dimension (the best grid, rows x cols thumbnails), when out
 //          is set and images are given.
 // Caveats: without an images input the pool is ids 0..context_images-1. Sampling is seeded by the
-// node seed. A dimension no sampled grid peaks on gets no grid (logged).
+// node seed.
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -88,19 +90,26 @@ class CenSynthesize final : public Node {
       std::iota(dims.begin(), dims.end(), 0);
     }
     std::vector<std::int64_t> out_dim, out_members;
-    std::vector<double> out_entropy;
+    std::vector<double> out_entropy, out_prob;
+    std::vector<std::int64_t> out_peak;
     for (std::int64_t d : dims) {
       if (d < 0 || d >= cen->dim()) throw ConfigError(cat("dimensions: ", d, " is outside 0..", cen->dim() - 1));
       torch::Tensor idx = (peak == d).nonzero().flatten();
+      torch::Tensor order;
       if (idx.numel() == 0) {
-        log_info(ctx_->id(), "no sampled grid peaks on dimension ", d);
-        continue;
+        // No grid peaks here: fall back to the grids giving this dimension the most probability.
+        log_info(ctx_->id(), "no sampled grid peaks on dimension ", d, "; keeping the grids with the highest p(", d, ")");
+        idx = torch::arange(g, torch::kInt64);
+        order = prob.select(1, d).argsort(0, /*descending=*/true);
+      } else {
+        order = entropy.index_select(0, idx).argsort();
       }
-      torch::Tensor order = entropy.index_select(0, idx).argsort();
       for (std::int64_t k = 0; k < std::min<std::int64_t>(keep, idx.numel()); ++k) {
         const std::int64_t row = idx[order[k].item<std::int64_t>()].item<std::int64_t>();
         out_dim.push_back(d);
         out_entropy.push_back(entropy[row].item<double>());
+        out_prob.push_back(prob[row][d].item<double>());
+        out_peak.push_back(peak[row].item<std::int64_t>());
         for (std::int64_t j = 0; j < s; ++j) out_members.push_back(acc[row][j]);
         if (k == 0 && images_ && !p.string("out").empty()) write_mosaic(p, d, acc[row], row_of, s);
       }
@@ -109,6 +118,8 @@ class CenSynthesize final : public Node {
     const auto m = static_cast<std::int64_t>(out_dim.size());
     r.set("dimension", Array::from_vector<std::int64_t>({m}, std::move(out_dim)));
     r.set("entropy", Array::from_vector<double>({m}, std::move(out_entropy)));
+    r.set("probability", Array::from_vector<double>({m}, std::move(out_prob)));
+    r.set("peak", Array::from_vector<std::int64_t>({m}, std::move(out_peak)));
     r.set("members", Array::from_vector<std::int64_t>({m, s}, std::move(out_members)));
     out.emit(0, std::move(r));
   }
@@ -165,7 +176,7 @@ NodeType cen_synthesize_type() {
       .param(Param::integer("threads").default_value(0).min(0).not_fingerprinted().doc("LibTorch intra-op threads; 0: --threads"))
       .optional_input("images", "id: i64[N]", "one record with every image (id, image u8[N,H,W,C]): the pool and the thumbnails")
       .side_input("model", "weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1]", "torch.train's crowd.cen snapshot")
-      .output("grids", "dimension: i64[M], entropy: f64[M], members: i64[M,S]", "the kept grids")
+      .output("grids", "dimension: i64[M], entropy: f64[M], probability: f64[M], peak: i64[M], members: i64[M,S]", "the kept grids")
       .create<CenSynthesize>();
 }
 
