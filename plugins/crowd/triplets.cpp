@@ -14,7 +14,11 @@
 // uniform positive and negative. Submissions with a single cluster give none (logged). All
 // triplets of an epoch are emitted in a seeded random order (node seed and epoch).
 //
-//   trip: {type: crowd.triplets, params: {per_submission: 92, batch_size: 256, epochs: 5}}
+//   nodes:
+//     read: {type: crowd.grid_reader, params: {path: tests/crowd/data/tiny.csv, grid_size: 4}}
+//     trip: {type: crowd.triplets, params: {per_submission: 2, batch_size: 4}}
+//     show: {type: core.sink, params: {mode: print}}
+//   edges: [read.annotations -> trip.annotations, trip.out -> show.in]
 #include <algorithm>
 #include <array>
 
@@ -105,7 +109,11 @@ NodeType triplets_type() {
       .doc("Triplets from crowd clusterings (anchor and positive in one cluster of a submission, negative in another "
            "cluster of it) for a triplet-network baseline: ids in *_image f32 fields (crowd.id_table) or "
            "anchor/positive/negative i64 for image.triplet_join.")
-      .example("trip: {type: crowd.triplets, params: {per_submission: 92, batch_size: 256, epochs: 5}}")
+      .example("nodes:\n"
+               "  read: {type: crowd.grid_reader, params: {path: tests/crowd/data/tiny.csv, grid_size: 4}}\n"
+               "  trip: {type: crowd.triplets, params: {per_submission: 2, batch_size: 4}}\n"
+               "  show: {type: core.sink, params: {mode: print}}\n"
+               "edges: [read.annotations -> trip.annotations, trip.out -> show.in]\n")
       .param(Param::integer("per_submission").default_value(92).min(1).doc("triplets per submission and epoch (92 = 276/3)"))
       .param(Param::integer("batch_size").default_value(256).min(1).doc("triplets per batch"))
       .param(Param::integer("epochs").default_value(1).min(1).doc("passes; each draws fresh triplets"))

@@ -476,6 +476,23 @@ TEST_CASE("graphs/crowd_data.yaml runs on gen_crowd output") {
 
 #endif  // GEN_CROWD
 
+TEST_CASE("crowd.triplets' example runs as pasted: triplets from one submission's clusters") {
+  Result r = run_cli({"inspect", "crowd.triplets"});
+  REQUIRE(r.exit_code == 0);
+  const auto at = r.out.find("Example:\n");
+  REQUIRE(at != std::string::npos);
+  const fs::path file = scratch_dir("crowd_triplets_example") / "example.yaml";
+  write_file(file, r.out.substr(at + 9));
+  Result run = run_process({"/bin/sh", "-c", "cd '" + source_dir() + "' && '" EMBEDFLOW_CLI "' run --quiet '" + file.string() + "'"});
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  // tiny.csv: each of the 4 grids has a cluster of two or more and another cluster; 2 triplets
+  // each = 8, in two batches of 4. Grid 0 clusters {10, 11} and {12, 13}: an anchor 12 there has
+  // positive 13 and negative 10 or 11.
+  CHECK(run.out.find("anchor_image: [") != std::string::npos);
+  CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 2);
+}
+
 TEST_CASE("crowd.grid_reader's example runs as pasted from the source tree") {
   Result r = run_cli({"inspect", "crowd.grid_reader"});
   REQUIRE(r.exit_code == 0);
