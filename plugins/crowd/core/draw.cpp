@@ -81,7 +81,7 @@ void write_line_chart(const std::string& path, const std::string& title, const s
   for (int k = 0; k <= 10; ++k) {
     const double y = y0 + (y1 - y0) * k / 10, x = x0 + (x1 - x0) * k / 10;
     cv::line(m, {L, py(y)}, {W - R, py(y)}, cv::Scalar(235, 235, 235));
-    text(m, fmt(y), 20, py(y) + 4, 0.4);
+    text(m, fmt(y, "%.3f"), 14, py(y) + 4, 0.4);  // ticks are range/10 apart: 3 decimals keep them exact
     cv::line(m, {px(x), T}, {px(x), H - B}, cv::Scalar(235, 235, 235));
     text(m, fmt(x), px(x) - 14, H - B + 18, 0.4);
   }
