@@ -5,8 +5,13 @@ shortcut), triu and masked_select, and the current one (plugins/torch/losses.cpp
 AllPairsFunction): distances from the Gram matrix, analytic backward pass grad = rowsum(W) x - W x.
 Prints the best-of-rounds time of forward + backward per formulation and batch shape, the values'
 and gradients' largest differences, and the profiler's top operators of the old formulation.
+With --cli, it also times whole torch.train steps through the embedflow CLI: a 16-d linear model
+(torch.mlp) on random 16-d features in batches of 64, with torch.l2_embedding (a trivial loss:
+the trainer's own cost), torch.all_pairs_contrastive and torch.batch_hard_triplet (which still
+goes through cdist), 400 steps each, and prints each run's samples/s and ms per step.
 
     /usr/bin/python3 tools/bench/all_pairs_profile.py --threads 2
+    /usr/bin/python3 tools/bench/all_pairs_profile.py --threads 2 --cli build/bin/embedflow
 """
 import argparse
 import time
@@ -17,6 +22,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--rounds", type=int, default=5)
 ap.add_argument("--shapes", default="64x16,256x16,128x64")
+ap.add_argument("--cli", default="", help="embedflow binary: also time torch.train steps through it")
 args = ap.parse_args()
 torch.set_num_threads(args.threads)
 mu, margin = 0.5, 2.0
@@ -103,3 +109,39 @@ with torch.profiler.profile() as prof:
         old(x, y).backward()
 print(f"old formulation, batch {n} x {dim}, top operators by self CPU time:")
 print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=6))
+
+if args.cli:
+    import os, re, subprocess, tempfile
+    import h5py
+    import numpy as np
+    tmp = tempfile.mkdtemp(prefix="all_pairs_")
+    rng = np.random.default_rng(0)
+    n = 64 * 400
+    with h5py.File(f"{tmp}/f.h5", "w") as f:
+        g = f.create_group("data")
+        g["image"] = rng.standard_normal((n, 16)).astype(np.float32)
+        g["label"] = rng.integers(0, 5, n).astype(np.int64)
+        g["id"] = np.arange(n)
+    env = dict(os.environ)
+    env.setdefault("EMBEDFLOW_PLUGIN_PATH", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.cli))), "plugins"))
+    print(f"torch.train through {args.cli}: torch.mlp 16 -> 16, batches of 64, 400 steps, {args.threads} LibTorch threads")
+    for loss in ("{type: torch.l2_embedding}", "{type: torch.all_pairs_contrastive, margin: 2.0}",
+                 "{type: torch.batch_hard_triplet}"):
+        rates = []
+        for _ in range(args.rounds):
+            with open(f"{tmp}/g.yaml", "w") as f:
+                f.write(f"""seed: 1
+nodes:
+  data:  {{type: io.hdf5_reader, params: {{path: {tmp}/f.h5, object: data, batch_size: 64}}}}
+  train: {{type: torch.train, params: {{model: {{type: torch.mlp, embedding_dim: 16}}, loss: {loss}, max_steps: 400, threads: {args.threads}, log_every: 400}}}}
+  show:  {{type: core.sink, params: {{mode: print}}}}
+edges: [data.out -> train.in, train.metrics -> show.in]
+""")
+            r = subprocess.run([args.cli, "run", f"{tmp}/g.yaml", "--threads", "2"], env=env, capture_output=True, text=True)
+            m = re.search(r"samples_per_s: ([0-9.e+]+)", r.stdout + r.stderr)
+            if not m:
+                raise SystemExit(r.stderr)
+            rates.append(float(m.group(1)))
+        best = max(rates)
+        print(f"{loss}: best {best:.0f} samples/s = {64000 / best:.2f} ms per step "
+              f"(rounds: {', '.join(f'{x:.0f}' for x in rates)})")
