@@ -258,6 +258,19 @@ class SmallCnn final : public ModuleModel {
     expect_images(x, in_, owner_);
     return head_->forward(features_->forward(x).flatten(1));
   }
+  // Also gives the conv features the head reads ("features", f32[N, F], not normalised). The
+  // loss shapes the head's output; on classes never seen in training the features before the
+  // head retrieve better than the embedding, which collapses onto the training classes (the
+  // projection-head effect; docs/torch.md). torch.embed's `outputs: [features]` exports them.
+  TensorMap forward_all(const TensorMap& inputs) override {
+    auto it = inputs.find("image");
+    if (it == inputs.end()) throw DataError(cat(owner_, ": no 'image' input"));
+    expect_images(it->second, in_, owner_);
+    std::unique_ptr<torch::NoGradGuard> no_grad;
+    if (frozen()) no_grad = std::make_unique<torch::NoGradGuard>();
+    torch::Tensor f = features_->forward(it->second).flatten(1);
+    return {{"embedding", finish_embedding(head_->forward(f))}, {"features", f}};
+  }
 
  private:
   std::int64_t in_, hidden_, dim_;
@@ -687,7 +700,8 @@ std::vector<ComponentType> model_components() {
   return {
       model_type("torch.small_cnn",
                  "Small CNN for 28x28 images: per entry of `channels` a 3x3 conv (+ batch norm), ReLU and 2x2 max "
-                 "pool, then a hidden linear layer and the embedding layer. Input f32[N,C,H,W]; output f32[N,D].",
+                 "pool, then a hidden linear layer and the embedding layer. Input f32[N,C,H,W]; output f32[N,D]. "
+                 "forward_all also outputs features (the flattened conv features the head reads).",
                  {Param::integer("in_channels").default_value(1).min(1).doc("image channels"),
                   Param::integers("channels").default_value(std::vector<std::int64_t>{32, 64}).min(1).doc("output channels of each conv block"),
                   Param::integer("hidden").default_value(128).min(0).doc("hidden units before the embedding layer; 0: none"),

@@ -460,3 +460,43 @@ print('ok')
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
 }
+
+TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch][embed][cli]") {
+  // hidden: 0 makes the head one linear layer, so embedding = W * features + b must hold exactly
+  // for every test image; 98 features (2 channels x 7 x 7) over 128 images leave the least-squares
+  // fit overdetermined, so a wrong tensor (or the right one with rows shuffled) cannot fit.
+  fs::path dir = scratch_dir("torch-features");
+  const std::string out_h5 = (dir / "features.h5").string();
+  std::string g = train_graph(
+      path_of("train.h5"),
+      "model: {type: torch.small_cnn, channels: [2, 2], hidden: 0, embedding_dim: 8}, loss: {type: torch.batch_hard_triplet}, "
+      "max_steps: 4, threads: 2",
+      "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 128}}\n"
+      "  embed: {type: torch.embed, params: {outputs: [features], threads: 2}}\n"
+      "  save:  {type: io.hdf5_writer, params: {path: " + out_h5 + ", group: embeddings}}\n",
+      "  - train.model -> embed.model\n"
+      "  - test.out -> embed.in\n"
+      "  - embed.out -> save.in\n");
+  auto r = run_graph(dir, "features.yaml", g);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto check = run_python(R"PY(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1]) as f:
+    g = f['embeddings']
+    e, x = g['embedding'][:].astype(np.float64), g['features'][:].astype(np.float64)
+assert x.shape == (128, 98) and e.shape == (128, 8), (x.shape, e.shape)
+assert (x >= 0).all(), 'features come after ReLU and max pooling'
+def residual(feats):
+    a = np.hstack([feats, np.ones((len(feats), 1))])
+    m, *_ = np.linalg.lstsq(a, e, rcond=None)
+    return np.abs(a @ m - e).max() / np.abs(e).max()
+fit, shuffled = residual(x), residual(x[np.random.default_rng(0).permutation(128)])
+assert fit < 1e-4, fit
+assert shuffled > 1e-2, shuffled
+print('ok', fit, shuffled)
+)PY",
+                          {out_h5});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+}

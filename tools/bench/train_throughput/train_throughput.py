@@ -1,0 +1,219 @@
+#!/usr/bin/python3
+"""Training throughput of torch.small_cnn on Fashion-MNIST, batch 256, three ways in one run
+(issue 5, item 9), every side with the same LibTorch/PyTorch intra-op thread count:
+
+  (a) embedflow graph end to end, with augmentation:
+        image.idx_reader (shuffled, batches of 256) -> image.augment (random resized crop, flip,
+        rotation, to_tensor, normalize) -> torch.train
+  (b) model steps on pre-made tensors: the same torch.train fed by io.hdf5_reader from an HDF5
+        file of already-augmented f32 batches (what (a) would reach if data cost nothing);
+  (c) PyTorch in Python (Debian's python3-torch): a Dataset doing the same augmentations with
+        PIL + numpy per image, DataLoader(batch_size=256, shuffle=True, num_workers=2), the same
+        model, loss and optimizer.
+
+Model: torch.small_cnn defaults (conv 32, conv 64, batch norm, hidden 128, embedding 64); loss:
+batch-hard triplet (margin 0.2); Adam, lr 1e-3. The first --warmup steps are not timed. The sides
+take turns for --rounds rounds and each reports its best round, so a burst of load from other
+processes on a shared machine does not decide the ratio. Targets: (a) >= 0.95 x (b) and
+(a) >= 1.2 x (c).
+
+  /usr/bin/python3 tools/bench/train_throughput/train_throughput.py --build build --threads 2
+"""
+import argparse
+import gzip
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+import torch
+
+FASHION = '/usr/share/datasets/fashion-mnist'
+MEAN, STD = 0.2860, 0.3530
+OPS = f"""[{{op: random_resized_crop, height: 28, width: 28, scale: [0.7, 1.0]}},
+          {{op: flip, horizontal_p: 0.5}}, {{op: rotate, degrees: [-10, 10]}}, to_tensor,
+          {{op: normalize, mean: [{MEAN}], std: [{STD}]}}]"""
+
+
+def idx(path):
+    with gzip.open(path) as f:
+        data = f.read()
+    rank = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], 'big') for i in range(rank)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+class SmallCnn(torch.nn.Module):
+    """torch.small_cnn with its defaults: channels [32, 64], batch norm, hidden 128, embedding 64."""
+
+    def __init__(self):
+        super().__init__()
+        layers, c = [], 1
+        for ch in (32, 64):
+            layers += [torch.nn.Conv2d(c, ch, 3, padding=1, bias=False), torch.nn.BatchNorm2d(ch), torch.nn.ReLU(),
+                       torch.nn.MaxPool2d(2)]
+            c = ch
+        self.features = torch.nn.Sequential(*layers)
+        self.head = torch.nn.Sequential(torch.nn.Linear(64 * 7 * 7, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64))
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+def batch_hard(x, y, margin=0.2):
+    d = torch.cdist(x, x, compute_mode='donot_use_mm_for_euclid_dist')
+    same = y[None, :] == y[:, None]
+    eye = torch.eye(len(y), dtype=torch.bool)
+    pos, neg = same & ~eye, ~same
+    hp = torch.where(pos, d, torch.zeros_like(d)).amax(1)
+    hn = torch.where(neg, d, torch.full_like(d, float('inf'))).amin(1)
+    valid = pos.any(1) & neg.any(1)
+    return torch.clamp(hp - hn + margin, min=0)[valid].mean()
+
+
+class AugmentedFashion(torch.utils.data.Dataset):
+    """The graph's augmentations per image with PIL + numpy (what a torchvision transform does)."""
+
+    def __init__(self, images, labels):
+        self.images, self.labels = images, labels
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        from PIL import Image
+        rng = np.random.default_rng((torch.initial_seed() + i) % 2**32)
+        img = Image.fromarray(self.images[i])
+        s = rng.uniform(0.7, 1.0) * 784
+        r = np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3)))
+        w = min(28, int(round(np.sqrt(s * r))))
+        h = min(28, int(round(np.sqrt(s / r))))
+        x, y = rng.integers(0, 29 - w), rng.integers(0, 29 - h)
+        img = img.crop((x, y, x + w, y + h)).resize((28, 28), Image.BILINEAR)
+        if rng.random() < 0.5:
+            img = img.transpose(Image.FLIP_LEFT_RIGHT)
+        img = img.rotate(rng.uniform(-10, 10), resample=Image.BILINEAR)
+        t = (np.asarray(img, np.float32)[None] / 255.0 - MEAN) / STD
+        return torch.from_numpy(t), int(self.labels[i])
+
+
+def timed_rate(step_times, batch):
+    return len(step_times) * batch / sum(step_times)
+
+
+def pytorch_dataloader(images, labels, batch, steps, warmup, threads, workers):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = SmallCnn()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(AugmentedFashion(images, labels), batch_size=batch, shuffle=True,
+                                         num_workers=workers, drop_last=True, persistent_workers=workers > 0)
+    times, s = [], 0
+    while s < steps:
+        last = time.perf_counter()
+        for x, y in loader:
+            loss = batch_hard(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            now = time.perf_counter()
+            if s >= warmup:
+                times.append(now - last)  # includes waiting for the loader, as the graph's rate does
+            last = now
+            s += 1
+            if s == steps:
+                break
+    return timed_rate(times, batch)
+
+
+def run_graph(cli, nodes, edges, batch, steps, warmup, threads, work, name):
+    """Runs `nodes` + a torch.train node named train; returns the timed steps' samples/s."""
+    log = os.path.join(work, name)
+    graph = os.path.join(work, name + '.yaml')
+    with open(graph, 'w') as g:
+        g.write(f"""# torch.small_cnn training, batch {batch} ({name})
+seed: 1
+nodes:
+{nodes.rstrip()}
+  train: {{type: torch.train, params: {{model: {{type: torch.small_cnn}}, loss: {{type: torch.batch_hard_triplet}},
+          optimizer: {{type: torch.adam, lr: 0.001}}, max_steps: {steps}, threads: {threads}, log_every: 1,
+          log_dir: {log}}}}}
+edges: {edges}
+""")
+    r = subprocess.run([cli, 'run', graph, '--quiet', '--threads', str(threads)], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f'{name} graph failed:\n{r.stderr}')
+    rows = np.genfromtxt(os.path.join(log, 'metrics.csv'), delimiter=',', names=True)
+    timed = rows[warmup:]
+    if len(timed) != steps - warmup:
+        sys.exit(f'{name}: expected {steps - warmup} timed steps, got {len(timed)}')
+    # Each row covers one step, from the previous row to this one: data waits included.
+    return timed_rate(list(batch / timed['samples_per_s']), batch)
+
+
+def graph_augmented(cli, batch, steps, warmup, threads, work):
+    nodes = f"""  data:  {{type: image.idx_reader, params: {{split: train, shuffle: true, epochs: 100, batch_size: {batch}, drop_last: true}}}}
+  aug:   {{type: image.augment, params: {{ops: {' '.join(OPS.split())}}}}}"""
+    return run_graph(cli, nodes, '[data.out -> aug.in, aug.out -> train.in]', batch, steps, warmup, threads, work,
+                     'a_augmented')
+
+
+def premade_tensors(images, labels, batch, steps):
+    """`steps` batches augmented once, up front, by the Dataset of side (c): f32 [N,1,28,28]."""
+    ds = AugmentedFashion(images, labels)
+    torch.manual_seed(0)
+    order = np.random.default_rng(0).permutation(len(images))[:steps * batch]
+    x = np.stack([ds[int(i)][0].numpy() for i in order])
+    return x, labels[order].astype(np.int64)
+
+
+def graph_premade(cli, x, y, batch, steps, warmup, threads, work):
+    data = os.path.join(work, 'premade.h5')
+    with h5py.File(data, 'w') as f:
+        f['image'], f['label'] = x, y
+    nodes = f"  data:  {{type: io.hdf5_reader, params: {{path: {data}, fields: [image, label], batch_size: {batch}}}}}"
+    return run_graph(cli, nodes, '[data.out -> train.in]', batch, steps, warmup, threads, work, 'b_premade')
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--build', default='build', help='build directory holding bin/embedflow')
+    ap.add_argument('--threads', type=int, default=2, help='intra-op threads of every side (and the graph\'s --threads)')
+    ap.add_argument('--workers', type=int, default=2, help='DataLoader num_workers of side (c)')
+    ap.add_argument('--batch', type=int, default=256)
+    ap.add_argument('--steps', type=int, default=60)
+    ap.add_argument('--warmup', type=int, default=5)
+    ap.add_argument('--rounds', type=int, default=3)
+    a = ap.parse_args()
+    cli = os.path.join(a.build, 'bin', 'embedflow')
+    images = idx(f'{FASHION}/train-images-idx3-ubyte.gz')
+    labels = idx(f'{FASHION}/train-labels-idx1-ubyte.gz').astype(np.int64)
+    x, y = premade_tensors(images, labels, a.batch, a.steps)
+    rounds = {'a': [], 'b': [], 'c': []}
+    load = open('/proc/loadavg').read().split()[:3]
+    for _ in range(a.rounds):
+        with tempfile.TemporaryDirectory() as work:
+            rounds['a'].append(graph_augmented(cli, a.batch, a.steps, a.warmup, a.threads, work))
+            rounds['b'].append(graph_premade(cli, x, y, a.batch, a.steps, a.warmup, a.threads, work))
+        rounds['c'].append(pytorch_dataloader(images, labels, a.batch, a.steps, a.warmup, a.threads, a.workers))
+    best = {k: max(v) for k, v in rounds.items()}
+    print(f'threads {a.threads}, batch {a.batch}, {a.steps - a.warmup} timed steps, best of {a.rounds} rounds, '
+          f'load average before {" ".join(load)}')
+    for k, v in rounds.items():
+        print(f'rounds ({k}) samples/s: ' + ', '.join(f'{r:.0f}' for r in v))
+    print('| side | samples/s | steps/s | ratio |')
+    print('|---|---|---|---|')
+    print(f'| (a) embedflow graph, idx_reader -> image.augment -> torch.train | {best["a"]:.0f} | '
+          f'{best["a"] / a.batch:.2f} | (a)/(b) = {best["a"] / best["b"]:.2f} (target >= 0.95), '
+          f'(a)/(c) = {best["a"] / best["c"]:.2f} (target >= 1.2) |')
+    print(f'| (b) embedflow torch.train on pre-made tensors (io.hdf5_reader) | {best["b"]:.0f} | '
+          f'{best["b"] / a.batch:.2f} | |')
+    print(f'| (c) PyTorch, Dataset + DataLoader(num_workers={a.workers}) | {best["c"]:.0f} | '
+          f'{best["c"] / a.batch:.2f} | |')
+
+
+if __name__ == '__main__':
+    main()
