@@ -16,6 +16,8 @@ void register_types(embedflow::Registry& r) {
   r.add(report_type());
   r.add(scatter_type());
   r.add(reconstruction_type());
+  r.add(learning_curve_type());
+  r.add(curve_chart_type());
 }
 }  // namespace
 
