@@ -10,7 +10,9 @@
 //   architecture is rebuilt from the spec the snapshot or checkpoint carries unless `model` is
 //   given (needed for models from another family).
 // Modes: latest — each batch is embedded with the newest model available when it arrives
-//   (batches that arrive before the first snapshot wait in memory); every_snapshot — the input
+//   (batches that arrive before the first snapshot wait in memory); final — the input is held
+//   and embedded at end of stream with the last snapshot (the trained model even when the
+//   trainer emits snapshots along the way); every_snapshot — the input
 //   is held and, at end of stream, embedded once per snapshot received (learning curves: an
 //   evaluator downstream groups by `step`).
 // Autoencoders: `outputs` adds named outputs of the model's forward_all to each record (e.g. a
@@ -87,6 +89,7 @@ class Embed final : public Node {
     field_ = p.string("field");
     keep_ = p.strings("keep");
     every_snapshot_ = p.string("mode") == "every_snapshot";
+    final_only_ = p.string("mode") == "final";
     has_model_param_ = p.has("model");
     outputs_ = p.strings("outputs");
     mosaic_ = p.string("mosaic");
@@ -114,7 +117,8 @@ class Embed final : public Node {
     s.spec = snapshot->get("spec").string_at(0);
     s.step = snapshot->get("step").as_int(0);
     s.what = cat("model snapshot of step ", s.step);
-    if (every_snapshot_) {
+    if (every_snapshot_ || final_only_) {
+      if (final_only_) snapshots_.clear();  // only the last snapshot is used
       snapshots_.push_back(std::move(s));
       return;
     }
@@ -124,7 +128,7 @@ class Embed final : public Node {
   }
 
   void process(std::size_t, const RecordPtr& batch, Emitter& out) override {
-    if (every_snapshot_) {
+    if (every_snapshot_ || final_only_) {
       held_.push_back(batch);
       return;
     }
@@ -137,15 +141,16 @@ class Embed final : public Node {
   }
 
   void close(Emitter& out) override {
-    if (every_snapshot_) {
+    if (every_snapshot_ || final_only_) {
       if (snapshots_.empty() && !held_.empty())
-        throw DataError("mode every_snapshot: the side port `model` ended without a snapshot");
+        throw DataError(cat("mode ", every_snapshot_ ? "every_snapshot" : "final",
+                            ": the side port `model` ended without a snapshot"));
       for (const auto& s : snapshots_) {
         use(s);
         mosaic_inputs_.clear();  // each snapshot draws its own mosaic; the last one stays
         mosaic_recon_.clear();
         mosaic_written_ = false;
-        for (auto& r : held_) embed_batch(*r, out, true);
+        for (auto& r : held_) embed_batch(*r, out, every_snapshot_);
         write_mosaic();
       }
       return;
@@ -259,7 +264,7 @@ class Embed final : public Node {
   std::int64_t threads_ = 0;
   std::string field_, built_spec_;
   std::vector<std::string> keep_;
-  bool every_snapshot_ = false, has_model_param_ = false, loaded_ = false;
+  bool every_snapshot_ = false, final_only_ = false, has_model_param_ = false, loaded_ = false;
   std::unique_ptr<Model> model_;
   std::unique_ptr<WeightsSource> source_;
   std::vector<WeightsSource> snapshots_;
@@ -280,8 +285,10 @@ NodeType embed_type() {
       .param(Param::string("field").default_value("image").doc("the image field to embed"))
       .param(Param::strings("keep").default_value(std::vector<std::string>{"id", "label"}).doc(
           "input fields copied to the output when present"))
-      .param(Param::choice("mode", {"latest", "every_snapshot"}).default_value("latest").doc(
-          "latest: embed each batch with the newest model; every_snapshot: hold the input and embed it once per "
+      .param(Param::choice("mode", {"latest", "final", "every_snapshot"}).default_value("latest").doc(
+          "latest: embed each batch with the newest model; final: hold the input and embed it with the last snapshot "
+          "(the trained model, when the trainer also emits snapshots during training); every_snapshot: hold the "
+          "input and embed it once per "
           "snapshot at end of stream, adding step: i64[B]"))
       .param(Param::strings("outputs").default_value(std::vector<std::string>{}).doc(
           "named model outputs added to each record beside embedding, e.g. [reconstruction, logvar] for torch.conv_vae"))
@@ -300,8 +307,8 @@ NodeType embed_type() {
         const Params& p = c.params();
         if (!c.connected("model") && p.string("checkpoint").empty() && !p.has("model"))
           c.error("needs a model: connect a torch.train `model` output to the side port `model`, or set `checkpoint` or `model`");
-        if (p.string("mode") == "every_snapshot" && !c.connected("model"))
-          c.error("mode every_snapshot needs snapshots on the side port `model`", "mode");
+        if (p.string("mode") != "latest" && !c.connected("model"))
+          c.error(cat("mode ", p.string("mode"), " needs snapshots on the side port `model`"), "mode");
         const PortSchema& in = c.input("in");
         PortSchema out;
         Dim b{Dim::Kind::symbol, -1, "B"};

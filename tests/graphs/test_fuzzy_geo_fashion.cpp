@@ -3,6 +3,9 @@
 // runs; the pixel baseline row equals scikit-learn's kNN on the same test images; the sweep
 // switch adds its branches; and the cached pair sets replay on a second run.
 #include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
 #include <filesystem>
 
 #include "cli.hpp"
@@ -16,7 +19,7 @@ TEST_CASE("fuzzy_geo_fashion.yaml runs end to end; the pixel baseline matches sc
   const std::vector<std::string> args{"run", source_dir() + "/graphs/fuzzy_geo_fashion.yaml", "--set", "steps=20",
                                       "--set", "out=" + out.string(), "--cache-dir", cache.string(),
                                       "--set", "eval_p0.bootstrap=0", "--set", "eval_p0_head.bootstrap=0",
-                                      "--set", "eval_pixels.bootstrap=0"};
+                                      "--set", "eval_pixels.bootstrap=0", "--set", "curve_every=10"};
   Result r = run_cli(args);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -27,6 +30,28 @@ TEST_CASE("fuzzy_geo_fashion.yaml runs end to end; the pixel baseline matches sc
   CHECK_THAT(table, Catch::Contains("| siamese p=0 | 0 |"));
   CHECK_THAT(table, Catch::Contains("| siamese p=0, head output | - |"));
   CHECK(fs::exists(out / "p0" / "train" / "metrics.csv"));
+
+  // The learning curve has a point per snapshot (steps 10 and 20); its last point embeds the test
+  // set with the final model, as the table's row does, so the two agree.
+  {
+    std::ifstream curve(out / "p0" / "learning_curve.csv");
+    std::string line, last;
+    std::vector<std::string> steps;
+    std::getline(curve, line);
+    REQUIRE(line == "step,p_at_1,r_precision,map_at_r");
+    while (std::getline(curve, line)) {
+      steps.push_back(line.substr(0, line.find(',')));
+      last = line;
+    }
+    CHECK(steps == std::vector<std::string>{"10", "20"});
+    double p1 = 0, rprec = 0, map_r = 0;
+    REQUIRE(std::sscanf(last.c_str(), "20,%lf,%lf,%lf", &p1, &rprec, &map_r) == 3);
+    char row[128];
+    std::snprintf(row, sizeof row, "| siamese p=0 | 0 | %.2f | %.2f | %.2f |", 100 * p1, 100 * rprec, 100 * map_r);
+    CHECK_THAT(table, Catch::Contains(row));
+    CHECK(fs::exists(out / "learning_curves.png"));
+    CHECK_THAT(read_file(out / "learning_curves.csv"), Catch::Contains("\"siamese p=0\",20,"));
+  }
 
   // Independent oracle for the baseline row: P@1, R-precision and MAP@R of pixels under cosine
   // distance, by scikit-learn's brute-force kNN (the issue's published baseline: 0.908, 0.560, 0.471).

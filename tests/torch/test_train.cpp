@@ -312,7 +312,7 @@ print('ok', err, len(changed))
 TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torch][embed][cli]") {
   fs::path dir = scratch_dir("torch-embed");
   const std::string snap_h5 = (dir / "snap.h5").string(), ckpt_h5 = (dir / "ckpt.h5").string(),
-                    every_h5 = (dir / "every.h5").string();
+                    every_h5 = (dir / "every.h5").string(), final_h5 = (dir / "final.h5").string();
   // Training feeds its snapshots (every 4 steps and at the end) to two embedders of the test set.
   std::string g = train_graph(
       path_of("train.h5"),
@@ -322,6 +322,9 @@ TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torc
       "  test2: {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
       "  embed: {type: torch.embed, params: {threads: 2}}\n"
       "  every: {type: torch.embed, params: {mode: every_snapshot, threads: 2}}\n"
+      "  test3: {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
+      "  fin:   {type: torch.embed, params: {mode: final, threads: 2}}\n"
+      "  save3: {type: io.hdf5_writer, params: {path: " + final_h5 + ", group: embeddings}}\n"
       "  save:  {type: io.hdf5_writer, params: {path: " + snap_h5 + ", group: embeddings}}\n"
       "  save2: {type: io.hdf5_writer, params: {path: " + every_h5 + ", group: embeddings}}\n",
       "  - train.model -> embed.model\n"
@@ -329,7 +332,10 @@ TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torc
       "  - embed.out -> save.in\n"
       "  - train.model -> every.model\n"
       "  - test2.out -> every.in\n"
-      "  - every.out -> save2.in\n");
+      "  - every.out -> save2.in\n"
+      "  - train.model -> fin.model\n"
+      "  - test3.out -> fin.in\n"
+      "  - fin.out -> save3.in\n");
   auto r = run_graph(dir, "train.yaml", g);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -343,14 +349,17 @@ TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torc
   REQUIRE(c.exit_code == 0);
   auto check = run_python(R"PY(
 import sys, h5py, numpy as np
-snap, ckpt, every, test = sys.argv[1:5]
+snap, ckpt, every, test, fin = sys.argv[1:6]
 with h5py.File(test) as f:
     ids, labels = f['id'][:], f['label'][:]
 def load(p):
     with h5py.File(p) as f:
         g = f['embeddings']
         return {k: g[k][:] for k in g.attrs['fields']}
-s, c, e = load(snap), load(ckpt), load(every)
+s, c, e, f = load(snap), load(ckpt), load(every), load(fin)
+# mode final: every batch embedded with the last snapshot (step 8), whenever it arrived.
+assert 'step' not in f and (f['id'] == ids).all()
+assert np.abs(f['embedding'] - c['embedding']).max() < 1e-5, 'mode final differs from the final checkpoint'
 assert s['embedding'].shape == (128, 16) and s['embedding'].dtype == np.float32, s['embedding'].shape
 assert (s['id'] == ids).all() and (s['label'] == labels).all() and (c['id'] == ids).all()
 # The latest-snapshot embedder may have used the step-4 snapshot for early batches only if
@@ -366,7 +375,7 @@ for i in range(128):
     assert ok, i
 print('ok')
 )PY",
-                          {snap_h5, ckpt_h5, every_h5, path_of("test.h5")});
+                          {snap_h5, ckpt_h5, every_h5, path_of("test.h5"), final_h5});
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
 }
