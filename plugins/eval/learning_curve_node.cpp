@@ -77,7 +77,7 @@ class LearningCurve final : public Node {
       p1.push_back(s.p_at_1);
       rprec.push_back(s.r_precision);
       map_r.push_back(s.map_at_r);
-      log_info(name_, ": step ", step, ", ", set.rows(), " items: P@1 ", percent(s.p_at_1), "%, MAP@R ",
+      log_info(name_, "step ", step, ", ", set.rows(), " items: P@1 ", percent(s.p_at_1), "%, MAP@R ",
                percent(s.map_at_r), "%");
     }
     if (!out_.empty()) {

@@ -129,7 +129,7 @@ def pytorch_dataloader(images, labels, batch, steps, warmup, threads, workers):
     return timed_rate(times, batch)
 
 
-def run_graph(cli, nodes, edges, batch, steps, warmup, threads, work, name):
+def run_graph(cli, nodes, edges, batch, steps, warmup, threads, work, name, graph_threads):
     """Runs `nodes` + a torch.train node named train; returns the timed steps' samples/s."""
     log = os.path.join(work, name)
     graph = os.path.join(work, name + '.yaml')
@@ -143,7 +143,7 @@ nodes:
           log_dir: {log}}}}}
 edges: {edges}
 """)
-    r = subprocess.run([cli, 'run', graph, '--quiet', '--threads', str(threads)], capture_output=True, text=True)
+    r = subprocess.run([cli, 'run', graph, '--quiet', '--threads', str(graph_threads)], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f'{name} graph failed:\n{r.stderr}')
     rows = np.genfromtxt(os.path.join(log, 'metrics.csv'), delimiter=',', names=True)
@@ -154,11 +154,11 @@ edges: {edges}
     return timed_rate(list(batch / timed['samples_per_s']), batch)
 
 
-def graph_augmented(cli, batch, steps, warmup, threads, work):
+def graph_augmented(cli, batch, steps, warmup, threads, work, graph_threads):
     nodes = f"""  data:  {{type: image.idx_reader, params: {{split: train, shuffle: true, epochs: 100, batch_size: {batch}, drop_last: true}}}}
   aug:   {{type: image.augment, params: {{ops: {' '.join(OPS.split())}}}}}"""
     return run_graph(cli, nodes, '[data.out -> aug.in, aug.out -> train.in]', batch, steps, warmup, threads, work,
-                     'a_augmented')
+                     'a_augmented', graph_threads)
 
 
 def premade_tensors(images, labels, batch, steps):
@@ -170,12 +170,12 @@ def premade_tensors(images, labels, batch, steps):
     return x, labels[order].astype(np.int64)
 
 
-def graph_premade(cli, x, y, batch, steps, warmup, threads, work):
+def graph_premade(cli, x, y, batch, steps, warmup, threads, work, graph_threads):
     data = os.path.join(work, 'premade.h5')
     with h5py.File(data, 'w') as f:
         f['image'], f['label'] = x, y
     nodes = f"  data:  {{type: io.hdf5_reader, params: {{path: {data}, fields: [image, label], batch_size: {batch}}}}}"
-    return run_graph(cli, nodes, '[data.out -> train.in]', batch, steps, warmup, threads, work, 'b_premade')
+    return run_graph(cli, nodes, '[data.out -> train.in]', batch, steps, warmup, threads, work, 'b_premade', graph_threads)
 
 
 def main():
@@ -183,6 +183,8 @@ def main():
     ap.add_argument('--build', default='build', help='build directory holding bin/embedflow')
     ap.add_argument('--threads', type=int, default=2, help='intra-op threads of every side (and the graph\'s --threads)')
     ap.add_argument('--workers', type=int, default=2, help='DataLoader num_workers of side (c)')
+    ap.add_argument('--graph-threads', type=int, default=0,
+                    help="the graph's --threads (oneTBB workers for the data nodes) on sides (a) and (b); 0: --threads")
     ap.add_argument('--batch', type=int, default=256)
     ap.add_argument('--steps', type=int, default=60)
     ap.add_argument('--warmup', type=int, default=5)
@@ -196,11 +198,12 @@ def main():
     load = open('/proc/loadavg').read().split()[:3]
     for _ in range(a.rounds):
         with tempfile.TemporaryDirectory() as work:
-            rounds['a'].append(graph_augmented(cli, a.batch, a.steps, a.warmup, a.threads, work))
-            rounds['b'].append(graph_premade(cli, x, y, a.batch, a.steps, a.warmup, a.threads, work))
+            gt = a.graph_threads or a.threads
+            rounds['a'].append(graph_augmented(cli, a.batch, a.steps, a.warmup, a.threads, work, gt))
+            rounds['b'].append(graph_premade(cli, x, y, a.batch, a.steps, a.warmup, a.threads, work, gt))
         rounds['c'].append(pytorch_dataloader(images, labels, a.batch, a.steps, a.warmup, a.threads, a.workers))
     best = {k: max(v) for k, v in rounds.items()}
-    print(f'threads {a.threads}, batch {a.batch}, {a.steps - a.warmup} timed steps, best of {a.rounds} rounds, '
+    print(f'threads {a.threads} (graph --threads {a.graph_threads or a.threads}, DataLoader workers {a.workers}), batch {a.batch}, {a.steps - a.warmup} timed steps, best of {a.rounds} rounds, '
           f'load average before {" ".join(load)}')
     for k, v in rounds.items():
         print(f'rounds ({k}) samples/s: ' + ', '.join(f'{r:.0f}' for r in v))
