@@ -31,6 +31,10 @@ import h5py
 import numpy as np
 import torch
 
+# The model and loss of tools/bench/torch_steps.py (the model-step benchmark against PyTorch).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from torch_steps import SmallCnn, batch_hard  # noqa: E402
+
 FASHION = '/usr/share/datasets/fashion-mnist'
 MEAN, STD = 0.2860, 0.3530
 OPS = f"""[{{op: random_resized_crop, height: 28, width: 28, scale: [0.7, 1.0]}},
@@ -44,34 +48,6 @@ def idx(path):
     rank = data[3]
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], 'big') for i in range(rank)]
     return np.frombuffer(data, np.uint8, offset=4 + 4 * rank).reshape(dims)
-
-
-class SmallCnn(torch.nn.Module):
-    """torch.small_cnn with its defaults: channels [32, 64], batch norm, hidden 128, embedding 64."""
-
-    def __init__(self):
-        super().__init__()
-        layers, c = [], 1
-        for ch in (32, 64):
-            layers += [torch.nn.Conv2d(c, ch, 3, padding=1, bias=False), torch.nn.BatchNorm2d(ch), torch.nn.ReLU(),
-                       torch.nn.MaxPool2d(2)]
-            c = ch
-        self.features = torch.nn.Sequential(*layers)
-        self.head = torch.nn.Sequential(torch.nn.Linear(64 * 7 * 7, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64))
-
-    def forward(self, x):
-        return self.head(self.features(x).flatten(1))
-
-
-def batch_hard(x, y, margin=0.2):
-    d = torch.cdist(x, x, compute_mode='donot_use_mm_for_euclid_dist')
-    same = y[None, :] == y[:, None]
-    eye = torch.eye(len(y), dtype=torch.bool)
-    pos, neg = same & ~eye, ~same
-    hp = torch.where(pos, d, torch.zeros_like(d)).amax(1)
-    hn = torch.where(neg, d, torch.full_like(d, float('inf'))).amin(1)
-    valid = pos.any(1) & neg.any(1)
-    return torch.clamp(hp - hn + margin, min=0)[valid].mean()
 
 
 class AugmentedFashion(torch.utils.data.Dataset):
