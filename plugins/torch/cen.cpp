@@ -361,11 +361,7 @@ const Registry& cen_registry() {
 }
 
 std::unique_ptr<Model> build_cen_or_model(const Value& spec, std::uint64_t seed, const std::string& owner) {
-  std::unique_ptr<Component> c = cen_registry().instantiate(spec, seed, owner);
-  auto* m = dynamic_cast<Model*>(c.get());
-  if (!m) throw ConfigError(cat(owner, ": ", spec.str(), " is not a model"));
-  c.release();
-  return std::unique_ptr<Model>(m);
+  return build_model(spec, seed, owner, cen_registry());
 }
 
 double evaluate_cen_loss(const Value& spec, const Record& batch) {

@@ -103,7 +103,9 @@ std::int64_t read_int(torch::serialize::InputArchive& a, const std::string& key,
 
 // Model snapshot records (image/torch contract): {weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1]}.
 Record make_snapshot(Model& model, const std::string& spec_text, std::int64_t step, std::int64_t epoch);
-// Builds a model from a spec through the family registry.
+// Builds a model from a spec through `registry` (default: the family registry).
 std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner);
+std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner,
+                                   const Registry& registry);
 
 }  // namespace embedflow::torchfam

@@ -191,7 +191,12 @@ Record make_snapshot(Model& model, const std::string& spec_text, std::int64_t st
 }
 
 std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner) {
-  std::unique_ptr<Component> c = family_registry().instantiate(spec, seed, owner);
+  return build_model(spec, seed, owner, family_registry());
+}
+
+std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner,
+                                   const Registry& registry) {
+  std::unique_ptr<Component> c = registry.instantiate(spec, seed, owner);
   auto* m = dynamic_cast<Model*>(c.get());
   if (!m) throw ConfigError(cat(owner, ": ", spec.str(), " is not a model"));
   c.release();
