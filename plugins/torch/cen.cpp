@@ -57,7 +57,12 @@ CenModel::CenModel(const ComponentContext& c) : Model(c) {
   context_images_ = p.integer("context_images") > 0 ? p.integer("context_images") : images_;
   context_hidden_ = p.integer("context_hidden");
   unique_ = p.boolean("unique_images");
+  spread_ = p.string("context") == "spread";
+  product_ = p.string("mixing") == "product";
   if (p.has("encoder")) encoder_ = c.component<Model>("encoder");
+  if (spread_ && encoder_)
+    throw ConfigError(cat(owner_, ": context: spread reads the members' embeddings from the id table; a pixel `encoder` has "
+                                  "no pixels for the grid's members (use context: members)"));
   if (!encoder_ && images_ <= 0) throw ConfigError(cat(owner_, ": an id-table image encoder needs `images` > 0 (or give an `encoder` model)"));
   if (uses_worker() && workers_ <= 0) throw ConfigError(cat(owner_, ": variant ", variant_, " needs `workers` > 0"));
   if (uses_context() && context_images_ <= 0)
@@ -72,11 +77,20 @@ CenModel::CenModel(const ComponentContext& c) : Model(c) {
   // Activations start positive (a ReLU unit that starts below 0 never learns): worker rows
   // U(0.5, 1.5); context columns U(0, 2 c / 24), so a grid of S = 24 members starts with a^g
   // near c = `context_init` in every dimension.
+  // Product mixing: logits near 0, so a = K softmax(z) starts near 1 in every dimension.
   if (uses_worker()) {
     worker_ = module_->register_module("worker", nn::Embedding(workers_, k_));
-    worker_->weight.uniform_(0.5, 1.5);
+    if (product_)
+      worker_->weight.uniform_(0.0, 0.01);
+    else
+      worker_->weight.uniform_(0.5, 1.5);
   }
-  if (uses_context()) {
+  if (uses_context() && spread_) {
+    // P starts as the identity: at first each dimension's weight follows its own spread.
+    context_spread_ = module_->register_module("context_spread", nn::Linear(k_, k_));
+    context_spread_->weight.copy_(torch::eye(k_));
+    context_spread_->bias.fill_(product_ ? 0.0 : p.number("context_init"));
+  } else if (uses_context()) {
     const std::int64_t h = context_hidden_ > 0 ? context_hidden_ : k_;
     const double context_init = p.number("context_init");
     context_ = module_->register_module(
@@ -102,7 +116,7 @@ torch::Tensor CenModel::worker_activation(const torch::Tensor& worker) {
     if (lo < 0 || hi >= workers_)
       throw DataError(cat(owner_, ": worker id ", lo < 0 ? lo : hi, " is outside 0..", workers_ - 1, "; raise `workers`"));
   }
-  return torch::relu(worker_(w));
+  return product_ ? worker_(w) : torch::relu(worker_(w));
 }
 
 torch::Tensor CenModel::context_activation(const torch::Tensor& members) {
@@ -115,8 +129,15 @@ torch::Tensor CenModel::context_activation(const torch::Tensor& members) {
       throw DataError(cat(owner_, ": grid member id ", lo < 0 ? lo : hi, " is outside the S-hot vector 0..", context_images_ - 1,
                           "; raise `context_images` or `images`"));
   }
-  torch::Tensor h = torch::relu(context_(m) + context_bias_);
-  return context_out_ ? torch::relu(context_out_(h)) : h;
+  if (spread_) {
+    // The grid's spread per dimension, read from the embedding without moving it (letting the
+    // context loss shrink or stretch x was worse in trials: docs/crowd.md).
+    torch::Tensor sigma = table_(m).detach().std(1, /*unbiased=*/false);
+    return product_ ? context_spread_(torch::log(sigma + 1e-3)) : torch::relu(context_spread_(sigma));
+  }
+  torch::Tensor z = context_(m) + context_bias_;
+  if (context_out_) z = context_out_(torch::relu(z));
+  return product_ ? z : torch::relu(z);
 }
 
 CenModel::Attributes CenModel::attributes(const torch::Tensor& worker, const torch::Tensor& members) {
@@ -131,6 +152,8 @@ CenModel::Attributes CenModel::attributes(const torch::Tensor& worker, const tor
     r.context = context_activation(members);
   }
   r.a = r.worker.defined() && r.context.defined() ? r.worker + r.context : r.worker.defined() ? r.worker : r.context;
+  // Product of experts: the summed logits become a distribution over the K dimensions.
+  if (product_) r.a = static_cast<double>(k_) * torch::softmax(r.a, 1);
   return r;
 }
 
@@ -291,6 +314,12 @@ std::vector<ComponentType> cen_model_components() {
   cen.push_back(Param::integer("context_hidden").default_value(0).min(0).doc(
       "0: a^g = ReLU(P Shot(g) + b), the paper's equation; H > 0: a two-layer context encoder with H hidden ReLU units "
       "(a linear function of the S-hot vector cannot tell whether an attribute varies inside the grid; a hidden layer can)"));
+  cen.push_back(Param::choice("context", {"members", "spread"}).default_value("members").doc(
+      "what the context encoder reads: members, the S-hot vector of the grid's image ids (the paper); spread, the "
+      "standard deviation of each embedding dimension over the grid's members (needs the id table)"));
+  cen.push_back(Param::choice("mixing", {"sum", "product"}).default_value("sum").doc(
+      "how the encoders make a: sum, ReLU activations added (the paper); product, a = K softmax(z^w + z^g) of the "
+      "encoders' logits, so a grid's constant attributes drop out and the worker's next preference takes their weight"));
   cen.push_back(Param::boolean("unique_images").default_value(true).doc(
       "with an encoder: run it once per distinct image of a batch (batches of whole submissions, crowd.grid_reader "
       "shuffle_unit: submission, repeat each image ~23 times)"));

@@ -8,6 +8,17 @@
 //                   (context_hidden H > 0: a^g = ReLU(V ReLU(P s(g) + b) + c), P: H x N_ctx)
 //   a = a^w (variant worker), a^g (context) or a^w + a^g (mixture)
 //   d(i, j; a) = ||a ⊙ (x_i - x_j)||_2
+// Two departures from the paper, both off by default:
+//   context: spread   a^g reads the spread of the grid: σ_k(g), the standard deviation of x_k over
+//                     the grid's members (detached), instead of the S-hot vector:
+//                     a^g = ReLU(P σ(g) + b); a linear function of S-hot(g) cannot tell whether an
+//                     attribute varies inside the grid, which is what the paper says context is.
+//   mixing: product   a = K softmax(z^w + z^g) with the encoders' logits z^w = Q o(w) and
+//                     z^g = P log(σ(g) + 1e-3) + b (or P S-hot(g) + b): a product of experts, so
+//                     an attribute constant in the grid (σ -> 0) drops out of a and the worker's
+//                     next preference takes its weight; a sum can only add weight. K makes a
+//                     uniform a start at 1 per dimension, as the sum's initialisation does.
+//                     worker_activation / context_activation then return the logits z^w / z^g.
 // The image encoder is an embedding table over image ids (the paper's one-hot f(o(i)); the model
 // input is then the id itself, a f32 field such as crowd.grid_reader's names: ids gives) or a
 // nested model component on pixels (`encoder:`, e.g. {type: torch.small_cnn, embedding_dim: 8}).
@@ -38,6 +49,8 @@ class CenModel final : public Model {
 
   bool uses_worker() const { return variant_ != "context"; }
   bool uses_context() const { return variant_ != "worker"; }
+  bool product() const { return product_; }
+  bool spread_context() const { return spread_; }
   const std::string& variant() const { return variant_; }
   std::int64_t dim() const { return k_; }
   std::int64_t workers() const { return workers_; }
@@ -61,10 +74,12 @@ class CenModel final : public Model {
   std::int64_t k_, images_, workers_, context_images_, context_hidden_;
   std::unique_ptr<Model> encoder_;  // pixels -> x; null: the id table
   bool unique_ = true;
+  bool spread_ = false, product_ = false;
   std::shared_ptr<torch::nn::Module> module_ = std::make_shared<torch::nn::Module>();
   torch::nn::Embedding table_{nullptr}, worker_{nullptr};
   torch::nn::EmbeddingBag context_{nullptr};
   torch::Tensor context_bias_;
+  torch::nn::Linear context_spread_{nullptr};  // context: spread, P and b
   torch::nn::Linear context_out_{nullptr};  // context_hidden > 0: the second layer
 };
 

@@ -262,3 +262,63 @@ print("ok")
   CHECK(losses(dir / "cen" / "metrics.csv").size() == 3);
 }
 #endif
+
+#ifdef GEN_CROWD
+TEST_CASE("product mixing and the spread context: a = K softmax(z^w + z^g), z^g affine in log spread; spread needs the table") {
+  const fs::path data = tiny_crowd();
+  const fs::path dir = scratch_dir("cen_product");
+  const std::string csv = (data / "annotations.csv").string();
+  auto graph = [&](const std::string& model, const std::string& name) {
+    return "seed: 5\nnodes:\n"
+           "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128,"
+           " shuffle: true, epochs: 2}}\n"
+           "  subs: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 1104}}\n"
+           "  train: {type: torch.train, params: {model: " + model + ", loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01},"
+           " threads: 1, log_every: 20, log_dir: " + (dir / name).string() + "}}\n"
+           "  score: {type: crowd.cen_score, params: {threads: 1}}\n"
+           "  save: {type: io.hdf5_writer, params: {path: " + (dir / (name + ".h5")).string() + "}}\n"
+           "edges: [read.out -> train.in, train.model -> score.model, subs.annotations -> score.annotations, score.submissions -> save.in]\n";
+  };
+  const std::string cen = "{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6, ";
+  Result r = run_graph(dir, "product.yaml", graph(cen + "context: spread, mixing: product}", "product"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // The exported logits and spreads against the formulas, recomputed with NumPy: the context
+  // logits are an affine function of log(spread + 1e-3) (least squares fits them to float
+  // precision; the same fit against another submission's spread does not), and a is K times the
+  // softmax of the summed logits. The spread export is computed by crowd.cen_score, apart from
+  // the model's own.
+  Result py = run_python(R"PY(
+import sys, h5py, numpy as np
+d = h5py.File(sys.argv[1])["data"]
+a, zw, zg, s = (d[k][:].astype(np.float64) for k in ("attributes", "worker_attributes", "context_attributes", "spread"))
+assert a.shape == zw.shape == zg.shape == s.shape and a.shape[1] == 6 and a.shape[0] > 100, a.shape
+z = zw + zg
+p = np.exp(z - z.max(1, keepdims=True)); p /= p.sum(1, keepdims=True)
+assert np.allclose(a, 6 * p, rtol=1e-4, atol=1e-5), np.abs(a - 6 * p).max()
+assert np.allclose(a.sum(1), 6, atol=1e-4)
+def residual(u, y):
+    X = np.hstack([np.log(u + 1e-3), np.ones((len(u), 1))])
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    return np.abs(X @ coef - y).max()
+fit, wrong = residual(s, zg), residual(np.roll(s, 1, axis=0), zg)
+assert fit < 1e-3 and wrong > 0.05, (fit, wrong)
+# The worker logits depend on the worker alone: equal rows for equal workers.
+w = d["worker"][:]
+for x in np.unique(w)[:10]:
+    assert np.allclose(zw[w == x], zw[w == x][0], atol=1e-6)
+print("ok", fit, wrong)
+)PY", {(dir / "product.h5").string()});
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+  // Training lowers the loss.
+  const auto l = losses(dir / "product" / "metrics.csv");
+  REQUIRE(l.size() >= 5);
+  CHECK(l.back() < 0.8 * l.front());
+  // The spread context reads the members' rows of the id table: with a pixel encoder it is a
+  // configuration error naming the parameter.
+  Result bad = run_graph(dir, "bad.yaml", graph(cen + "context: spread, encoder: {type: torch.small_cnn, in_channels: 3, embedding_dim: 6}}", "bad"));
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("context: spread"));
+}
+#endif

@@ -275,6 +275,44 @@ print("ok")
   CHECK(py.exit_code == 0);
 }
 
+TEST_CASE("gen_crowd --open-fraction: open-minded workers get flat biases and leave the others' draws alone") {
+  const fs::path dir = scratch_dir("crowd_open");
+  const std::vector<std::string> common{"--images", "600", "--workers", "50", "--grids", "300", "--no-png", "--no-h5", "--seed", "6"};
+  std::vector<std::string> open = common;
+  open.insert(open.end(), {"--open-fraction", "0.4"});
+  Result r1 = gen(dir / "base", common), r2 = gen(dir / "open", open);
+  INFO(r1.err << r2.err);
+  REQUIRE(r1.exit_code == 0);
+  REQUIRE(r2.exit_code == 0);
+  Result py = run_python(R"PY(
+import sys, csv, numpy as np
+d = sys.argv[1]
+base, op = ({int(r["worker"]): r for r in csv.DictReader(open(f"{d}/{x}/workers.csv"))} for x in ("base", "open"))
+bias = lambda r: np.array([float(v) for k, v in r.items() if k.startswith("bias_")])
+opened = [w for w, r in op.items() if r["open"] == "1"]
+assert len(opened) == 20, len(opened)                                     # round(0.4 * 50)
+assert all(op[w]["noisy"] == "0" for w in opened)                          # drawn from the careful workers
+assert all(r["open"] == "0" for r in base.values())
+assert [r["noisy"] for r in base.values()] == [r["noisy"] for r in op.values()]
+for w, r in op.items():                                                    # everyone else: the same draws
+    if w not in opened:
+        assert np.array_equal(bias(r), bias(base[w])) and r["coarseness"] == base[w]["coarseness"], w
+peak_open = np.mean([bias(op[w]).max() for w in opened])
+peak_biased = np.mean([bias(r).max() for w, r in op.items() if r["open"] == "0" and r["noisy"] == "0"])
+assert peak_open < 0.55 and peak_biased > 0.8, (peak_open, peak_biased)   # Dirichlet(5) vs Dirichlet(0.05) over 5 attributes
+print("ok", peak_open, peak_biased)
+)PY", {dir.string()});
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--open-fraction", "1.5"},
+                                                               {"--open-fraction", "0.95", "--noisy-fraction", "0.1"},
+                                                               {"--open-concentration", "0"}}) {
+    Result r = gen(dir / "bad", bad);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.err, Catch::Contains(bad[0]) || Catch::Contains("--noisy-fraction + --open-fraction"));
+  }
+}
+
 TEST_CASE("simulator statistics: noise, worker bias and context sway") {
   const fs::path dir = scratch_dir("crowd_stats");
   const std::vector<std::string> common{"--images", "3000", "--workers", "100", "--grids", "2000", "--no-png", "--seed", "11"};

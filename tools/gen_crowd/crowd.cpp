@@ -180,11 +180,16 @@ std::vector<Worker> make_workers(const Dataset& data, const CrowdOptions& o) {
   pick.shuffle(order);
   const auto noisy = static_cast<std::size_t>(std::llround(o.noisy_fraction * static_cast<double>(workers.size())));
   for (std::size_t j = 0; j < noisy; ++j) workers[order[j]].noisy = true;
+  const auto open = std::min(workers.size() - noisy,
+                             static_cast<std::size_t>(std::llround(o.open_fraction * static_cast<double>(workers.size()))));
+  for (std::size_t j = noisy; j < noisy + open; ++j) workers[order[j]].open = true;
   for (std::size_t w = 0; w < workers.size(); ++w) {
     Prng rng(o.seed, "worker", w);
     // Drawn for noisy workers too, so the noisy fraction does not shift the others' draws.
     std::vector<double> bias = rng.dirichlet(K, o.bias_concentration);
     const double coarse = rng.uniform(0, o.coarsen_max);
+    // A separate stream, so open workers leave every other worker's draws as they were.
+    if (workers[w].open) bias = Prng(o.seed, "open-bias", w).dirichlet(K, o.open_concentration);
     workers[w].bias = workers[w].noisy ? std::vector<double>(K, 0.0) : bias;
     workers[w].coarseness = workers[w].noisy ? 0 : coarse;
   }

@@ -11,6 +11,10 @@
 // Workers. A `noisy_fraction` of them (exactly rounded) cluster at random: m ~ U{1..max_clusters}
 // clusters, each image in a uniformly drawn one. The others have a prior bias beta_w ~
 // Dirichlet(bias_concentration) over the K attributes and a coarseness c_w ~ U(0, coarsen_max).
+// An `open_fraction` of all workers (exactly rounded, drawn from the careful ones) are open-minded:
+// their bias comes from Dirichlet(open_concentration) instead, nearly flat, so the grid's context
+// rather than a favourite decides what they cluster by (the CEN paper's "workers with weak prior
+// preferences", whose attribute activations the context encoder should dictate).
 // On grid g such a worker
 //   1. with probability `lapse` submits a random clustering as a noisy worker would;
 //   2. else picks attribute k with P(k | w, g) ∝ beta_w[k] * exp(context_strength * s_k(g)) over
@@ -42,6 +46,7 @@ struct CrowdOptions {
   // grids, where context decides; the retrieval ceilings (summary.json) are then mixture 0.94,
   // worker only 0.55, context only 0.46 (docs/crowd.md).
   double bias_concentration = 0.05;
+  double open_fraction = 0.0, open_concentration = 5.0;
   double context_strength = 6.0;
   double focus_fix = 0.4, focus_pair = 0.2;
   double lapse = 0.03, slip = 0.02, coarsen_max = 0.5;
@@ -52,6 +57,7 @@ struct CrowdOptions {
 
 struct Worker {
   bool noisy = false;
+  bool open = false;  // bias drawn from the flat Dirichlet(open_concentration)
   std::vector<double> bias;  // sums to 1; all 0 for noisy workers (they use no attribute)
   double coarseness = 0;
   std::int64_t annotations = 0;

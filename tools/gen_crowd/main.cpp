@@ -13,7 +13,7 @@
 //   annotations.json  {"grid_size": S, "annotations": [{worker, grid, images, clusters}]}
 //   truth.csv         per submission: worker,grid,attribute,attribute_name,clusters,lapse,p_<attr>...
 //                     (attribute -1 "none" for random clusterings; p = P(k | w, g) it was drawn from)
-//   workers.csv       worker,noisy,coarseness,annotations,bias_<attr>...  (the true bias vectors)
+//   workers.csv       worker,noisy,open,coarseness,annotations,bias_<attr>...  (the true bias vectors)
 //   grids.csv         grid,salience_<attr>...,allowed_<attr>...
 //   truth.json        the same ground truth in one JSON document
 //   summary.json      options, counts and the attribute-retrieval ceilings (see docs/crowd.md)
@@ -57,6 +57,8 @@ const char* kUsage = R"(gen_crowd --out DIR [options]
   --rows R --cols C                grid layout, S = R*C (default 4 x 6 = 24)
   --noisy-fraction F               workers who cluster at random (default 0.1)
   --bias-concentration A           Dirichlet concentration of worker biases; small = peaked (default 0.05)
+  --open-fraction F                open-minded workers: careful, with nearly flat biases (default 0)
+  --open-concentration A           their Dirichlet concentration (default 5)
   --context-strength T             weight of in-grid salience: P(k) ~ bias_k * exp(T s_k) (default 6)
   --focus-fix P                    per grid and attribute: held to one value (default 0.4)
   --focus-pair P                   ... held to two values (default 0.2)
@@ -114,6 +116,8 @@ Args parse_args(int argc, char** argv) {
   opts["--cols"] = integer(cols);
   opts["--noisy-fraction"] = number(a.crowd.noisy_fraction);
   opts["--bias-concentration"] = number(a.crowd.bias_concentration);
+  opts["--open-fraction"] = number(a.crowd.open_fraction);
+  opts["--open-concentration"] = number(a.crowd.open_concentration);
   opts["--context-strength"] = number(a.crowd.context_strength);
   opts["--focus-fix"] = number(a.crowd.focus_fix);
   opts["--focus-pair"] = number(a.crowd.focus_pair);
@@ -156,10 +160,12 @@ Args parse_args(int argc, char** argv) {
   if (seed < 0) usage_error("--seed must be >= 0");
   for (auto [name, p] : {std::pair{"--noisy-fraction", a.crowd.noisy_fraction}, {"--focus-fix", a.crowd.focus_fix},
                          {"--focus-pair", a.crowd.focus_pair}, {"--lapse", a.crowd.lapse}, {"--slip", a.crowd.slip},
-                         {"--coarsen-max", a.crowd.coarsen_max}})
+                         {"--coarsen-max", a.crowd.coarsen_max}, {"--open-fraction", a.crowd.open_fraction}})
     if (!(p >= 0 && p <= 1)) usage_error(std::string(name) + " must be in [0, 1]");
   if (a.crowd.focus_fix + a.crowd.focus_pair > 1) usage_error("--focus-fix + --focus-pair must be <= 1");
   if (!(a.crowd.bias_concentration > 0)) usage_error("--bias-concentration must be > 0");
+  if (!(a.crowd.open_concentration > 0)) usage_error("--open-concentration must be > 0");
+  if (a.crowd.noisy_fraction + a.crowd.open_fraction > 1) usage_error("--noisy-fraction + --open-fraction must be <= 1");
   if (!(a.crowd.context_strength >= 0)) usage_error("--context-strength must be >= 0");
   a.image_size = static_cast<int>(image_size);
   a.crowd.rows = static_cast<int>(rows);
@@ -280,12 +286,12 @@ void write_truth(const Dataset& d, const Crowd& c, const fs::path& dir) {
     truth << "\n";
   }
   auto workers = open_out(dir / "workers.csv");
-  workers << "worker,noisy,coarseness,annotations";
+  workers << "worker,noisy,open,coarseness,annotations";
   for (const Attribute& a : d.attributes) workers << ",bias_" << a.name;
   workers << "\n";
   for (std::size_t w = 0; w < c.workers.size(); ++w) {
     const Worker& x = c.workers[w];
-    workers << w << "," << (x.noisy ? 1 : 0) << "," << num(x.coarseness) << "," << x.annotations;
+    workers << w << "," << (x.noisy ? 1 : 0) << "," << (x.open ? 1 : 0) << "," << num(x.coarseness) << "," << x.annotations;
     for (double b : x.bias) workers << "," << num(b);
     workers << "\n";
   }
@@ -307,6 +313,7 @@ void write_truth(const Dataset& d, const Crowd& c, const fs::path& dir) {
   for (std::size_t w = 0; w < c.workers.size(); ++w) {
     const Worker& x = c.workers[w];
     js << (w ? ",\n  " : "\n  ") << "{\"worker\": " << w << ", \"noisy\": " << (x.noisy ? "true" : "false")
+       << ", \"open\": " << (x.open ? "true" : "false")
        << ", \"coarseness\": " << num(x.coarseness) << ", \"annotations\": " << x.annotations << ", \"bias\": [";
     for (std::size_t k = 0; k < K; ++k) js << (k ? ", " : "") << num(x.bias[k]);
     js << "]}";
@@ -344,6 +351,7 @@ void write_summary(const Args& a, const Dataset& d, const Crowd& c, const Ceilin
     << ",\n \"options\": {\"images\": " << d.size() << ", \"workers\": " << o.workers << ", \"grids\": " << o.grids
     << ", \"workers_per_grid\": " << o.workers_per_grid << ", \"rows\": " << o.rows << ", \"cols\": " << o.cols
     << ", \"noisy_fraction\": " << num(o.noisy_fraction) << ", \"bias_concentration\": " << num(o.bias_concentration)
+    << ", \"open_fraction\": " << num(o.open_fraction) << ", \"open_concentration\": " << num(o.open_concentration)
     << ", \"context_strength\": " << num(o.context_strength) << ", \"focus_fix\": " << num(o.focus_fix)
     << ", \"focus_pair\": " << num(o.focus_pair) << ", \"lapse\": " << num(o.lapse) << ", \"slip\": " << num(o.slip)
     << ", \"coarsen_max\": " << num(o.coarsen_max) << ", \"max_clusters\": " << o.max_clusters
