@@ -10,7 +10,12 @@
 // Outputs: grids — one record at the end: dimension i64[M], entropy f64[M], probability f64[M]
 //                  (softmax(a^g) at the dimension), peak i64[M] (its argmax), members i64[M,S]:
 //                  `keep` grids per dimension, lowest entropy first among the grids peaking on
-//                  it; when none does, the grids with the highest probability there (logged).
+//                  it; when none does, the grids with the highest probability there (logged);
+//                  sampled_probability f64[M], the probability before refinement.
+// Refinement (refine_steps > 0): random grids almost always vary in every attribute, so even the
+// best of many peaks weakly. Each kept grid then climbs: per step, refine_batch random swaps (one
+// member for one image outside the grid) are scored in one batch and the best is taken if it
+// raises the probability at the dimension; the paper sampled ten million grids instead.
 // Files:   <out>dim<k>.png per kept dimension (the best grid, rows x cols thumbnails), when out
 //          is set and images are given.
 // Caveats: without an images input the pool is ids 0..context_images-1. Sampling is seeded by the
@@ -20,6 +25,7 @@
 
 #include <filesystem>
 #include <numeric>
+#include <set>
 
 #include "bridge.hpp"
 #include "catalog.hpp"
@@ -89,8 +95,41 @@ class CenSynthesize final : public Node {
       dims.resize(static_cast<std::size_t>(cen->dim()));
       std::iota(dims.begin(), dims.end(), 0);
     }
+    const std::int64_t steps = p.integer("refine_steps"), batch = p.integer("refine_batch");
+    // Probability at d and entropy of softmax(a^g) for grids [B,S].
+    auto score = [&](const torch::Tensor& grids, std::int64_t d) {
+      torch::Tensor q = torch::softmax(cen->context_activation(grids), 1);
+      return std::pair{q.select(1, d), -(q * torch::log(q.clamp_min(1e-30))).sum(1)};
+    };
+    auto refine = [&](std::vector<std::int64_t> grid, std::int64_t d) {
+      std::set<std::int64_t> in(grid.begin(), grid.end());
+      double best = score(torch::tensor(grid).unsqueeze(0), d).first.item<double>();
+      for (std::int64_t step = 0; step < steps; ++step) {
+        torch::Tensor cand = torch::tensor(grid).unsqueeze(0).repeat({batch, 1});
+        auto c = cand.accessor<std::int64_t, 2>();
+        for (std::int64_t b = 0; b < batch; ++b) {
+          std::int64_t img;
+          do img = pool[static_cast<std::size_t>(rng() % pool.size())];
+          while (in.count(img));
+          c[b][static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s))] = img;
+        }
+        torch::Tensor q = score(cand, d).first;
+        const std::int64_t b = q.argmax().item<std::int64_t>();
+        if (q[b].item<double>() <= best) continue;
+        best = q[b].item<double>();
+        for (std::int64_t j = 0; j < s; ++j)
+          if (c[b][j] != grid[static_cast<std::size_t>(j)]) {
+            in.erase(grid[static_cast<std::size_t>(j)]);
+            in.insert(c[b][j]);
+            grid[static_cast<std::size_t>(j)] = c[b][j];
+          }
+      }
+      return grid;
+    };
+    if (steps > 0 && static_cast<std::int64_t>(pool.size()) == s)
+      throw DataError(cat("refinement needs images outside the grid, but the pool has exactly S = ", s));
     std::vector<std::int64_t> out_dim, out_members;
-    std::vector<double> out_entropy, out_prob;
+    std::vector<double> out_entropy, out_prob, out_sampled;
     std::vector<std::int64_t> out_peak;
     for (std::int64_t d : dims) {
       if (d < 0 || d >= cen->dim()) throw ConfigError(cat("dimensions: ", d, " is outside 0..", cen->dim() - 1));
@@ -106,12 +145,17 @@ class CenSynthesize final : public Node {
       }
       for (std::int64_t k = 0; k < std::min<std::int64_t>(keep, idx.numel()); ++k) {
         const std::int64_t row = idx[order[k].item<std::int64_t>()].item<std::int64_t>();
+        std::vector<std::int64_t> grid(static_cast<std::size_t>(s));
+        for (std::int64_t j = 0; j < s; ++j) grid[static_cast<std::size_t>(j)] = acc[row][j];
+        if (steps > 0) grid = refine(std::move(grid), d);
+        torch::Tensor q = torch::softmax(cen->context_activation(torch::tensor(grid).unsqueeze(0)), 1)[0];
         out_dim.push_back(d);
-        out_entropy.push_back(entropy[row].item<double>());
-        out_prob.push_back(prob[row][d].item<double>());
-        out_peak.push_back(peak[row].item<std::int64_t>());
-        for (std::int64_t j = 0; j < s; ++j) out_members.push_back(acc[row][j]);
-        if (k == 0 && images_ && !p.string("out").empty()) write_mosaic(p, d, acc[row], row_of, s);
+        out_entropy.push_back(-(q * torch::log(q.clamp_min(1e-30))).sum().item<double>());
+        out_prob.push_back(q[d].item<double>());
+        out_sampled.push_back(prob[row][d].item<double>());
+        out_peak.push_back(q.argmax().item<std::int64_t>());
+        out_members.insert(out_members.end(), grid.begin(), grid.end());
+        if (k == 0 && images_ && !p.string("out").empty()) write_mosaic(p, d, grid, row_of, s);
       }
     }
     Record r;
@@ -120,13 +164,13 @@ class CenSynthesize final : public Node {
     r.set("entropy", Array::from_vector<double>({m}, std::move(out_entropy)));
     r.set("probability", Array::from_vector<double>({m}, std::move(out_prob)));
     r.set("peak", Array::from_vector<std::int64_t>({m}, std::move(out_peak)));
+    r.set("sampled_probability", Array::from_vector<double>({m}, std::move(out_sampled)));
     r.set("members", Array::from_vector<std::int64_t>({m, s}, std::move(out_members)));
     out.emit(0, std::move(r));
   }
 
  private:
-  template <class Row>
-  void write_mosaic(const Params& p, std::int64_t d, const Row& row, const std::map<std::int64_t, std::int64_t>& row_of, std::int64_t s) {
+  void write_mosaic(const Params& p, std::int64_t d, const std::vector<std::int64_t>& row, const std::map<std::int64_t, std::int64_t>& row_of, std::int64_t s) {
     const Array& img = images_->get(p.string("image_field"));
     if (img.dtype() != DType::u8 || img.rank() < 3)
       throw DataError(cat("mosaics need u8 images [N,H,W,C], got ", images_->describe()));
@@ -137,7 +181,7 @@ class CenSynthesize final : public Node {
     cv::Mat canvas(rows * (th + gap) + gap, cols * (tw + gap) + gap, CV_8UC3, cv::Scalar(128, 128, 128));
     const auto* base = static_cast<const std::uint8_t*>(img.raw());
     for (std::int64_t j = 0; j < s; ++j) {
-      auto it = row_of.find(row[j]);
+      auto it = row_of.find(row[static_cast<std::size_t>(j)]);
       if (it == row_of.end()) continue;
       cv::Mat tile(static_cast<int>(h), static_cast<int>(wd), c == 3 ? CV_8UC3 : CV_8UC1,
                    const_cast<std::uint8_t*>(base + it->second * h * wd * c));
@@ -167,6 +211,9 @@ NodeType cen_synthesize_type() {
       .param(Param::integer("grids").default_value(20000).min(1).doc("random grids to sample"))
       .param(Param::integer("rows").default_value(4).min(1).doc("grid rows (S = rows x cols images)"))
       .param(Param::integer("cols").default_value(6).min(1).doc("grid columns"))
+      .param(Param::integer("refine_steps").default_value(0).min(0).doc(
+          "hill-climbing steps per kept grid (0: the sampled grids as they are, the paper's method)"))
+      .param(Param::integer("refine_batch").default_value(64).min(1).doc("random single-member swaps scored per refinement step"))
       .param(Param::integer("keep").default_value(3).min(1).doc("grids kept per dimension (lowest entropy first)"))
       .param(Param::integers("dimensions").default_value(std::vector<std::int64_t>{}).doc(
           "embedding dimensions to synthesise grids for (the attribute's dimension); empty: all"))
@@ -176,7 +223,8 @@ NodeType cen_synthesize_type() {
       .param(Param::integer("threads").default_value(0).min(0).not_fingerprinted().doc("LibTorch intra-op threads; 0: --threads"))
       .optional_input("images", "id: i64[N]", "one record with every image (id, image u8[N,H,W,C]): the pool and the thumbnails")
       .side_input("model", "weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1]", "torch.train's crowd.cen snapshot")
-      .output("grids", "dimension: i64[M], entropy: f64[M], probability: f64[M], peak: i64[M], members: i64[M,S]", "the kept grids")
+      .output("grids", "dimension: i64[M], entropy: f64[M], probability: f64[M], peak: i64[M], members: i64[M,S], sampled_probability: f64[M]",
+              "the kept grids")
       .create<CenSynthesize>();
 }
 

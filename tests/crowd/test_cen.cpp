@@ -189,6 +189,9 @@ curve = list(csv.DictReader(open(f"{out}/table_curve.csv")))
 check(sorted(float(c["x"]) for c in curve if c["series"] == "siamese") == [0.1, 0.3, 0.6, 1.0], "curve points")
 sg = h5py.File(f"{out}/mixture/synth_grids.h5")["data"]
 check(sg["members"].shape[1] == 24 and all(len(set(m)) == 24 for m in sg["members"][:].tolist()), "synthesised grids")
+# Refinement (the graph's refine_steps) only ever raises the probability at the grid's dimension.
+sp, pr = sg["sampled_probability"][:], sg["probability"][:]
+check(np.all(pr >= sp - 1e-6) and np.any(pr > sp + 1e-3), "refinement", sp, pr)
 print("ok")
 )PY", {out.string(), data.string()});
   INFO(py.out << py.err);
