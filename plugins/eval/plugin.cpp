@@ -18,6 +18,7 @@ void register_types(embedflow::Registry& r) {
   r.add(reconstruction_type());
   r.add(learning_curve_type());
   r.add(curve_chart_type());
+  r.add(neighbour_average_type());
 }
 }  // namespace
 

@@ -186,7 +186,7 @@ TEST_CASE("each eval and metric node's example graph runs as pasted", "[eval][gr
       "eval/retrieval_node.cpp",   "eval/clustering_node.cpp",     "eval/report_node.cpp",
       "eval/triplet_accuracy_node.cpp", "eval/pair_prediction_node.cpp", "metric/mahalanobis_node.cpp",
       "metric/pca_node.cpp",       "metric/lmnn_node.cpp",         "metric/sgd_mahalanobis_node.cpp",
-      "metric/transform_node.cpp", "eval/scatter_node.cpp"};
+      "metric/transform_node.cpp", "eval/scatter_node.cpp",        "eval/neighbour_average_node.cpp"};
   for (const auto& file : files) {
     const std::string text = read_file(source_dir() + "/plugins/" + file);
     std::string yaml;
@@ -214,6 +214,7 @@ TEST_CASE("each eval and metric node's example graph runs as pasted", "[eval][gr
   CHECK(fs::exists(dir / "out/lmnn_objective.png"));
   CHECK(fs::exists(dir / "out/sgd_loss.png"));
   CHECK(fs::exists(dir / "out/reid_pca.png"));
+  CHECK(fs::exists(dir / "out/reid_dba.json"));
 }
 
 TEST_CASE("ill-typed or out-of-range parameters of eval and metric nodes are named at load time", "[eval][graph][errors]") {
