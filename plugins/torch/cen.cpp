@@ -125,9 +125,11 @@ torch::Tensor CenModel::context_activation(const torch::Tensor& members) {
   if (m.dim() != 2) throw DataError(cat(owner_, ": members must be [B,S], got ", m.sizes()));
   if (m.numel() > 0) {
     const std::int64_t lo = m.min().item<std::int64_t>(), hi = m.max().item<std::int64_t>();
-    if (lo < 0 || hi >= context_images_)
-      throw DataError(cat(owner_, ": grid member id ", lo < 0 ? lo : hi, " is outside the S-hot vector 0..", context_images_ - 1,
-                          "; raise `context_images` or `images`"));
+    // The spread context looks the members up in the image table; the S-hot one in its own.
+    const std::int64_t n = spread_ ? images_ : context_images_;
+    if (lo < 0 || hi >= n)
+      throw DataError(cat(owner_, ": grid member id ", lo < 0 ? lo : hi, " is outside ", spread_ ? "the image table" : "the S-hot vector",
+                          " 0..", n - 1, spread_ ? "; raise `images`" : "; raise `context_images` or `images`"));
   }
   if (spread_) {
     // The grid's spread per dimension, read from the embedding without moving it (letting the
