@@ -85,8 +85,9 @@ class CenSynthesize final : public Node {
         std::swap(work[static_cast<std::size_t>(j)], work[pick]);
         acc[k][j] = work[static_cast<std::size_t>(j)];
       }
-    torch::Tensor ag = cen->context_activation(members);
-    torch::Tensor prob = torch::softmax(ag, 1);
+    // softmax(a^g) of grids [B,S].
+    auto distribution = [&](const torch::Tensor& grids) { return torch::softmax(cen->context_activation(grids), 1); };
+    torch::Tensor prob = distribution(members);
     torch::Tensor entropy = -(prob * torch::log(prob.clamp_min(1e-30))).sum(1);
     torch::Tensor peak = prob.argmax(1);
 
@@ -96,14 +97,9 @@ class CenSynthesize final : public Node {
       std::iota(dims.begin(), dims.end(), 0);
     }
     const std::int64_t steps = p.integer("refine_steps"), batch = p.integer("refine_batch");
-    // Probability at d and entropy of softmax(a^g) for grids [B,S].
-    auto score = [&](const torch::Tensor& grids, std::int64_t d) {
-      torch::Tensor q = torch::softmax(cen->context_activation(grids), 1);
-      return std::pair{q.select(1, d), -(q * torch::log(q.clamp_min(1e-30))).sum(1)};
-    };
     auto refine = [&](std::vector<std::int64_t> grid, std::int64_t d) {
       std::set<std::int64_t> in(grid.begin(), grid.end());
-      double best = score(torch::tensor(grid).unsqueeze(0), d).first.item<double>();
+      double best = distribution(torch::tensor(grid).unsqueeze(0))[0][d].item<double>();
       for (std::int64_t step = 0; step < steps; ++step) {
         torch::Tensor cand = torch::tensor(grid).unsqueeze(0).repeat({batch, 1});
         auto c = cand.accessor<std::int64_t, 2>();
@@ -113,7 +109,7 @@ class CenSynthesize final : public Node {
           while (in.count(img));
           c[b][static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s))] = img;
         }
-        torch::Tensor q = score(cand, d).first;
+        torch::Tensor q = distribution(cand).select(1, d);
         const std::int64_t b = q.argmax().item<std::int64_t>();
         if (q[b].item<double>() <= best) continue;
         best = q[b].item<double>();
@@ -148,7 +144,7 @@ class CenSynthesize final : public Node {
         std::vector<std::int64_t> grid(static_cast<std::size_t>(s));
         for (std::int64_t j = 0; j < s; ++j) grid[static_cast<std::size_t>(j)] = acc[row][j];
         if (steps > 0) grid = refine(std::move(grid), d);
-        torch::Tensor q = torch::softmax(cen->context_activation(torch::tensor(grid).unsqueeze(0)), 1)[0];
+        torch::Tensor q = distribution(torch::tensor(grid).unsqueeze(0))[0];
         out_dim.push_back(d);
         out_entropy.push_back(-(q * torch::log(q.clamp_min(1e-30))).sum().item<double>());
         out_prob.push_back(q[d].item<double>());
