@@ -51,19 +51,6 @@ std::string entry_name(const std::string& node, const std::string& fingerprint) 
   return node + "-" + fingerprint + ".h5";
 }
 
-std::string human_bytes(std::uintmax_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
-
 // --- the writer side: a tap on a cached node that runs ------------------------------------
 
 class CacheTap final : public OutputTap {
@@ -481,6 +468,19 @@ std::vector<CacheEntry> find_cache_entries(const fs::path& dir, const std::strin
     if (match) out.push_back(std::move(e));
   }
   return out;
+}
+
+std::string human_bytes(std::uintmax_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
 }
 
 }  // namespace embedflow::engine

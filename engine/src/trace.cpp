@@ -1,5 +1,6 @@
 #include "embedflow_engine/trace.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <thread>
 #include <unordered_map>
@@ -29,15 +30,22 @@ void TraceRecorder::span(std::uint32_t node, const char* what, std::int64_t star
   local().events.push_back(Event{node, what, start_ns, end_ns});
 }
 
+// A JSON string body: quotes and backslashes escaped, control characters as \u00XX (node ids
+// and type names come from user YAML and may hold anything).
 static std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-      continue;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;
     }
-    out += c;
   }
   return out;
 }

@@ -46,10 +46,7 @@ class PairPrediction final : public Node {
     if (!features_.has_id) throw DataError("embeddings need an 'id' field to match the pair files' ids");
   }
   void close(Emitter& out) override {
-    IdIndex ids;
-    for (std::size_t i = 0; i < features_.id.size(); ++i)
-      if (!ids.emplace(features_.id[i], static_cast<std::int64_t>(i)).second)
-        throw DataError(cat("id '", features_.id[i], "' arrives twice"));
+    const IdIndex ids = index_ids(features_.id);
     auto check = [&](const PairDistances& d, const std::vector<Pair>& all, const std::string& path) {
       if (d.distance.empty())
         throw DataError(cat("none of the ", all.size(), " pairs in '", path, "' could be evaluated; e.g. id '",

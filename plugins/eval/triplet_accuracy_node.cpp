@@ -46,10 +46,7 @@ class TripletAccuracy final : public Node {
     if (!features_.has_id) throw DataError("embeddings need an 'id' field to match the triplet file's ids");
   }
   void close(Emitter& out) override {
-    IdIndex ids;
-    for (std::size_t i = 0; i < features_.id.size(); ++i)
-      if (!ids.emplace(features_.id[i], static_cast<std::int64_t>(i)).second)
-        throw DataError(cat("id '", features_.id[i], "' arrives twice"));
+    const IdIndex ids = index_ids(features_.id);
     const TripletScore s = score_triplets(triplets_, ids, features_.view(), spec_);
     if (s.evaluated == 0)
       throw DataError(cat("none of the ", s.total, " triplets in '", path_, "' could be evaluated; e.g. id '",

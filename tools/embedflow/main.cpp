@@ -303,19 +303,6 @@ int cmd_dot(const std::vector<std::string>& args) {
 
 // --- embedflow cache -----------------------------------------------------------------------
 
-std::string human_size(std::uintmax_t b) {
-  const char* units[] = {"B", "K", "M", "G", "T"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f%s" : "%.0f%s", v, units[u]);
-  return buf;
-}
-
 double age_seconds(const CacheEntry& e) {
   return std::chrono::duration<double>(fs::file_time_type::clock::now() - e.modified).count();
 }
@@ -363,8 +350,8 @@ void print_entry_line(std::ostream& out, const CacheEntry& e) {
                       : !e.problem.empty() ? "corrupt: " + e.problem
                                            : e.node_type;
   char line[512];
-  std::snprintf(line, sizeof line, "%-20s %-24s %8s %6s  %-12s %s", e.node.c_str(), state.c_str(),
-                human_size(e.bytes).c_str(), human_age(age_seconds(e)).c_str(), e.fingerprint.substr(0, 12).c_str(),
+  std::snprintf(line, sizeof line, "%-20s %-24s %9s %6s  %-12s %s", e.node.c_str(), state.c_str(),
+                human_bytes(e.bytes).c_str(), human_age(age_seconds(e)).c_str(), e.fingerprint.substr(0, 12).c_str(),
                 e.graph.c_str());
   out << line << "\n";
 }
@@ -390,14 +377,14 @@ int cache_ls(const fs::path& dir, bool json) {
     return kExitOk;
   }
   char head[256];
-  std::snprintf(head, sizeof head, "%-20s %-24s %8s %6s  %-12s %s", "NODE", "TYPE", "SIZE", "AGE", "FINGERPRINT", "GRAPH");
+  std::snprintf(head, sizeof head, "%-20s %-24s %9s %6s  %-12s %s", "NODE", "TYPE", "SIZE", "AGE", "FINGERPRINT", "GRAPH");
   std::cout << head << "\n";
   std::uintmax_t total = 0;
   for (const auto& e : entries) {
     print_entry_line(std::cout, e);
     total += e.bytes;
   }
-  std::cout << entries.size() << (entries.size() == 1 ? " entry, " : " entries, ") << human_size(total) << " in "
+  std::cout << entries.size() << (entries.size() == 1 ? " entry, " : " entries, ") << human_bytes(total) << " in "
             << dir.string() << "\n";
   return kExitOk;
 }
@@ -421,7 +408,7 @@ int cache_info(const fs::path& dir, const std::vector<std::string>& keys) {
                 << "  graph:       " << e.graph << "\n"
                 << "  created:     " << e.created << "\n"
                 << "  last used:   " << human_age(age_seconds(e)) << " ago\n"
-                << "  size:        " << human_size(e.bytes) << "\n"
+                << "  size:        " << human_bytes(e.bytes) << "\n"
                 << "  fingerprint: " << e.fingerprint << "\n";
       if (!e.problem.empty()) {
         std::cout << "  problem:     " << e.problem << "\n";
@@ -452,7 +439,7 @@ bool remove_entry(const CacheEntry& e, bool dry_run, const std::string& why) {
     std::cerr << "embedflow cache: cannot remove " << e.file.string() << ": " << ec.message() << "\n";
     return false;
   }
-  std::cout << (dry_run ? "would remove " : "removed ") << e.file.filename().string() << " (" << human_size(e.bytes)
+  std::cout << (dry_run ? "would remove " : "removed ") << e.file.filename().string() << " (" << human_bytes(e.bytes)
             << ", " << why << ")\n";
   return true;
 }
@@ -509,7 +496,7 @@ int cache_gc(const fs::path& dir, const std::string& older_than, const std::stri
     if (remove_entry(e, dry_run, why)) freed += e.bytes;
     else rc = kExitFailure;
   }
-  std::cout << (dry_run ? "would free " : "freed ") << human_size(freed) << "; " << human_size(kept) << " kept in "
+  std::cout << (dry_run ? "would free " : "freed ") << human_bytes(freed) << "; " << human_bytes(kept) << " kept in "
             << dir.string() << "\n";
   return rc;
 }

@@ -106,6 +106,9 @@ struct CacheEntry {
   std::string problem;           // non-empty when the entry does not validate
 };
 
+// "812 B", "1.5 KiB", "3.2 GiB".
+std::string human_bytes(std::uintmax_t bytes);
+
 // Every entry and temporary in `dir` (none when it does not exist), newest first.
 std::vector<CacheEntry> list_cache(const fs::path& dir, bool validate = true);
 // Entries whose file name, node id or fingerprint prefix is `key`.

@@ -63,40 +63,52 @@ std::vector<Triplet> read_wang_triplets(const std::string& path) {
   return out;
 }
 
-std::vector<Triplet> read_triplet_csv(const std::string& path) {
-  auto in = open_text(path, "triplet");
-  std::vector<Triplet> out;
+// The data lines of a three-column id file (blank lines and '#' comments skipped), split into
+// trimmed cells with their line numbers; `is_header` recognises an optional first-line header.
+template <typename IsHeader, typename OnRow>
+void for_each_id_row(const std::string& path, const char* what, const char* columns, IsHeader is_header, OnRow on_row) {
+  auto in = open_text(path, what);
   std::string line;
   int line_no = 0;
+  bool any = false;
   while (std::getline(in, line)) {
     ++line_no;
     if (trim(line).empty() || trim(line)[0] == '#') continue;
     auto cells = split_csv(line);
-    if (line_no == 1 && !cells.empty() && cells[0] == "query") continue;  // header
-    if (cells.size() != 3) throw DataError(cat(path, ":", line_no, ": expected 3 columns (query,positive,negative), got ", cells.size()));
-    out.push_back({cells[0], cells[1], cells[2], line_no});
+    if (line_no == 1 && is_header(cells)) continue;
+    if (cells.size() != 3) throw DataError(cat(path, ":", line_no, ": expected 3 columns (", columns, "), got ", cells.size()));
+    on_row(cells, line_no);
+    any = true;
   }
-  if (out.empty()) throw DataError(cat(path, ": no triplets"));
+  if (!any) throw DataError(cat(path, ": no ", what, "s"));
+}
+
+std::vector<Triplet> read_triplet_csv(const std::string& path) {
+  std::vector<Triplet> out;
+  for_each_id_row(
+      path, "triplet", "query,positive,negative",
+      [](const std::vector<std::string>& c) { return !c.empty() && c[0] == "query"; },
+      [&](std::vector<std::string>& c, int line) { out.push_back({c[0], c[1], c[2], line}); });
   return out;
 }
 
 std::vector<Pair> read_pair_csv(const std::string& path) {
-  auto in = open_text(path, "pair");
   std::vector<Pair> out;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (trim(line).empty() || trim(line)[0] == '#') continue;
-    auto cells = split_csv(line);
-    if (line_no == 1 && cells.size() == 3 && cells[2] != "0" && cells[2] != "1") continue;  // header
-    if (cells.size() != 3) throw DataError(cat(path, ":", line_no, ": expected 3 columns (a,b,similar), got ", cells.size()));
-    if (cells[2] != "0" && cells[2] != "1")
-      throw DataError(cat(path, ":", line_no, ": 'similar' must be 0 or 1, got '", cells[2], "'"));
-    out.push_back({cells[0], cells[1], cells[2] == "1", line_no});
-  }
-  if (out.empty()) throw DataError(cat(path, ": no pairs"));
+  auto is_flag = [](const std::string& v) { return v == "0" || v == "1"; };
+  for_each_id_row(
+      path, "pair", "a,b,similar", [&](const std::vector<std::string>& c) { return c.size() == 3 && !is_flag(c[2]); },
+      [&](std::vector<std::string>& c, int line) {
+        if (!is_flag(c[2])) throw DataError(cat(path, ":", line, ": 'similar' must be 0 or 1, got '", c[2], "'"));
+        out.push_back({c[0], c[1], c[2] == "1", line});
+      });
   return out;
+}
+
+IdIndex index_ids(const std::vector<std::string>& ids) {
+  IdIndex index;
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (!index.emplace(ids[i], static_cast<std::int64_t>(i)).second) throw DataError(cat("id '", ids[i], "' arrives twice"));
+  return index;
 }
 
 TripletScore score_triplets(const std::vector<Triplet>& triplets, const IdIndex& ids, MatrixView f,

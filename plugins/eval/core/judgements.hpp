@@ -37,6 +37,8 @@ double judgement_distance(const DistanceSpec& spec, const float* x, const float*
 
 // id -> row of `features` (rows x dim).
 using IdIndex = std::unordered_map<std::string, std::int64_t>;
+// Throws DataError when an id repeats.
+IdIndex index_ids(const std::vector<std::string>& ids);
 
 struct TripletScore {
   std::int64_t total = 0, evaluated = 0, agree = 0, ties = 0, missing = 0;
