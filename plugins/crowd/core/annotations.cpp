@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 
+#include <embedflow/csv.hpp>
 #include <embedflow/error.hpp>
 
 #include "core/json.hpp"
@@ -111,72 +108,8 @@ class Builder {
   std::vector<std::vector<std::string>> lines_;  // per annotation, where each image came from
 };
 
-std::string read_all(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(cat(path, ": cannot open ", what, " (", std::strerror(errno), ")"));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
-std::string trim(const std::string& s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
-  return s.substr(b, e - b);
-}
-
-// RFC 4180 rows (quoted fields may hold commas, quotes and newlines; CRLF accepted), each with
-// the line it starts on. Blank lines are skipped.
-void for_each_csv_row(const std::string& text, const std::string& file,
-                      const std::function<void(std::vector<std::string>&, int)>& fn) {
-  std::vector<std::string> row;
-  std::string field;
-  int line = 1, row_line = 1;
-  bool quoted = false, field_quoted = false;
-  auto end_row = [&] {
-    row.push_back(std::move(field));
-    field.clear();
-    if (!(row.size() == 1 && row[0].empty() && !field_quoted)) fn(row, row_line);
-    row.clear();
-    field_quoted = false;
-  };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (quoted) {
-      if (ch == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field += '"';
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        if (ch == '\n') ++line;
-        field += ch;
-      }
-    } else if (ch == '"' && field.empty()) {
-      quoted = field_quoted = true;
-    } else if (ch == ',') {
-      row.push_back(std::move(field));
-      field.clear();
-    } else if (ch == '\n') {
-      if (!field.empty() && field.back() == '\r') field.pop_back();
-      end_row();
-      row_line = ++line;
-    } else {
-      field += ch;
-    }
-  }
-  if (quoted) throw DataError(cat(file, ":", row_line, ": unterminated quoted field"));
-  if (!field.empty() || !row.empty()) {
-    if (!field.empty() && field.back() == '\r') field.pop_back();
-    end_row();
-  }
-}
-
 std::int64_t parse_int(const std::string& raw, const std::string& where, const char* column) {
-  const std::string s = trim(raw);
+  const std::string s = trim_csv_field(raw);
   std::int64_t v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || p != s.data() + s.size())
@@ -193,7 +126,7 @@ void check_cluster(std::int64_t v, const std::string& where) {
 }
 
 AnnotationSet read_csv(const std::string& path, std::int64_t grid_size) {
-  const std::string text = read_all(path, "annotation CSV");
+  const std::string text = read_file_text(path, "annotation CSV");
   Builder b(path);
   int worker = -1, grid = -1, image = -1, cluster = -1;
   std::size_t columns = 0;
@@ -204,7 +137,7 @@ AnnotationSet read_csv(const std::string& path, std::int64_t grid_size) {
       header = false;
       columns = row.size();
       for (std::size_t c = 0; c < row.size(); ++c) {
-        const std::string name = trim(row[c]);
+        const std::string name = trim_csv_field(row[c]);
         int* slot = name == "worker" ? &worker : name == "grid" ? &grid : name == "image" ? &image : name == "cluster" ? &cluster : nullptr;
         if (slot) *slot = static_cast<int>(c);
       }
@@ -221,7 +154,7 @@ AnnotationSet read_csv(const std::string& path, std::int64_t grid_size) {
     const std::int64_t g = parse_int(row[static_cast<std::size_t>(grid)], where, "grid");
     const std::int64_t im = parse_int(row[static_cast<std::size_t>(image)], where, "image");
     const std::string& cl = row[static_cast<std::size_t>(cluster)];
-    const std::int64_t c = trim(cl).empty() ? -1 : parse_int(cl, where, "cluster");
+    const std::int64_t c = trim_csv_field(cl).empty() ? -1 : parse_int(cl, where, "cluster");
     check_id(w, where, "worker");
     check_id(g, where, "grid");
     check_id(im, where, "image");

@@ -11,10 +11,9 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <embedflow/csv.hpp>
 #include <embedflow/error.hpp>
 #include <embedflow/log.hpp>
-
-#include "core/csv.hpp"
 
 namespace embedflow::image {
 namespace fs = std::filesystem;
@@ -54,7 +53,7 @@ int pick_column(const CsvTable& t, const std::string& given, const std::string& 
 }  // namespace
 
 std::vector<ImageEntry> list_csv(const std::string& csv, const CsvListOptions& o) {
-  const CsvTable t = read_csv(csv);
+  const CsvTable t = read_csv_table(csv);
   if (o.path_column.empty()) throw ConfigError("path_column must name a column");
   const int pc = pick_column(t, o.path_column, o.path_column, "path");
   const int ic = pick_column(t, o.id_column, "id", "id");
