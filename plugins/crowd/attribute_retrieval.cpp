@@ -32,7 +32,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <sstream>
+
+#include <embedflow/csv.hpp>
 
 #include "core/draw.hpp"
 #include "crowd_types.hpp"
@@ -40,45 +41,23 @@
 namespace embedflow::crowd {
 namespace {
 
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string f;
-  while (std::getline(ss, f, ',')) out.push_back(f);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
-
-struct Csv {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-  std::string path;
+// truth.csv and workers.csv as tools/gen_crowd writes them, read by the SDK's CSV reader.
+struct Csv : CsvTable {
   int col(const std::string& name) const {
-    for (std::size_t i = 0; i < header.size(); ++i)
-      if (header[i] == name) return static_cast<int>(i);
-    throw DataError(cat(path, ": no column '", name, "'"));
+    const int c = column(name);
+    if (c < 0) throw DataError(cat(file, ":", header_line, ": no column '", name, "'"));
+    return c;
   }
   double num(std::size_t row, int c) const {
     try {
       return std::stod(rows[row].at(static_cast<std::size_t>(c)));
     } catch (const std::exception&) {
-      throw DataError(cat(path, ":", row + 2, ": column '", header[static_cast<std::size_t>(c)], "' is not a number"));
+      throw DataError(cat(file, ":", lines[row], ": column '", header[static_cast<std::size_t>(c)], "' is not a number"));
     }
   }
 };
 
-Csv read_csv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw DataError(cat(path, ": cannot open"));
-  Csv c;
-  c.path = path;
-  std::string line;
-  if (!std::getline(in, line)) throw DataError(cat(path, ": empty"));
-  c.header = split_csv(line);
-  while (std::getline(in, line))
-    if (!line.empty()) c.rows.push_back(split_csv(line));
-  return c;
-}
+Csv read_csv(const std::string& path) { return Csv{read_csv_table(path)}; }
 
 struct Sub {
   std::int64_t worker, grid;

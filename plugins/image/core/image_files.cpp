@@ -45,7 +45,7 @@ int pick_column(const CsvTable& t, const std::string& given, const std::string& 
   if (c < 0) {
     std::string cols;
     for (const auto& h : t.header) cols += (cols.empty() ? "" : ", ") + h;
-    throw ConfigError(cat(t.file, ":1: no ", what, " column '", given, "' (columns: ", cols, ")"));
+    throw ConfigError(cat(t.file, ":", t.header_line, ": no ", what, " column '", given, "' (columns: ", cols, ")"));
   }
   return c;
 }
