@@ -2,6 +2,8 @@
 // `buffer_size` records fill the buffer; then each arriving record replaces a uniformly chosen
 // buffered one, which is emitted. At end of stream the rest leave in random order. A buffer at
 // least as large as the stream gives a uniform permutation; memory is bounded by the buffer.
+// A smaller buffer only mixes neighbours (a record leaves on average buffer_size arrivals after
+// it came), so a stream sorted by class or place stays sorted at that scale; close() says so.
 //
 // Inputs: in   Outputs: out (same records, permuted)
 //
@@ -21,10 +23,12 @@ class Shuffle final : public Node {
  public:
   void open(NodeContext& ctx) override {
     capacity_ = static_cast<std::size_t>(ctx.params().integer("buffer_size"));
+    id_ = ctx.id();
     rng_ = &ctx.rng();
     buffer_.reserve(capacity_);
   }
   void process(std::size_t, const RecordPtr& in, Emitter& out) override {
+    ++seen_;
     if (buffer_.size() < capacity_) {
       buffer_.push_back(in);
       return;
@@ -35,13 +39,17 @@ class Shuffle final : public Node {
     buffer_[j] = in;
   }
   void close(Emitter& out) override {
+    if (seen_ > capacity_)
+      log_info(id_, "partial shuffle: ", seen_, " records through a buffer of ", capacity_,
+               " (records move about buffer_size places; buffer_size >= ", seen_, " gives a uniform permutation)");
     std::shuffle(buffer_.begin(), buffer_.end(), *rng_);
     for (auto& r : buffer_) out.emit(std::move(r));
     buffer_.clear();
   }
 
  private:
-  std::size_t capacity_ = 1;
+  std::size_t capacity_ = 1, seen_ = 0;
+  std::string id_;
   Rng* rng_ = nullptr;
   std::vector<RecordPtr> buffer_;
 };

@@ -51,6 +51,23 @@ edges: [numbers.out -> noisy.in, noisy.out -> late.in, late.out -> mixed.in, mix
   CHECK(lines(a.out)[0] != lines(d.out)[0]);
 }
 
+TEST_CASE("core.shuffle says when its buffer is smaller than the stream") {
+  auto dir = scratch_dir("partial-shuffle");
+  auto graph = [&](int buffer) {
+    write_file(dir / "g.yaml", "nodes:\n  numbers: {type: core.range, params: {count: 300}}\n"
+                              "  mixed: {type: core.shuffle, params: {buffer_size: " + std::to_string(buffer) + "}}\n"
+                              "  count: {type: core.sink, params: {mode: count, expect: 300}}\n"
+                              "edges: [numbers.out -> mixed.in, mixed.out -> count.in]\n");
+    return run_cli({"run", (dir / "g.yaml").string()});
+  };
+  Result partial = graph(100);
+  REQUIRE(partial.exit_code == 0);
+  CHECK_THAT(partial.err, Catch::Contains("mixed: partial shuffle: 300 records through a buffer of 100"));
+  Result whole = graph(300);
+  REQUIRE(whole.exit_code == 0);
+  CHECK_THAT(whole.err, !Catch::Contains("partial shuffle"));
+}
+
 TEST_CASE("a parallel node's output keeps input order") {
   auto dir = scratch_dir("order");
   write_file(dir / "g.yaml", R"(nodes:
