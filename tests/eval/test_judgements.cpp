@@ -25,6 +25,19 @@ TEST_CASE("Wang et al. triplet file and CSV triplets", "[eval][judgements]") {
   CHECK_THROWS_WITH(read_pair_csv((dir / "missing.csv").string()), Catch::Contains("cannot open") && Catch::Contains("missing.csv"));
   et::write_file(dir / "p.csv", "a,b,similar\nx,y,2\n");
   CHECK_THROWS_WITH(read_pair_csv((dir / "p.csv").string()), Catch::Contains("p.csv:2") && Catch::Contains("0 or 1"));
+  // Header, comments and blank lines only: no data.
+  et::write_file(dir / "empty.csv", "a,b,similar\n# nothing yet\n\n");
+  CHECK_THROWS_WITH(read_pair_csv((dir / "empty.csv").string()), Catch::Contains("empty.csv: no pairs"));
+  et::write_file(dir / "ok.csv", "a,b,similar\n# a comment\n x , y ,1\nx,z,0\n");
+  const auto pairs = read_pair_csv((dir / "ok.csv").string());
+  REQUIRE(pairs.size() == 2);
+  CHECK(pairs[0].a == "x");
+  CHECK(pairs[0].b == "y");
+  CHECK(pairs[0].similar);
+  CHECK(pairs[0].line == 3);
+  CHECK_FALSE(pairs[1].similar);
+  CHECK(index_ids({"a", "b"}).at("b") == 1);
+  CHECK_THROWS_WITH(index_ids({"a", "b", "a"}), Catch::Contains("id 'a' arrives twice"));
 }
 
 TEST_CASE("triplet agreement and pair threshold by hand", "[eval][judgements]") {
