@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <map>
 #include <sstream>
 
 #include "plot.hpp"
@@ -72,6 +73,43 @@ std::string percent_with_ci(double v, const RetrievalSummary& s, const std::stri
   return cat(percent(v), " [", percent(it->second.low), ", ", percent(it->second.high), "]");
 }
 
+namespace {
+
+// Scores averaged over the evaluated queries of each query label. Only for class-style retrieval
+// (at most kMaxPerClassLabels labels): a re-id set's thousands of identities would drown the
+// report, and there each label has too few queries to mean much.
+constexpr std::size_t kMaxPerClassLabels = 50;
+
+struct LabelScores {
+  std::int64_t label = 0, queries = 0;
+  double p_at_1 = 0, r_precision = 0, map_at_r = 0, map = 0;
+};
+
+std::vector<LabelScores> per_label_scores(const RetrievalResult& r, const FeatureSet& query) {
+  std::map<std::int64_t, LabelScores> by_label;
+  for (std::size_t q = 0; q < r.queries.size() && q < query.label.size(); ++q) {
+    const QueryOutcome& o = r.queries[q];
+    if (o.status != QueryOutcome::Status::ok) continue;
+    LabelScores& s = by_label[query.label[q]];
+    s.label = query.label[q];
+    ++s.queries;
+    s.p_at_1 += o.first_rank == 1 ? 1.0 : 0.0;
+    s.r_precision += o.r_precision;
+    s.map_at_r += o.map_at_r;
+    s.map += o.ap;
+  }
+  std::vector<LabelScores> out;
+  if (by_label.size() > kMaxPerClassLabels) return out;
+  for (auto& [label, s] : by_label) {
+    const double n = static_cast<double>(s.queries);
+    s.p_at_1 /= n, s.r_precision /= n, s.map_at_r /= n, s.map /= n;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
 Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult& r, const FeatureSet& query,
                                const FeatureSet& gallery, const std::function<void(JsonWriter&)>& extra) {
   const RetrievalSummary& sum = r.summary;
@@ -93,6 +131,20 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
     j.end_object();
     j.key("metrics");
     write_summary_json(j, sum, s.options.ranks);
+    const std::vector<LabelScores> per_label = per_label_scores(r, query);
+    if (!per_label.empty()) {
+      j.key("per_label").begin_array();
+      for (const LabelScores& c : per_label)
+        j.begin_object()
+            .field("label", c.label)
+            .field("queries", c.queries)
+            .field("P@1", c.p_at_1)
+            .field("R-precision", c.r_precision)
+            .field("MAP@R", c.map_at_r)
+            .field("mAP", c.map)
+            .end_object();
+      j.end_array();
+    }
     if (extra) extra(j);
     j.end_object();
     write_text_atomic(s.out + ".json", j.str() + "\n");
@@ -111,6 +163,14 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
     if (s.options.bootstrap > 0)
       md += cat("\nBrackets: ", percent(s.options.ci_level, 0), "% bootstrap intervals over queries (", s.options.bootstrap,
                 " resamples).\n");
+    if (!per_label.empty()) {
+      std::vector<std::vector<std::string>> rows;
+      for (const LabelScores& c : per_label)
+        rows.push_back({std::to_string(c.label), std::to_string(c.queries), percent(c.p_at_1), percent(c.r_precision),
+                        percent(c.map_at_r), percent(c.map)});
+      md += cat("\nPer query label (means over its evaluated queries):\n\n",
+                markdown_table({"label", "queries", "P@1 %", "R-prec %", "MAP@R %", "mAP %"}, rows));
+    }
     write_text_atomic(s.out + ".md", md);
 
     LineChart chart;

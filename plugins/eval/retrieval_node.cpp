@@ -2,7 +2,8 @@
 // every item against the others, when `gallery` is not connected) and reports CMC rank-k, mAP
 // (non-interpolated and Market-1501 trapezoid), P@1, R-precision, MAP@R and MRR, with bootstrap
 // intervals over queries. Writes <out>.json, <out>.md and <out>_cmc.png, and emits one
-// `metrics` record for eval.report.
+// `metrics` record for eval.report. With at most 50 query labels (class-style retrieval) the JSON
+// (`per_label`) and Markdown also break P@1, R-precision, MAP@R and mAP down by query label.
 //
 // Inputs:  query    embedding f32[B,D], label i64[B], optional camera i64[B]
 //          gallery  (optional) the same fields; absent = self-retrieval, the query itself excluded

@@ -86,13 +86,22 @@ _, nb = NearestNeighbors(n_neighbors=6, metric="cosine", algorithm="brute").fit(
 v = u + u[nb[:, 1:]].sum(1)
 v /= np.linalg.norm(v, axis=1, keepdims=True)
 ours = json.load(open(sys.argv[1]))
-print(p1, rprec, map_r, *scores(v))
+# eval.retrieval's per-label breakdown against the same per-query values, grouped by class.
+per_query = np.array([ap_at_r(same[i, :R[i]]) for i in range(len(y))])
+per_label = {c["label"]: c for c in ours["per_label"]}
+assert sorted(per_label) == [5, 6, 7, 8, 9], sorted(per_label)
+diff = max(max(abs(per_label[c]["MAP@R"] - per_query[y == c].mean()),
+               abs(per_label[c]["P@1"] - same[y == c, 0].mean())) for c in range(5, 10))
+assert all(per_label[c]["queries"] == (y == c).sum() for c in range(5, 10))
+print(p1, rprec, map_r, *scores(v), diff)
 )", {(out / "pixels" / "retrieval.json").string()});
   INFO(oracle.out << oracle.err);
   REQUIRE(oracle.exit_code == 0);
-  double p1 = 0, rprec = 0, map_r = 0, dp1 = 0, drprec = 0, dmap_r = 0;
-  REQUIRE(std::sscanf(oracle.out.c_str(), "%lf %lf %lf %lf %lf %lf", &p1, &rprec, &map_r, &dp1, &drprec, &dmap_r) == 6);
+  double p1 = 0, rprec = 0, map_r = 0, dp1 = 0, drprec = 0, dmap_r = 0, per_label_diff = 1;
+  REQUIRE(std::sscanf(oracle.out.c_str(), "%lf %lf %lf %lf %lf %lf %lf", &p1, &rprec, &map_r, &dp1, &drprec, &dmap_r,
+                      &per_label_diff) == 7);
   CHECK(p1 > 0.9);
+  CHECK(per_label_diff < 1e-6);  // per-class P@1 and MAP@R of pixels, as scikit-learn ranks them
   // The table prints percentages with two decimals.
   char row[128];
   std::snprintf(row, sizeof row, "| pixels | - | %.2f | %.2f | %.2f |", 100 * p1, 100 * rprec, 100 * map_r);
