@@ -36,6 +36,12 @@ TEST_CASE("Wang et al. triplet file and CSV triplets", "[eval][judgements]") {
   CHECK(pairs[0].similar);
   CHECK(pairs[0].line == 3);
   CHECK_FALSE(pairs[1].similar);
+  // Ids holding commas are quoted, as any CSV writer does.
+  et::write_file(dir / "quoted.csv", "a,b,similar\n\"img,1\",\"img \"\"2\"\"\",1\n");
+  const auto quoted = read_pair_csv((dir / "quoted.csv").string());
+  REQUIRE(quoted.size() == 1);
+  CHECK(quoted[0].a == "img,1");
+  CHECK(quoted[0].b == "img \"2\"");
   CHECK(index_ids({"a", "b"}).at("b") == 1);
   CHECK_THROWS_WITH(index_ids({"a", "b", "a"}), Catch::Contains("id 'a' arrives twice"));
 }

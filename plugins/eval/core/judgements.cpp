@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "embedflow/csv.hpp"
 #include "embedflow/error.hpp"
 
 namespace embedflow::evalcore {
@@ -21,15 +22,6 @@ std::string trim(std::string s) {
   if (b == std::string::npos) return "";
   const auto e = s.find_last_not_of(" \t\r\n");
   return s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream s(line);
-  while (std::getline(s, cell, ',')) out.push_back(trim(cell));
-  if (!line.empty() && line.back() == ',') out.push_back("");
-  return out;
 }
 
 }  // namespace
@@ -63,23 +55,22 @@ std::vector<Triplet> read_wang_triplets(const std::string& path) {
   return out;
 }
 
-// The data lines of a three-column id file (blank lines and '#' comments skipped), split into
-// trimmed cells with their line numbers; `is_header` recognises an optional first-line header.
+// The rows of a three-column id file (RFC 4180 through the SDK's reader; blank lines and rows
+// starting with '#' skipped), as trimmed cells with their line numbers; `is_header` recognises an
+// optional header on the file's first line.
 template <typename IsHeader, typename OnRow>
 void for_each_id_row(const std::string& path, const char* what, const char* columns, IsHeader is_header, OnRow on_row) {
-  auto in = open_text(path, what);
-  std::string line;
-  int line_no = 0;
+  std::stringstream text;
+  text << open_text(path, what).rdbuf();
   bool any = false;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (trim(line).empty() || trim(line)[0] == '#') continue;
-    auto cells = split_csv(line);
-    if (line_no == 1 && is_header(cells)) continue;
-    if (cells.size() != 3) throw DataError(cat(path, ":", line_no, ": expected 3 columns (", columns, "), got ", cells.size()));
-    on_row(cells, line_no);
+  for_each_csv_row(text.str(), path, [&](std::vector<std::string>& cells, int line) {
+    for (auto& c : cells) c = trim(c);
+    if (cells[0].rfind('#', 0) == 0 || (cells.size() == 1 && cells[0].empty())) return;
+    if (line == 1 && is_header(cells)) return;
+    if (cells.size() != 3) throw DataError(cat(path, ":", line, ": expected 3 columns (", columns, "), got ", cells.size()));
+    on_row(cells, line);
     any = true;
-  }
+  });
   if (!any) throw DataError(cat(path, ": no ", what, "s"));
 }
 
