@@ -28,7 +28,43 @@ SourceLocation loc(const std::string& file, const YAML::Mark& m) {
   return SourceLocation{file, m.line + 1, m.column + 1};
 }
 
-Value to_value(const YAML::Node& n, const std::string& file) {
+Value to_value(const YAML::Node& n, const std::string& file, std::vector<Diagnostic>* problems = nullptr);
+
+// YAML 1.1 merge keys ("<<: *defaults", "<<: [*a, *b]"): the merged maps' entries join the map
+// where the "<<" stands, except keys the map sets itself; of several merged maps the earlier
+// wins. yaml-cpp parses "<<" as an ordinary key, so the graph file resolves it here. That lets a
+// graph declare a training once and vary only what differs, e.g. restarts of one model.
+void merge_into(Value::Map& entries, const YAML::Node& map, const YAML::Node& merged, const std::string& file,
+                std::vector<Diagnostic>* problems) {
+  auto explicit_key = [&](const std::string& k) {
+    for (const auto& kv : map)
+      if (kv.first.Scalar() == k) return true;
+    for (const auto& e : entries)
+      if (e.first == k) return true;
+    return false;
+  };
+  auto bad = [&](const YAML::Node& at) {
+    const std::string msg = "'<<' (a YAML merge key) takes a map or a list of maps, e.g. <<: *defaults";
+    if (!problems) throw std::runtime_error(msg);
+    problems->push_back(Diagnostic{loc(file, at.Mark()), "", msg});
+  };
+  std::vector<YAML::Node> sources;
+  if (merged.IsMap()) sources.push_back(merged);
+  else if (merged.IsSequence())
+    for (const auto& m : merged) sources.push_back(m);
+  for (const auto& m : sources) {
+    if (!m.IsMap()) {
+      bad(m);
+      continue;
+    }
+    Value merged_map = to_value(m, file, problems);  // resolves merge keys inside the merged map too
+    for (const auto& [key, value] : merged_map.as_map())
+      if (!explicit_key(key)) entries.emplace_back(key, value);
+  }
+  if (sources.empty()) bad(merged);
+}
+
+Value to_value(const YAML::Node& n, const std::string& file, std::vector<Diagnostic>* problems) {
   Value v;
   switch (n.Type()) {
     case YAML::NodeType::Null:
@@ -36,13 +72,18 @@ Value to_value(const YAML::Node& n, const std::string& file) {
     case YAML::NodeType::Scalar: v = Value::from_scalar_text(n.Scalar(), n.Tag() == "!"); break;
     case YAML::NodeType::Sequence: {
       Value::List items;
-      for (const auto& item : n) items.push_back(to_value(item, file));
+      for (const auto& item : n) items.push_back(to_value(item, file, problems));
       v = Value::list(std::move(items));
       break;
     }
     case YAML::NodeType::Map: {
       Value::Map entries;
-      for (const auto& kv : n) entries.emplace_back(kv.first.Scalar(), to_value(kv.second, file));
+      for (const auto& kv : n) {
+        if (kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!")
+          merge_into(entries, n, kv.second, file, problems);
+        else
+          entries.emplace_back(kv.first.Scalar(), to_value(kv.second, file, problems));
+      }
       v = Value::map(std::move(entries));
       break;
     }
@@ -109,23 +150,23 @@ struct Parser {
       n.type_where = loc(file, body["type"].Mark());
     }
     if (body["params"]) {
-      n.params = to_value(body["params"], file);
+      n.params = to_value(body["params"], file, &problems);
       if (!n.params.is_map() && !n.params.is_null()) fail(body["params"], "params must be a map", id);
     } else {
       n.params = Value::map({});
       n.params.at(n.where);
     }
     if (body["cache"]) {
-      n.cache = to_value(body["cache"], file);
+      n.cache = to_value(body["cache"], file, &problems);
       if (!n.cache.is_boolean() && !n.cache.is_map()) fail(body["cache"], "cache is true, false or a map of options", id);
     }
     if (body["enabled"]) {
-      n.enabled = to_value(body["enabled"], file);
+      n.enabled = to_value(body["enabled"], file, &problems);
       if (!n.enabled.is_boolean() && !n.enabled.is_string())
         fail(body["enabled"], "enabled is true, false or \"${variable}\"", id);
     }
     if (body["in_flight"]) {
-      Value v = to_value(body["in_flight"], file);
+      Value v = to_value(body["in_flight"], file, &problems);
       if (!v.is_integer() || v.as_integer() < 1) fail(body["in_flight"], "in_flight must be a positive integer", id);
       else n.in_flight = v.as_integer();
     }
@@ -157,12 +198,12 @@ struct Parser {
       }
     }
     if (auto s = root["seed"]) {
-      Value v = to_value(s, file);
+      Value v = to_value(s, file, &problems);
       if (!v.is_integer() || v.as_integer() < 0) fail(s, "seed must be a non-negative integer");
       else g.seed = static_cast<std::uint64_t>(v.as_integer());
     }
     if (auto s = root["max_in_flight"]) {
-      Value v = to_value(s, file);
+      Value v = to_value(s, file, &problems);
       if (!v.is_integer() || v.as_integer() < 1) fail(s, "max_in_flight must be a positive integer");
       else g.max_in_flight = v.as_integer();
     }
@@ -175,7 +216,7 @@ struct Parser {
         for (const auto& kv : v) {
           static const std::regex name_pattern(R"(^[A-Za-z_]\w*$)");
           if (!std::regex_match(kv.first.Scalar(), name_pattern)) fail(kv.first, "bad variable name '" + kv.first.Scalar() + "'");
-          g.vars.emplace_back(kv.first.Scalar(), to_value(kv.second, file));
+          g.vars.emplace_back(kv.first.Scalar(), to_value(kv.second, file, &problems));
         }
     }
     auto nodes = root["nodes"];

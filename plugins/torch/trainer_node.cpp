@@ -5,8 +5,11 @@
 // Outputs: metrics — one record per `log_every` steps: {step, epoch: i64[], loss, lr,
 //          samples_per_s: f64[]} (also written to <log_dir>/metrics.csv, metrics.jsonl and the
 //          loss curve loss.png);
-//          model — a snapshot {weights: u8[N], spec: str[1], step, epoch: i64[1]} every
-//          `snapshot_every` steps and at the end, for torch.embed's side port.
+//          model — a snapshot {weights: u8[N], spec: str[1], step, epoch: i64[1], loss: f64[1],
+//          source: str[1]} every `snapshot_every` steps and at the end, for torch.embed's side
+//          port. `loss` is the mean training loss over the snapshot's epoch so far and `source`
+//          this node's id: what core.keep_best compares and names when it keeps the best of
+//          several restarts.
 // Behaviour: one optimizer update per batch. epochs > 1 replays the batches of the first pass
 //   from memory (in a seeded random order per pass unless shuffle_replay is false): the stream
 //   itself is read once. A NaN or infinite loss stops the run with a DataError naming the step
@@ -28,6 +31,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <numeric>
 #include <random>
@@ -368,6 +372,13 @@ class Train final : public Node {
     optimizer_->step();
     ++step_;
 
+    if (epoch_ != loss_epoch_) {
+      loss_epoch_ = epoch_;
+      epoch_loss_sum_ = 0;
+      epoch_loss_steps_ = 0;
+    }
+    epoch_loss_sum_ += value;
+    ++epoch_loss_steps_;
     window_loss_ += value;
     window_samples_ += in.batch_size();
     ++window_steps_;
@@ -401,7 +412,12 @@ class Train final : public Node {
   }
 
   void emit_snapshot(Emitter& out) {
-    out.emit(1, make_snapshot(*model_, spec_text_, step_, epoch_));
+    Record r = make_snapshot(*model_, spec_text_, step_, epoch_);
+    const double epoch_loss = epoch_loss_steps_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_loss_steps_)
+                                                    : std::numeric_limits<double>::quiet_NaN();
+    r.set("loss", Array::from_vector<double>({1}, {epoch_loss}));
+    r.set("source", Array::strings({ctx_->id()}));
+    out.emit(1, std::move(r));
     last_snapshot_ = step_;
   }
 
@@ -430,6 +446,10 @@ class Train final : public Node {
     // The open metrics window, so a resumed run's next row averages the same steps.
     a.write("window", torch::tensor({window_loss_, static_cast<double>(window_samples_),
                                      static_cast<double>(window_steps_), last_lr_}, torch::kFloat64),
+            /*is_buffer=*/true);
+    // The latest epoch's loss so far, so a resumed run's snapshots report the same `loss`.
+    a.write("epoch_loss", torch::tensor({epoch_loss_sum_, static_cast<double>(epoch_loss_steps_),
+                                         static_cast<double>(loss_epoch_)}, torch::kFloat64),
             /*is_buffer=*/true);
     fs::create_directories(checkpoint_dir_);
     fs::path file = checkpoint_dir_ / checkpoint_name(step_), tmp = file;
@@ -475,6 +495,13 @@ class Train final : public Node {
     window_samples_ = static_cast<std::int64_t>(wa[1]);
     window_steps_ = static_cast<std::int64_t>(wa[2]);
     last_lr_ = wa[3];
+    torch::Tensor el;
+    if (checkpoint_->try_read("epoch_loss", el, true)) {  // absent from checkpoints older than the field
+      auto ea = el.accessor<double, 1>();
+      epoch_loss_sum_ = ea[0];
+      epoch_loss_steps_ = static_cast<std::int64_t>(ea[1]);
+      loss_epoch_ = static_cast<std::int64_t>(ea[2]);
+    }
     if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
     log_info(ctx_->id(), "resuming from ", what, " at step ", step_, " (skipping the first ", resume_position_, " input batches)");
   }
@@ -517,7 +544,8 @@ class Train final : public Node {
   std::int64_t step_ = 0, epoch_ = 0, position_ = 0, resume_position_ = 0, resumed_from_ = 0;
   std::int64_t last_checkpoint_ = -1, last_snapshot_ = -1;
   bool done_ = false;
-  double window_loss_ = 0, last_lr_ = 0;
+  double window_loss_ = 0, last_lr_ = 0, epoch_loss_sum_ = 0;
+  std::int64_t epoch_loss_steps_ = 0, loss_epoch_ = -1;
   std::int64_t window_samples_ = 0, window_steps_ = 0;
   Clock::time_point window_start_;
 };
@@ -565,8 +593,9 @@ NodeType train_type() {
       .input("in", "*", "batches with the fields the loss consumes")
       .output("metrics", "step: i64[], epoch: i64[], loss: f64[], lr: f64[], samples_per_s: f64[]",
               "one record per log_every steps")
-      .output("model", "weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1]",
-              "model snapshots (a LibTorch archive and the model spec) for torch.embed's side port")
+      .output("model", "weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1], loss: f64[1], source: str[1]",
+              "model snapshots (a LibTorch archive and the model spec) for torch.embed's side port, with the mean "
+              "training loss of their epoch so far and this node's id (core.keep_best keeps the best of restarts)")
       .check([](SchemaContext& c) {
         const Params& p = c.params();
         const PortSchema& in = c.input("in");

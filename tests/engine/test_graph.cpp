@@ -176,3 +176,35 @@ TEST_CASE("a library that is not a plugin is refused with the reason") {
   CHECK_THROWS_WITH(loader.load_file(test::binary_dir() + "/lib/libembedflow_sdk.so", r),
                     Catch::Contains("no 'embedflow_plugin_descriptor' symbol"));
 }
+
+TEST_CASE("YAML merge keys inside params: explicit keys win, earlier merged maps win, bad values are located") {
+  std::vector<Diagnostic> problems;
+  GraphSpec spec = parse_graph_text(R"(nodes:
+  a: {type: core.range, params: &base {count: 3, start: 5.0, step: 2.0}}
+  b: {type: core.range, params: {<<: *base, start: 1.0}}
+  c: {type: core.range, params: {step: 7.0, <<: [{count: 9, start: 4.0}, *base]}}
+  d: {type: core.range, params: {<<: {<<: *base, count: 2}}}
+edges: []
+)", "g.yaml", problems);
+  REQUIRE(problems.empty());
+  REQUIRE(spec.nodes.size() == 4);
+  const Value& b = spec.nodes[1].params;
+  CHECK(b.get("count")->as_integer() == 3);
+  CHECK(b.get("start")->as_number() == 1.0);
+  CHECK(b.get("step")->as_number() == 2.0);
+  CHECK(!b.get("<<"));
+  CHECK(b.as_map().size() == 3);  // no key twice
+  const Value& c = spec.nodes[2].params;
+  CHECK(c.get("step")->as_number() == 7.0);   // explicit, before the merge key
+  CHECK(c.get("count")->as_integer() == 9);   // the first merged map wins over *base
+  CHECK(c.get("start")->as_number() == 4.0);
+  CHECK(c.as_map().size() == 3);
+  const Value& d = spec.nodes[3].params;  // a merge inside a merged map
+  CHECK(d.get("count")->as_integer() == 2);
+  CHECK(d.get("step")->as_number() == 2.0);
+  CHECK(d.as_map().size() == 3);
+
+  auto p = problems_of("nodes:\n  a: {type: core.range, params: {count: 3, <<: 5}}\n");
+  REQUIRE(!p.empty());
+  CHECK(p[0] == "g.yaml:2:48: '<<' (a YAML merge key) takes a map or a list of maps, e.g. <<: *defaults");
+}

@@ -199,3 +199,43 @@ edges: [numbers.out -> show.in]
   INFO("peak RSS 1M: " << small.max_rss_kb << " KiB, 10M: " << large.max_rss_kb << " KiB");
   CHECK(static_cast<double>(large.max_rss_kb) <= 1.10 * static_cast<double>(small.max_rss_kb));
 }
+
+TEST_CASE("core.keep_best passes on the one record with the smallest or largest field, over fanned-in streams") {
+  auto dir = scratch_dir("keep-best");
+  write_file(dir / "g.yaml", R"(nodes:
+  a: {type: core.range, params: {count: 3, start: 5.0}}
+  b: {type: core.range, params: {count: 4, start: 1.5, step: -1.0}}
+  c: {type: core.range, params: {count: 2, start: 9.0}}
+  best: {type: core.keep_best, params: {field: value}}
+  show: {type: core.sink, params: {mode: print}}
+edges: [a.out -> best.in, b.out -> best.in, c.out -> best.in, best.out -> show.in]
+)");
+  std::string g = (dir / "g.yaml").string();
+  Result low = run_cli({"run", g, "-j", "2"});
+  REQUIRE(low.exit_code == 0);
+  CHECK(lines(low.out) == std::vector<std::string>{"{index: 3, value: -1.5}"});
+  CHECK_THAT(low.err, Catch::Contains("of 9 (smallest value -1.5; all: "));
+  Result high = run_cli({"run", g, "-q", "--set", "best.mode=max"});
+  REQUIRE(high.exit_code == 0);
+  CHECK(lines(high.out) == std::vector<std::string>{"{index: 1, value: 10}"});
+
+  Result missing = run_cli({"run", g, "-q", "--set", "best.field=loss"});
+  CHECK(missing.exit_code == 1);
+  CHECK_THAT(missing.err, Catch::Contains("node 'best' (core.keep_best)") && Catch::Contains("has no field 'loss'"));
+
+  write_file(dir / "batch.yaml", R"(nodes:
+  a: {type: core.range, params: {count: 4}}
+  two: {type: core.batch, params: {size: 2}}
+  best: {type: core.keep_best, params: {field: value}}
+  show: {type: core.sink}
+edges: [a.out -> two.in, two.out -> best.in, best.out -> show.in]
+)");
+  Result vector = run_cli({"run", (dir / "batch.yaml").string(), "-q"});
+  CHECK(vector.exit_code == 1);
+  CHECK_THAT(vector.err, Catch::Contains("record 0: field 'value' must be one number, got f64[2]"));
+
+  Result none = run_cli({"run", g, "--set", "a.count=0", "--set", "b.count=0", "--set", "c.count=0"});
+  CHECK(none.exit_code == 0);
+  CHECK(lines(none.out).empty());
+  CHECK_THAT(none.err, Catch::Contains("best: no records received"));
+}

@@ -116,7 +116,10 @@ TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files an
                               kSmallCnn + ", loss: {type: torch.batch_hard_triplet, margin: 0.2}, "
                                           "optimizer: {type: torch.adam, lr: 0.002}, epochs: 2, log_every: 1, threads: 2, "
                                           "log_dir: " + (dir / "log").string(),
-                              "  show:  {type: core.sink, params: {mode: print}}\n", "  - train.metrics -> show.in\n");
+                              "  show:  {type: core.sink, params: {mode: print}}\n"
+                              "  pick:  {type: core.select, params: {fields: [source, step, loss]}}\n"
+                              "  snap:  {type: core.sink, params: {mode: print}}\n",
+                              "  - train.metrics -> show.in\n  - train.model -> pick.in\n  - pick.out -> snap.in\n");
   auto r = run_graph(dir, "train.yaml", g);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -130,6 +133,13 @@ TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files an
   }
   INFO("mean loss epoch 0: " << first / 8 << ", epoch 1: " << second / 8);
   CHECK(second < 0.85 * first);
+  // The final snapshot names its trainer and carries the mean loss of its epoch (the second):
+  // what core.keep_best compares when it keeps the best of several restarts.
+  const std::string snapshot = "{source: [\"train\"], step: [16], loss: [";
+  const std::size_t at = r.out.find(snapshot);
+  REQUIRE(at != std::string::npos);
+  const double snapshot_loss = std::stod(r.out.substr(at + snapshot.size()));
+  CHECK(std::abs(snapshot_loss - second / 8) < 1e-4 * second / 8);
   // The metrics stream carries the same rows; the JSON lines and the PNG exist.
   std::size_t printed = 0;
   for (std::size_t p = r.out.find("samples_per_s"); p != std::string::npos; p = r.out.find("samples_per_s", p + 1)) ++printed;
@@ -154,7 +164,10 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
                                    "schedule: {type: torch.warmup, steps: 3, then: {type: torch.cosine, steps: 13}}, "
                                    "epochs: 2, log_every: 1, threads: 2, checkpoint_every: 5, keep_checkpoints: 0, resume: auto, "
                                    "max_steps: " + std::to_string(max_steps) + ", log_dir: " + (dir / run).string() +
-                                   ", checkpoint_dir: " + (dir / run / "ckpt").string());
+                                   ", checkpoint_dir: " + (dir / run / "ckpt").string(),
+                       "  pick:  {type: core.select, params: {fields: [step, loss]}}\n"
+                       "  snap:  {type: core.sink, params: {mode: print}}\n",
+                       "  - train.model -> pick.in\n  - pick.out -> snap.in\n");
   };
   auto full = run_graph(dir, "full.yaml", graph("full", 0));
   INFO(full.err);
@@ -179,6 +192,9 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
     CHECK(a[i].loss == b[i].loss);  // printed with 9 significant digits: bitwise-equal floats
     CHECK(a[i].lr == b[i].lr);
   }
+  // The final snapshot's epoch loss covers steps 9-16, four of them trained before the resume.
+  CHECK_THAT(full.out, Catch::Contains("{step: [16], loss: ["));
+  CHECK(resumed.out == full.out);
   // The lr follows the warmup then the cosine: 0, 1/3 and 2/3 of the base lr, then 0.05.
   CHECK(std::stod(a[0].lr) == Approx(0.0));
   CHECK(std::stod(a[1].lr) == Approx(0.05 / 3));
