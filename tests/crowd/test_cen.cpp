@@ -182,7 +182,8 @@ check(abs(np.mean(ok) - float(rows["CEN-mixture"]["retrieval"])) < 1e-4, "retrie
 check(int(float(rows["CEN-mixture"]["submissions"])) == len(ok), "scored submissions")
 # Files.
 import os
-for f in ("table.md", "table_curve.png", "table_curve.csv", "mixture/retrieval_confusion.png", "mixture/retrieval_confusion.md",
+for f in ("mixture/train/metrics.csv", "mixture/train_r2/metrics.csv", "mixture/train_r3/metrics.csv", "siamese/train_r3/metrics.csv",
+          "table.md", "table_curve.png", "table_curve.csv", "mixture/retrieval_confusion.png", "mixture/retrieval_confusion.md",
           "mixture/retrieval_worker_bias.md", "mixture/dimensions.png", "mixture/synth_grids.h5"):
     check(os.path.getsize(f"{out}/{f}") > 0, f)
 curve = list(csv.DictReader(open(f"{out}/table_curve.csv")))
