@@ -1,5 +1,5 @@
 // core.keep_best — passes on, at end of stream, the one record whose scalar `field` is smallest
-// (mode: min) or largest (mode: max) of all records received; ties go to the earliest.
+// (mode: min) or largest (mode: max) of all records received.
 //
 // The use it was made for: restarts. Non-convex training lands in different optima from
 // different initialisations (a CEN's embedding sometimes fails to give an attribute a dimension
@@ -16,11 +16,10 @@
 //
 //   nodes:
 //     fit_a: {type: torch.train, params: &fit {model: ..., loss: ..., epochs: 8}}
-//     fit_b: {type: torch.train, params: *fit}
+//     fit_b: {type: torch.train, params: {<<: *fit, log_dir: out/b}}
 //     best:  {type: core.keep_best, params: {field: loss}}
 //   edges: [fit_a.model -> best.in, fit_b.model -> best.in, best.out -> embed.model]
 #include <cmath>
-#include <limits>
 
 #include "core_types.hpp"
 

@@ -31,8 +31,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <regex>

@@ -234,6 +234,22 @@ edges: [a.out -> two.in, two.out -> best.in, best.out -> show.in]
   CHECK(vector.exit_code == 1);
   CHECK_THAT(vector.err, Catch::Contains("record 0: field 'value' must be one number, got f64[2]"));
 
+  // NaN never wins (0 * inf); only NaN is an error.
+  write_file(dir / "nan.yaml", R"(nodes:
+  zeros: {type: core.range, params: {count: 2, start: 0, step: 0}}
+  nan: {type: core.map_affine, params: {scale: .inf}}
+  three: {type: core.range, params: {count: 1, start: 3}}
+  best: {type: core.keep_best, params: {field: value, mode: max}}
+  show: {type: core.sink, params: {mode: print}}
+edges: [zeros.out -> nan.in, nan.out -> best.in, three.out -> best.in, best.out -> show.in]
+)");
+  Result with_nan = run_cli({"run", (dir / "nan.yaml").string()});
+  REQUIRE(with_nan.exit_code == 0);
+  CHECK(lines(with_nan.out) == std::vector<std::string>{"{index: 0, value: 3}"});
+  Result only_nan = run_cli({"run", (dir / "nan.yaml").string(), "-q", "--set", "three.count=0"});
+  CHECK(only_nan.exit_code == 1);
+  CHECK_THAT(only_nan.err, Catch::Contains("every one of the 2 records has value = NaN: none to keep"));
+
   Result none = run_cli({"run", g, "--set", "a.count=0", "--set", "b.count=0", "--set", "c.count=0"});
   CHECK(none.exit_code == 0);
   CHECK(lines(none.out).empty());
