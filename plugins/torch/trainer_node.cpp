@@ -17,6 +17,16 @@
 //   model, the optimizer, the step, the position in the input stream, LibTorch's RNG state and
 //   the metrics so far; `resume` continues from one exactly: the upstream stream is replayed
 //   (sources are deterministic by seed) and the batches already trained on are skipped.
+// Data parallel (world_size > 1, distributed.hpp): every rank runs the same graph and so sees the
+//   same batches; rank r trains on rows [B r / W, B (r+1) / W) of each, the loss of each slice is
+//   weighted by its share of the batch and the gradients are averaged over the ranks before the
+//   optimizer step, so W ranks take the same steps as one process on the whole batch (up to float
+//   summation order) for losses that average per-sample terms. Losses that mine or pair within a
+//   batch (batch-hard, all-pairs) see only the rank's slice, and batch norm normalises with the
+//   slice's statistics (its running statistics are rank 0's, broadcast every step), as in
+//   PyTorch's DistributedDataParallel. The logged loss is the whole batch's. Only rank 0 writes
+//   log files and checkpoints; every rank emits snapshots and metrics, so give the other ranks'
+//   downstream writers their own paths (e.g. --set out=...) or switch them off.
 // Caveats: the model's device decides where tensors go; checkpoints restore the CPU RNG only.
 //
 //   seed: 1
@@ -39,6 +49,7 @@
 
 #include "bridge.hpp"
 #include "catalog.hpp"
+#include "distributed.hpp"
 #include "loss.hpp"
 #include "metrics_log.hpp"
 #include "model.hpp"
@@ -234,6 +245,10 @@ class Train final : public Node {
     snapshot_every_ = p.integer("snapshot_every");
     if (!p.string("checkpoint_dir").empty()) checkpoint_dir_ = p.string("checkpoint_dir");
     device_ = model_->device();
+    const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
+                                                        p.number("rendezvous_timeout"), ctx.id());
+    if (dist.world_size > 1) group_ = std::make_unique<DataParallelGroup>(dist);
+    primary_ = dist.rank == 0;
 
     const std::string& resume = p.string("resume");
     if (resume == "auto") {
@@ -245,7 +260,7 @@ class Train final : public Node {
       if (!fs::exists(resume_path_)) throw ConfigError(cat("resume: checkpoint '", resume, "' does not exist"));
     }
     if (!resume_path_.empty()) read_checkpoint_header();
-    if (!p.string("log_dir").empty()) log_ = std::make_unique<MetricsLog>(p.string("log_dir"), history_);
+    if (!p.string("log_dir").empty() && primary_) log_ = std::make_unique<MetricsLog>(p.string("log_dir"), history_);
     window_start_ = Clock::now();
   }
 
@@ -326,7 +341,35 @@ class Train final : public Node {
     for (const auto& t : params_) trainable += t.numel();
     log_info(ctx_->id(), "model: ", trainable, " trainable parameters on ", device_.str(), " (", spec_text_, ")");
     if (!resume_path_.empty()) restore_checkpoint();
+    if (group_) {
+      // Every rank starts from rank 0's weights; afterwards the averaged gradients keep the
+      // parameters equal, and the state the optimizer does not own (batch norm statistics,
+      // frozen parts) is re-sent from rank 0 before every step.
+      std::vector<torch::Tensor> all;
+      for (const auto& named : model_->state()) {
+        all.push_back(named.second);
+        bool trained = false;
+        for (const auto& t : params_) trained = trained || t.unsafeGetTensorImpl() == named.second.unsafeGetTensorImpl();
+        if (!trained) untrained_state_.push_back(named.second);
+      }
+      group_->broadcast_from_rank0(all);
+    }
     model_->set_training(true);
+  }
+
+  // Rank r's rows of a batch for data-parallel training (every field with the batch's leading
+  // dimension is sliced; arrays share their buffers, nothing is copied).
+  Record rank_slice(const Record& batch, std::int64_t index, std::int64_t& full, std::int64_t& local) const {
+    full = batch.batch_size();
+    const std::int64_t w = group_->size(), r = group_->rank();
+    if (full < w)
+      throw DataError(cat("input batch ", index, " has ", full, " rows, fewer than the ", w, " ranks of data-parallel training"));
+    const std::int64_t lo = full * r / w, hi = full * (r + 1) / w;
+    local = hi - lo;
+    Record shard;
+    for (const auto& [name, array] : batch.fields())
+      shard.set(name, !array.shape().empty() && array.shape()[0] == full ? array.slice(lo, hi) : array);
+    return shard;
   }
 
   // Semi-supervised mode: a copy of the batch whose `label` is -1 (unknown: in no pair of the
@@ -356,17 +399,32 @@ class Train final : public Node {
     const double lr = optimizer_factory_->lr() * schedule_->factor(step_, max_steps_);
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
 
-    Record masked;
+    Record masked, shard;
     if (labelled_fraction_ < 1.0) masked = mask_labels(batch, index);
-    StepInputs in(*model_, labelled_fraction_ < 1.0 ? masked : batch, device_, loss_name_);
+    const Record& whole = labelled_fraction_ < 1.0 ? masked : batch;
+    std::int64_t full = 0, local = 0;
+    if (group_) {
+      shard = rank_slice(whole, index, full, local);
+      group_->broadcast_from_rank0(untrained_state_);
+    }
+    StepInputs in(*model_, group_ ? shard : whole, device_, loss_name_);
     torch::Tensor loss = loss_->compute(in);
-    const double value = loss.item<double>();
+    double value = loss.item<double>();
+    // Data parallel: the whole batch's mean is the slices' means weighted by their share of it.
+    const double share = group_ ? static_cast<double>(local) / static_cast<double>(full) : 1.0;
+    if (group_) value = group_->sum(value * share);
     if (!std::isfinite(value))
       throw DataError(cat("loss is ", std::isnan(value) ? std::string("NaN") : cat(value), " at step ", step_ + 1, " (epoch ", epoch_, ", input batch ", index,
                           pass > 0 ? cat(", replayed in pass ", pass) : "", id_range(batch), ")",
                           last_checkpoint_ > 0 ? cat("; last checkpoint: step ", last_checkpoint_) : ""));
     optimizer_->zero_grad();
-    loss.backward();
+    if (group_) {
+      // Scaled so that the mean over ranks of the gradients is the whole batch's gradient.
+      (loss * (share * static_cast<double>(group_->size()))).backward();
+      group_->average_gradients(params_);
+    } else {
+      loss.backward();
+    }
     if (clip_norm_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_norm_);
     if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
     optimizer_->step();
@@ -380,7 +438,7 @@ class Train final : public Node {
     epoch_loss_sum_ += value;
     ++epoch_loss_steps_;
     window_loss_ += value;
-    window_samples_ += in.batch_size();
+    window_samples_ += group_ ? full : in.batch_size();
     ++window_steps_;
     last_lr_ = lr;
     if (step_ % log_every_ == 0) flush_metrics(out);
@@ -422,6 +480,10 @@ class Train final : public Node {
   }
 
   void save_checkpoint() {
+    if (!primary_) {  // the ranks hold equal models: rank 0 writes the checkpoint
+      last_checkpoint_ = step_;
+      return;
+    }
     auto t0 = Clock::now();
     torch::serialize::OutputArchive a, model, optimizer;
     a.write("format", c10::IValue(std::string(kCheckpointFormat)));
@@ -527,6 +589,9 @@ class Train final : public Node {
   std::unique_ptr<Schedule> schedule_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<torch::Tensor> params_;
+  std::unique_ptr<DataParallelGroup> group_;      // null unless world_size > 1
+  bool primary_ = true;                           // rank 0 (or not data parallel): writes files
+  std::vector<torch::Tensor> untrained_state_;    // re-sent from rank 0 before each step
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
   std::vector<std::string> loss_fields_;
@@ -588,6 +653,16 @@ NodeType train_type() {
           "newest checkpoints kept; 0: all"))
       .param(Param::string("resume").default_value("").doc(
           "continue from a checkpoint: a file path, or auto (the newest in checkpoint_dir, if any); empty: start fresh"))
+      .param(Param::integer("world_size").default_value(1).min(0).not_fingerprinted().doc(
+          "data-parallel ranks over c10d's Gloo process group (each runs this graph and trains on its slice of every "
+          "batch); 0: the WORLD_SIZE environment variable (torchrun's), 1 if unset"))
+      .param(Param::integer("rank").default_value(-1).min(-1).not_fingerprinted().doc(
+          "this process's rank in [0, world_size); -1: the RANK environment variable, 0 if unset"))
+      .param(Param::string("rendezvous").default_value("").not_fingerprinted().doc(
+          "where the ranks meet: tcp://HOST:PORT, file://PATH (a path every rank sees, not existing yet), or empty: "
+          "MASTER_ADDR and MASTER_PORT (127.0.0.1:29500 if unset), as torch.distributed's env:// init"))
+      .param(Param::number("rendezvous_timeout").default_value(300.0).min(1.0).not_fingerprinted().doc(
+          "seconds to wait for the other ranks (joining and every collective)"))
       .param(Param::integer("snapshot_every").default_value(0).min(0).doc(
           "steps between model snapshots on the `model` port; 0: only at the end"))
       .input("in", "*", "batches with the fields the loss consumes")

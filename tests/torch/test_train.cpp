@@ -51,6 +51,12 @@ assert (raw.astype(np.float32) / 255 == test[:, 0, :, :, None]).all()
 # Random 3-channel 32x32 images for the ResNets.
 rng = np.random.default_rng(0)
 write(out + '/rgb.h5', rng.random((8, 3, 32, 32), dtype=np.float32), np.array([0, 0, 1, 1, 2, 2, 3, 3]))
+# Pairs of training images (same class or not) for data-parallel training with a per-pair loss.
+pick = np.random.default_rng(1).integers(0, 512, (2, 512))
+with h5py.File(out + '/pairs.h5', 'w') as f:
+    f['a_image'], f['b_image'] = train[pick[0]], train[pick[1]]
+    f['pair_label'] = (train_labels[pick[0]] == train_labels[pick[1]]).astype(np.float32)
+    f['a_id'], f['b_id'] = pick[0].astype(np.int64), pick[1].astype(np.int64)
 bad = train[:256].copy()
 bad[200, 0, 5, 5] = np.nan
 write(out + '/nan.h5', bad, train_labels[:256])
@@ -200,6 +206,80 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
   CHECK(std::stod(a[1].lr) == Approx(0.05 / 3));
   CHECK(std::stod(a[3].lr) == Approx(0.05));
   CHECK(std::stod(a[15].lr) < 0.05 * 0.1);
+}
+
+TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on the whole batch", "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-data-parallel");
+  // A per-pair loss and no batch norm: the ranks' weighted slice means are the batch mean exactly.
+  auto graph = [&](const std::string& run) {
+    return "# data parallel\nseed: 3\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + path_of("pairs.h5") + ", batch_size: 64}}\n"
+           "  train: {type: torch.train, params: {model: {type: torch.mlp, hidden: [32], embedding_dim: 8}, "
+           "loss: {type: torch.contrastive, margin: 1.0}, optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, epochs: 2, "
+           "log_every: 1, threads: 1, log_dir: " + (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string() + "}}\n"
+           "edges: [data.out -> train.in]\n";
+  };
+  write_file(dir / "single.yaml", graph("single"));
+  write_file(dir / "dp.yaml", graph("dp"));
+  write_file(dir / "dp1.yaml", graph("dp1"));
+  auto single = run_cli({"run", (dir / "single.yaml").string(), "--quiet"});
+  INFO(single.err);
+  REQUIRE(single.exit_code == 0);
+  const std::string store = "file://" + (dir / "store").string();
+  auto rank1 = embedflow::test::spawn_cli({"run", (dir / "dp1.yaml").string(), "--quiet", "--set", "train.world_size=2",
+                                           "--set", "train.rank=1", "--set", "train.rendezvous=" + store});
+  // Rank 0 takes its rank and world size from the environment, as under torchrun.
+  auto rank0 = run_cli({"run", (dir / "dp.yaml").string(), "--set", "train.world_size=0", "--set", "train.rendezvous=" + store},
+                       {"RANK=0", "WORLD_SIZE=2"});
+  auto one = embedflow::test::wait_child(rank1);
+  INFO(rank0.err << one.err);
+  REQUIRE(rank0.exit_code == 0);
+  REQUIRE(one.exit_code == 0);
+  CHECK_THAT(rank0.err, Catch::Contains("rank 0 of 2 joined the Gloo group at " + store));
+  auto a = read_metrics(dir / "single" / "metrics.csv"), b = read_metrics(dir / "dp" / "metrics.csv");
+  REQUIRE(a.size() == 16);
+  REQUIRE(b.size() == 16);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << a[i].step << ": " << a[i].loss << " vs " << b[i].loss);
+    CHECK(std::abs(std::stod(a[i].loss) - std::stod(b[i].loss)) <= 1e-5 * std::stod(a[i].loss));
+  }
+  // Rank 0 alone writes files; its final checkpoint embeds as the single process's does.
+  CHECK(!fs::exists(dir / "dp1"));
+  auto embed = [&](const std::string& run) {
+    const std::string h5 = (dir / (run + ".h5")).string();
+    auto e = run_graph(dir, run + "_embed.yaml",
+                       "# embed\nseed: 1\nnodes:\n"
+                       "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 128}}\n"
+                       "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
+                       "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
+                       "edges: [test.out -> embed.in, embed.out -> save.in]\n");
+    INFO(e.err);
+    REQUIRE(e.exit_code == 0);
+    return h5;
+  };
+  auto check = run_python(R"PY(
+import sys, h5py, numpy as np
+a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
+assert a.shape == (128, 8), a.shape
+d = np.abs(a - b).max()
+assert d < 1e-4 * np.abs(a).max(), d
+print('ok', d)
+)PY",
+                          {embed("single"), embed("dp")});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+
+  // A rank outside the world is a configuration error naming both numbers.
+  auto bad = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=2"});
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("rank 2 is outside [0, 2)"));
+  // A rank whose partners never come stops after rendezvous_timeout, saying where it waited.
+  const std::string lonely = "file://" + (dir / "lonely").string();
+  auto alone = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=0",
+                        "--set", "train.rendezvous=" + lonely, "--set", "train.rendezvous_timeout=1"});
+  CHECK(alone.exit_code == 1);
+  CHECK_THAT(alone.err, Catch::Contains("node 'train'") &&
+                            Catch::Contains("joining the data-parallel group at " + lonely + " as rank 0 of 2 failed"));
 }
 
 TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][train][cli]") {

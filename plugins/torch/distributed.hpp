@@ -1,0 +1,59 @@
+// Data-parallel training over LibTorch's own c10d process group with the Gloo backend (the
+// design's "scale-out uses c10d, not a home-made protocol"). torch.train uses it when
+// world_size > 1: every rank runs the same graph, so every rank sees the same batch stream; rank r
+// trains on its slice of each batch, gradients are averaged across ranks before each optimizer
+// step, and the parameters stay identical everywhere, as with PyTorch's DistributedDataParallel.
+//
+// Rendezvous, as torch.distributed.init_process_group's init_method:
+//   ""                 env: MASTER_ADDR (127.0.0.1) and MASTER_PORT (29500), rank 0 serves the store
+//   "tcp://HOST:PORT"  the same with an explicit address
+//   "file://PATH"      a FileStore on a filesystem every rank sees (PATH must not exist yet)
+// world_size 0 and rank -1 are read from WORLD_SIZE and RANK, the variables torchrun sets.
+// Only this file includes the c10d headers (and Gloo's): the trainer sees this interface alone.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace embedflow::torchfam {
+
+struct DistributedOptions {
+  int world_size = 1;
+  int rank = 0;
+  std::string rendezvous;
+  double timeout_s = 300;
+  std::string owner;  // the node, for messages
+};
+
+// Fills world_size 0 / rank -1 from the environment and checks 0 <= rank < world_size;
+// `owner` names the node in ConfigErrors.
+DistributedOptions resolve_distributed(std::int64_t world_size, std::int64_t rank, const std::string& rendezvous,
+                                       double timeout_s, const std::string& owner);
+
+class DataParallelGroup {
+ public:
+  // Joins the group (blocks until every rank has joined or the timeout passes).
+  explicit DataParallelGroup(const DistributedOptions& options);
+  ~DataParallelGroup();
+  DataParallelGroup(const DataParallelGroup&) = delete;
+  DataParallelGroup& operator=(const DataParallelGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Overwrites each tensor with rank 0's value (in place, one message for all of them).
+  void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
+  // Replaces each parameter's gradient by the mean over the ranks (one flattened all-reduce).
+  void average_gradients(const std::vector<torch::Tensor>& parameters);
+  // The sum of `value` over the ranks.
+  double sum(double value);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace embedflow::torchfam
