@@ -35,7 +35,8 @@ DistributedOptions resolve_distributed(std::int64_t world_size, std::int64_t ran
                                        double timeout_s, const std::string& owner) {
   DistributedOptions o;
   o.world_size = static_cast<int>(world_size == 0 ? env_integer("WORLD_SIZE", 1, owner) : world_size);
-  o.rank = static_cast<int>(rank < 0 ? env_integer("RANK", 0, owner) : rank);
+  // A single process is rank 0 whatever RANK says (a scheduler may set it for other reasons).
+  o.rank = o.world_size == 1 ? 0 : static_cast<int>(rank < 0 ? env_integer("RANK", 0, owner) : rank);
   o.rendezvous = rendezvous;
   o.timeout_s = timeout_s;
   o.owner = owner;
@@ -107,10 +108,10 @@ void DataParallelGroup::broadcast_from_rank0(const std::vector<torch::Tensor>& t
 
 void DataParallelGroup::average_gradients(const std::vector<torch::Tensor>& parameters) {
   std::vector<torch::Tensor> grads;
-  for (const auto& p : parameters) {
+  for (torch::Tensor p : parameters) {  // a handle: setting its grad sets the parameter's
     // A parameter the loss did not reach has no gradient on this rank but may have one on
     // another: it takes part as zeros so every rank reduces the same tensors.
-    if (!p.grad().defined()) const_cast<torch::Tensor&>(p).mutable_grad() = torch::zeros_like(p);
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     grads.push_back(p.grad());
   }
   if (grads.empty()) return;
