@@ -274,6 +274,14 @@ print('ok', d)
   auto bad = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=2"});
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.err, Catch::Contains("rank 2 is outside [0, 2)"));
+  auto scheme = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=0",
+                         "--set", "train.rendezvous=ftp://host/x"});
+  CHECK(scheme.exit_code != 0);
+  CHECK_THAT(scheme.err, Catch::Contains("rendezvous 'ftp://host/x' is neither tcp://HOST:PORT nor file://PATH"));
+  auto no_port = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=0",
+                          "--set", "train.rendezvous=tcp://127.0.0.1"});
+  CHECK(no_port.exit_code != 0);
+  CHECK_THAT(no_port.err, Catch::Contains("rendezvous 'tcp://127.0.0.1' needs a port: tcp://HOST:PORT"));
   // A rank whose partners never come stops after rendezvous_timeout, saying where it waited.
   const std::string lonely = "file://" + (dir / "lonely").string();
   auto alone = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=0",
