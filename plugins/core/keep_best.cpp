@@ -36,7 +36,7 @@ class KeepBest final : public Node {
   }
 
   void process(std::size_t, const RecordPtr& in, Emitter&) override {
-    const std::int64_t index = received_++;
+    const auto index = static_cast<std::int64_t>(values_.size());
     const Array* a = in->find(field_);
     if (!a) throw DataError(cat("record ", index, " has no field '", field_, "' (record: ", in->describe(), ")"));
     if (a->is_string() || a->numel() != 1)
@@ -52,17 +52,17 @@ class KeepBest final : public Node {
   }
 
   void close(Emitter& out) override {
-    if (received_ == 0) {
+    if (values_.empty()) {
       log_warning(ctx_->id(), "no records received: nothing to keep");
       return;
     }
     std::string all;
     for (double v : values_) all += (all.empty() ? "" : ", ") + cat(v);
     if (!best_)
-      throw DataError(cat("every one of the ", received_, " records has ", field_, " = NaN: none to keep"));
+      throw DataError(cat("every one of the ", values_.size(), " records has ", field_, " = NaN: none to keep"));
     std::string name;
     if (const Array* n = best_->find(name_field_); n && n->is_string() && n->numel() == 1) name = cat(" '", n->string_at(0), "'");
-    log_info(ctx_->id(), "kept record ", best_index_, name, " of ", received_, " (", maximize_ ? "largest " : "smallest ", field_,
+    log_info(ctx_->id(), "kept record ", best_index_, name, " of ", values_.size(), " (", maximize_ ? "largest " : "smallest ", field_,
              " ", best_value_, "; all: ", all, ")");
     out.emit(best_);
   }
@@ -73,8 +73,8 @@ class KeepBest final : public Node {
   bool maximize_ = false;
   RecordPtr best_;
   double best_value_ = 0;
-  std::int64_t best_index_ = -1, received_ = 0;
-  std::vector<double> values_;
+  std::int64_t best_index_ = -1;
+  std::vector<double> values_;  // every candidate's value, in arrival order
 };
 
 }  // namespace
