@@ -63,6 +63,9 @@ CenModel::CenModel(const ComponentContext& c) : Model(c) {
   if (spread_ && encoder_)
     throw ConfigError(cat(owner_, ": context: spread reads the members' embeddings from the id table; a pixel `encoder` has "
                                   "no pixels for the grid's members (use context: members)"));
+  if (p.integer("spread_units") > 0 && !(spread_ && uses_context()))
+    throw ConfigError(cat(owner_, ": spread_units shapes the spread context's logits; it needs context: spread and a variant "
+                                  "with a context encoder (context or mixture)"));
   if (!encoder_ && images_ <= 0) throw ConfigError(cat(owner_, ": an id-table image encoder needs `images` > 0 (or give an `encoder` model)"));
   if (uses_worker() && workers_ <= 0) throw ConfigError(cat(owner_, ": variant ", variant_, " needs `workers` > 0"));
   if (uses_context() && context_images_ <= 0)
@@ -90,6 +93,15 @@ CenModel::CenModel(const ComponentContext& c) : Model(c) {
     context_spread_ = module_->register_module("context_spread", nn::Linear(k_, k_));
     context_spread_->weight.copy_(torch::eye(k_));
     context_spread_->bias.fill_(product_ ? 0.0 : p.number("context_init"));
+    if (const std::int64_t h = p.integer("spread_units"); h > 0) {
+      // Each unit starts as a hinge below a threshold t (u = -1, c = log t: ReLU(log t - log σ)),
+      // the thresholds log-spaced over 0.01..0.2, the range of σ between the within-value noise
+      // of a constant attribute and the spread of a varying one.
+      torch::Tensor t = torch::logspace(std::log10(0.01), std::log10(0.2), h).repeat({k_, 1});
+      bend_slope_ = module_->register_parameter("context_bend_slope", -torch::ones({k_, h}));
+      bend_offset_ = module_->register_parameter("context_bend_offset", torch::log(t));
+      bend_weight_ = module_->register_parameter("context_bend_weight", torch::zeros({k_, h}));
+    }
   } else if (uses_context()) {
     const std::int64_t h = context_hidden_ > 0 ? context_hidden_ : k_;
     const double context_init = p.number("context_init");
@@ -135,7 +147,12 @@ torch::Tensor CenModel::context_activation(const torch::Tensor& members) {
     // The grid's spread per dimension, read from the embedding without moving it (letting the
     // context loss shrink or stretch x was worse in trials: docs/crowd.md).
     torch::Tensor sigma = table_(m).detach().std(1, /*unbiased=*/false);
-    return product_ ? context_spread_(torch::log(sigma + 1e-3)) : torch::relu(context_spread_(sigma));
+    torch::Tensor z = context_spread_(product_ ? torch::log(sigma + 1e-3) : sigma);
+    if (bend_weight_.defined()) {
+      torch::Tensor log_sigma = torch::log(sigma + 1e-3).unsqueeze(2);  // [B,K,1]
+      z = z + (torch::relu(log_sigma * bend_slope_ + bend_offset_) * bend_weight_).sum(2);
+    }
+    return product_ ? z : torch::relu(z);
   }
   torch::Tensor z = context_(m) + context_bias_;
   if (context_out_) z = context_out_(torch::relu(z));
@@ -197,7 +214,14 @@ NamedTensors CenModel::state() {
 
 void CenModel::to(const torch::Device& d) {
   module_->to(d);
+  // Parameters registered as plain tensors are replaced by to(); fetch the moved ones.
   if (context_bias_.defined()) context_bias_ = module_->named_parameters()["context_bias"];
+  if (bend_weight_.defined()) {
+    auto named = module_->named_parameters();
+    bend_slope_ = named["context_bend_slope"];
+    bend_offset_ = named["context_bend_offset"];
+    bend_weight_ = named["context_bend_weight"];
+  }
   if (encoder_) encoder_->to(d);
 }
 
@@ -319,6 +343,9 @@ std::vector<ComponentType> cen_model_components() {
   cen.push_back(Param::choice("context", {"members", "spread"}).default_value("members").doc(
       "what the context encoder reads: members, the S-hot vector of the grid's image ids (the paper); spread, the "
       "standard deviation of each embedding dimension over the grid's members (needs the id table)"));
+  cen.push_back(Param::integer("spread_units").default_value(0).min(0).doc(
+      "context: spread only; H > 0 adds to each dimension's context logit a learned piecewise-linear function of its "
+      "own log spread with H bends, so a dimension the grid holds constant can be cut off sharply (docs/crowd.md)"));
   cen.push_back(Param::choice("mixing", {"sum", "product"}).default_value("sum").doc(
       "how the encoders make a: sum, ReLU activations added (the paper); product, a = K softmax(z^w + z^g) of the "
       "encoders' logits, so a grid's constant attributes drop out and the worker's next preference takes their weight"));

@@ -19,6 +19,14 @@
 //                     next preference takes its weight; a sum can only add weight. K makes a
 //                     uniform a start at 1 per dimension, as the sum's initialisation does.
 //                     worker_activation / context_activation then return the logits z^w / z^g.
+//   spread_units H    adds to each spread logit (before the ReLU of the sum) a learned function of
+//                     that dimension alone, f_k(σ_k) = Σ_h v_kh ReLU(u_kh log(σ_k + 1e-3) + c_kh):
+//                     piecewise linear in log σ_k with H bends. The simulator's workers never use
+//                     an attribute the grid holds constant, and σ_k of a constant attribute sits
+//                     at the embedding's within-value noise (0.01-0.07 against 0.1-0.2 when it
+//                     varies): a bend lets the encoder cut such dimensions off sharply, which
+//                     P log(σ) alone can only do by also exaggerating small differences between
+//                     varying attributes. v starts at 0, so the encoder starts as without it.
 // The image encoder is an embedding table over image ids (the paper's one-hot f(o(i)); the model
 // input is then the id itself, a f32 field such as crowd.grid_reader's names: ids gives) or a
 // nested model component on pixels (`encoder:`, e.g. {type: torch.small_cnn, embedding_dim: 8}).
@@ -81,6 +89,7 @@ class CenModel final : public Model {
   torch::Tensor context_bias_;
   torch::nn::Linear context_spread_{nullptr};  // context: spread, P and b
   torch::nn::Linear context_out_{nullptr};  // context_hidden > 0: the second layer
+  torch::Tensor bend_slope_, bend_offset_, bend_weight_;  // spread_units > 0: u, c, v [K,H]
 };
 
 // model.embed(x) computed once per distinct row of x and gathered back (crowd.unique).

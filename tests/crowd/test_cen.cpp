@@ -326,3 +326,56 @@ print("ok", fit, wrong)
   CHECK_THAT(bad.err, Catch::Contains("context: spread"));
 }
 #endif
+
+#ifdef GEN_CROWD
+TEST_CASE("spread_units: the context logits add a learned piecewise-linear function of each dimension's log spread") {
+  const fs::path data = tiny_crowd();
+  const fs::path dir = scratch_dir("cen_bends");
+  const std::string csv = (data / "annotations.csv").string();
+  auto graph = [&](const std::string& model, const std::string& name) {
+    return "seed: 5\nnodes:\n"
+           "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128,"
+           " shuffle: true, epochs: 2}}\n"
+           "  subs: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 1104}}\n"
+           "  train: {type: torch.train, params: {model: " + model + ", loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01},"
+           " threads: 1, log_every: 20, log_dir: " + (dir / name).string() + ", checkpoint_dir: " + (dir / name / "ckpt").string() + "}}\n"
+           "  score: {type: crowd.cen_score, params: {threads: 1}}\n"
+           "  save: {type: io.hdf5_writer, params: {path: " + (dir / (name + ".h5")).string() + "}}\n"
+           "edges: [read.out -> train.in, train.model -> score.model, subs.annotations -> score.annotations, score.submissions -> save.in]\n";
+  };
+  const std::string cen = "{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6, ";
+  Result r = run_graph(dir, "bends.yaml", graph(cen + "context: spread, mixing: product, spread_units: 3}", "bends"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // The exported context logits recomputed in NumPy from the final checkpoint's parameters and
+  // the exported spreads: z^g = P log(s + 1e-3) + b + sum_h v_kh ReLU(u_kh log(s_k + 1e-3) + c_kh).
+  // The bend weights start at 0 and must have moved, and the bends must matter: without them the
+  // same parameters miss the logits.
+  Result py = run_python(R"PY(
+import sys, glob, h5py, numpy as np, torch
+d = h5py.File(sys.argv[1])["data"]
+zg, s = (d[k][:].astype(np.float64) for k in ("context_attributes", "spread"))
+c = torch.jit.load(sorted(glob.glob(sys.argv[2] + "/step-*.pt"))[-1])
+names = c.model.names.split("\n")[:-1]
+p = {n: getattr(c.model, f"t{i}").double().numpy() for i, n in enumerate(names)}
+u, cc, v = p["context_bend_slope"], p["context_bend_offset"], p["context_bend_weight"]
+assert u.shape == cc.shape == v.shape == (6, 3), u.shape
+L = np.log(s + 1e-3)
+affine = L @ p["context_spread.weight"].T + p["context_spread.bias"]
+bends = (np.maximum(L[:, :, None] * u + cc, 0) * v).sum(2)
+err, without = np.abs(affine + bends - zg).max(), np.abs(affine - zg).max()
+assert err < 1e-3, err
+assert np.abs(v).max() > 0.01 and without > 0.01, (np.abs(v).max(), without)
+print("ok", err, without)
+)PY", {(dir / "bends.h5").string(), (dir / "bends" / "ckpt").string()});
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+  // Bends shape the spread context's logits; anything else is a configuration error.
+  for (const std::string& model : std::vector<std::string>{cen + "context: members, spread_units: 3}", "{type: crowd.cen, variant: worker, images: 600, workers: 40, "
+                                                                               "embedding_dim: 6, context: spread, spread_units: 3}"}) {
+    Result bad = run_graph(dir, "bad.yaml", graph(model, "bad"));
+    CHECK(bad.exit_code == 2);
+    CHECK_THAT(bad.err, Catch::Contains("spread_units"));
+  }
+}
+#endif
