@@ -95,9 +95,11 @@ CenModel::CenModel(const ComponentContext& c) : Model(c) {
     context_spread_->bias.fill_(product_ ? 0.0 : p.number("context_init"));
     if (const std::int64_t h = p.integer("spread_units"); h > 0) {
       // Each unit starts as a hinge below a threshold t (u = -1, c = log t: ReLU(log t - log σ)),
-      // the thresholds log-spaced over 0.01..0.2, the range of σ between the within-value noise
-      // of a constant attribute and the spread of a varying one.
-      torch::Tensor t = torch::logspace(std::log10(0.01), std::log10(0.2), h).repeat({k_, 1});
+      // the thresholds log-spaced over 0.1..2 x init_std, the scale σ starts at: a hinge below
+      // every σ would get no gradient. With the graph's init_std 0.1 that is 0.01..0.2, the range
+      // between a constant attribute's within-value noise and a varying attribute's spread.
+      const double s0 = p.number("init_std") > 0 ? p.number("init_std") : 0.1;
+      torch::Tensor t = torch::logspace(std::log10(0.1 * s0), std::log10(2 * s0), h).repeat({k_, 1});
       bend_slope_ = module_->register_parameter("context_bend_slope", -torch::ones({k_, h}));
       bend_offset_ = module_->register_parameter("context_bend_offset", torch::log(t));
       bend_weight_ = module_->register_parameter("context_bend_weight", torch::zeros({k_, h}));
@@ -214,7 +216,7 @@ NamedTensors CenModel::state() {
 
 void CenModel::to(const torch::Device& d) {
   module_->to(d);
-  // Parameters registered as plain tensors are replaced by to(); fetch the moved ones.
+  // Handles held outside the module are read back from it after the move.
   if (context_bias_.defined()) context_bias_ = module_->named_parameters()["context_bias"];
   if (bend_weight_.defined()) {
     auto named = module_->named_parameters();

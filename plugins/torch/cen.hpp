@@ -26,7 +26,8 @@
 //                     at the embedding's within-value noise (0.01-0.07 against 0.1-0.2 when it
 //                     varies): a bend lets the encoder cut such dimensions off sharply, which
 //                     P log(σ) alone can only do by also exaggerating small differences between
-//                     varying attributes. v starts at 0, so the encoder starts as without it.
+//                     varying attributes. v starts at 0, so the encoder starts as without it;
+//                     the bends start at thresholds 0.1..2 x init_std (log-spaced).
 // The image encoder is an embedding table over image ids (the paper's one-hot f(o(i)); the model
 // input is then the id itself, a f32 field such as crowd.grid_reader's names: ids gives) or a
 // nested model component on pixels (`encoder:`, e.g. {type: torch.small_cnn, embedding_dim: 8}).

@@ -344,14 +344,16 @@ TEST_CASE("spread_units: the context logits add a learned piecewise-linear funct
            "edges: [read.out -> train.in, train.model -> score.model, subs.annotations -> score.annotations, score.submissions -> save.in]\n";
   };
   const std::string cen = "{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6, ";
-  Result r = run_graph(dir, "bends.yaml", graph(cen + "context: spread, mixing: product, spread_units: 3}", "bends"));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  // The exported context logits recomputed in NumPy from the final checkpoint's parameters and
-  // the exported spreads: z^g = P log(s + 1e-3) + b + sum_h v_kh ReLU(u_kh log(s_k + 1e-3) + c_kh).
-  // The bend weights start at 0 and must have moved, and the bends must matter: without them the
-  // same parameters miss the logits.
-  Result py = run_python(R"PY(
+  // Product mixing exports the logits z^g; sum mixing the activation a^g = ReLU(P s + b + bends)
+  // of the spread s itself (the bends always read log s).
+  for (const std::string mixing : {"product", "sum"}) {
+    Result r = run_graph(dir, mixing + ".yaml", graph(cen + "context: spread, mixing: " + mixing + ", spread_units: 3}", mixing));
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    // The exported context logits recomputed in NumPy from the final checkpoint's parameters and
+    // the exported spreads. The bend weights start at 0 and must have moved, and the bends must
+    // matter: without them the same parameters miss the export.
+    Result py = run_python(R"PY(
 import sys, glob, h5py, numpy as np, torch
 d = h5py.File(sys.argv[1])["data"]
 zg, s = (d[k][:].astype(np.float64) for k in ("context_attributes", "spread"))
@@ -361,15 +363,18 @@ p = {n: getattr(c.model, f"t{i}").double().numpy() for i, n in enumerate(names)}
 u, cc, v = p["context_bend_slope"], p["context_bend_offset"], p["context_bend_weight"]
 assert u.shape == cc.shape == v.shape == (6, 3), u.shape
 L = np.log(s + 1e-3)
-affine = L @ p["context_spread.weight"].T + p["context_spread.bias"]
+product = sys.argv[3] == "product"
+affine = (L if product else s) @ p["context_spread.weight"].T + p["context_spread.bias"]
 bends = (np.maximum(L[:, :, None] * u + cc, 0) * v).sum(2)
-err, without = np.abs(affine + bends - zg).max(), np.abs(affine - zg).max()
+out = (lambda z: z) if product else (lambda z: np.maximum(z, 0))
+err, without = np.abs(out(affine + bends) - zg).max(), np.abs(out(affine) - zg).max()
 assert err < 1e-3, err
 assert np.abs(v).max() > 0.01 and without > 0.01, (np.abs(v).max(), without)
 print("ok", err, without)
-)PY", {(dir / "bends.h5").string(), (dir / "bends" / "ckpt").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
+)PY", {(dir / (mixing + ".h5")).string(), (dir / mixing / "ckpt").string(), mixing});
+    INFO(mixing << ": " << py.out << py.err);
+    CHECK(py.exit_code == 0);
+  }
   // Bends shape the spread context's logits; anything else is a configuration error.
   for (const std::string& model : std::vector<std::string>{cen + "context: members, spread_units: 3}", "{type: crowd.cen, variant: worker, images: 600, workers: 40, "
                                                                                "embedding_dim: 6, context: spread, spread_units: 3}"}) {
