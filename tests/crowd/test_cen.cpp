@@ -63,6 +63,23 @@ std::vector<double> losses(const fs::path& csv) {
   }
   return out;
 }
+
+// Trains `model` with crowd.cen_loss on the tiny crowd's train split (2 epochs, seed 5), scores
+// the train submissions with crowd.cen_score and writes them to <dir>/<name>.h5; metrics go to
+// <dir>/<name>/metrics.csv and, with `checkpoints`, the final checkpoint to <dir>/<name>/ckpt.
+std::string scored_cen_graph(const std::string& csv, const fs::path& dir, const std::string& model, const std::string& name,
+                             bool checkpoints = false) {
+  return "seed: 5\nnodes:\n"
+         "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128,"
+         " shuffle: true, epochs: 2}}\n"
+         "  subs: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 1104}}\n"
+         "  train: {type: torch.train, params: {model: " + model + ", loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01},"
+         " threads: 1, log_every: 20, log_dir: " + (dir / name).string() +
+         (checkpoints ? ", checkpoint_dir: " + (dir / name / "ckpt").string() : std::string()) + "}}\n"
+         "  score: {type: crowd.cen_score, params: {threads: 1}}\n"
+         "  save: {type: io.hdf5_writer, params: {path: " + (dir / (name + ".h5")).string() + "}}\n"
+         "edges: [read.out -> train.in, train.model -> score.model, subs.annotations -> score.annotations, score.submissions -> save.in]\n";
+}
 #endif
 
 }  // namespace
@@ -272,17 +289,7 @@ TEST_CASE("product mixing and the spread context: a = K softmax(z^w + z^g), z^g 
   const fs::path data = tiny_crowd();
   const fs::path dir = scratch_dir("cen_product");
   const std::string csv = (data / "annotations.csv").string();
-  auto graph = [&](const std::string& model, const std::string& name) {
-    return "seed: 5\nnodes:\n"
-           "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128,"
-           " shuffle: true, epochs: 2}}\n"
-           "  subs: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 1104}}\n"
-           "  train: {type: torch.train, params: {model: " + model + ", loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01},"
-           " threads: 1, log_every: 20, log_dir: " + (dir / name).string() + "}}\n"
-           "  score: {type: crowd.cen_score, params: {threads: 1}}\n"
-           "  save: {type: io.hdf5_writer, params: {path: " + (dir / (name + ".h5")).string() + "}}\n"
-           "edges: [read.out -> train.in, train.model -> score.model, subs.annotations -> score.annotations, score.submissions -> save.in]\n";
-  };
+  auto graph = [&](const std::string& model, const std::string& name) { return scored_cen_graph(csv, dir, model, name); };
   const std::string cen = "{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6, ";
   Result r = run_graph(dir, "product.yaml", graph(cen + "context: spread, mixing: product}", "product"));
   INFO(r.err);
@@ -332,17 +339,7 @@ TEST_CASE("spread_units: the context logits add a learned piecewise-linear funct
   const fs::path data = tiny_crowd();
   const fs::path dir = scratch_dir("cen_bends");
   const std::string csv = (data / "annotations.csv").string();
-  auto graph = [&](const std::string& model, const std::string& name) {
-    return "seed: 5\nnodes:\n"
-           "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128,"
-           " shuffle: true, epochs: 2}}\n"
-           "  subs: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 1104}}\n"
-           "  train: {type: torch.train, params: {model: " + model + ", loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01},"
-           " threads: 1, log_every: 20, log_dir: " + (dir / name).string() + ", checkpoint_dir: " + (dir / name / "ckpt").string() + "}}\n"
-           "  score: {type: crowd.cen_score, params: {threads: 1}}\n"
-           "  save: {type: io.hdf5_writer, params: {path: " + (dir / (name + ".h5")).string() + "}}\n"
-           "edges: [read.out -> train.in, train.model -> score.model, subs.annotations -> score.annotations, score.submissions -> save.in]\n";
-  };
+  auto graph = [&](const std::string& model, const std::string& name) { return scored_cen_graph(csv, dir, model, name, true); };
   const std::string cen = "{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6, ";
   // Product mixing exports the logits z^g; sum mixing the activation a^g = ReLU(P s + b + bends)
   // of the spread s itself (the bends always read log s).
