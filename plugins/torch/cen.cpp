@@ -149,11 +149,10 @@ torch::Tensor CenModel::context_activation(const torch::Tensor& members) {
     // The grid's spread per dimension, read from the embedding without moving it (letting the
     // context loss shrink or stretch x was worse in trials: docs/crowd.md).
     torch::Tensor sigma = table_(m).detach().std(1, /*unbiased=*/false);
-    torch::Tensor z = context_spread_(product_ ? torch::log(sigma + 1e-3) : sigma);
-    if (bend_weight_.defined()) {
-      torch::Tensor log_sigma = torch::log(sigma + 1e-3).unsqueeze(2);  // [B,K,1]
-      z = z + (torch::relu(log_sigma * bend_slope_ + bend_offset_) * bend_weight_).sum(2);
-    }
+    const torch::Tensor log_sigma = torch::log(sigma + 1e-3);
+    torch::Tensor z = context_spread_(product_ ? log_sigma : sigma);
+    if (bend_weight_.defined())
+      z = z + (torch::relu(log_sigma.unsqueeze(2) * bend_slope_ + bend_offset_) * bend_weight_).sum(2);  // [B,K,H] -> [B,K]
     return product_ ? z : torch::relu(z);
   }
   torch::Tensor z = context_(m) + context_bias_;
