@@ -92,8 +92,10 @@ class ModuleModel : public Model {
 };
 
 // Model state in an archive: "names" (newline-joined) and tensors "t0", "t1", ... — positional
-// keys, because module names contain dots that archive keys may not.
+// keys, because module names contain dots that archive keys may not. The archive refers to the
+// tensors until it is saved: save it before they change.
 void write_model_state(Model& model, torch::serialize::OutputArchive& archive);
+void write_state(const NamedTensors& state, torch::serialize::OutputArchive& archive);
 // Copies the archive's tensors into the model's (by name, checking shapes); `what` names the
 // file in errors. Accepts a whole checkpoint/snapshot archive (reads its "model" part) too.
 void read_model_state(Model& model, torch::serialize::InputArchive& archive, const std::string& what);
@@ -103,6 +105,8 @@ std::int64_t read_int(torch::serialize::InputArchive& a, const std::string& key,
 
 // Model snapshot records (image/torch contract): {weights: u8[N], spec: str[1], step: i64[1], epoch: i64[1]}.
 Record make_snapshot(Model& model, const std::string& spec_text, std::int64_t step, std::int64_t epoch);
+// The same from a given state (the model's names with other values, e.g. a weight average).
+Record make_snapshot(const NamedTensors& state, const std::string& spec_text, std::int64_t step, std::int64_t epoch);
 // Builds a model from a spec through `registry` (default: the family registry).
 std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner);
 std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner,

@@ -117,10 +117,12 @@ NamedTensors ModuleModel::state() {
 // ---------------------------------------------------------------------------------------------
 // State I/O
 
-void write_model_state(Model& model, torch::serialize::OutputArchive& archive) {
+void write_model_state(Model& model, torch::serialize::OutputArchive& archive) { write_state(model.state(), archive); }
+
+void write_state(const NamedTensors& state, torch::serialize::OutputArchive& archive) {
   std::string names;
   std::size_t i = 0;
-  for (const auto& [name, t] : model.state()) {
+  for (const auto& [name, t] : state) {
     names += name + "\n";
     archive.write("t" + std::to_string(i++), t.detach().to(torch::kCPU), /*is_buffer=*/true);
   }
@@ -168,12 +170,16 @@ void read_model_state(Model& model, torch::serialize::InputArchive& archive, con
 }
 
 Record make_snapshot(Model& model, const std::string& spec_text, std::int64_t step, std::int64_t epoch) {
+  return make_snapshot(model.state(), spec_text, step, epoch);
+}
+
+Record make_snapshot(const NamedTensors& model_state, const std::string& spec_text, std::int64_t step, std::int64_t epoch) {
   torch::serialize::OutputArchive archive, state;
   archive.write("format", c10::IValue(std::string("embedflow-torch-snapshot/1")));
   archive.write("spec", c10::IValue(spec_text));
   archive.write("step", c10::IValue(step));
   archive.write("epoch", c10::IValue(epoch));
-  write_model_state(model, state);
+  write_state(model_state, state);
   archive.write("model", state);
   std::vector<std::uint8_t> bytes;
   archive.save_to([&](const void* data, std::size_t n) -> std::size_t {

@@ -17,6 +17,13 @@
 //   model, the optimizer, the step, the position in the input stream, LibTorch's RNG state and
 //   the metrics so far; `resume` continues from one exactly: the upstream stream is replayed
 //   (sources are deterministic by seed) and the batches already trained on are skipped.
+// Weight averaging (ema_decay > 0): an exponential moving average of the model's floating-point
+//   state (parameters and batch-norm statistics, as timm's ModelEmaV2) is updated after every
+//   step with decay min(ema_decay, (1 + t) / (10 + t)) at step t (TensorFlow's
+//   ExponentialMovingAverage with num_updates, so early steps are not dominated by the random
+//   initialisation). Training goes on with the live weights; snapshots and the checkpoints'
+//   `model` carry the average (so torch.embed and every other reader use it unchanged) and the
+//   checkpoints keep the live weights as `live_model` for resuming.
 // Data parallel (world_size > 1, distributed.hpp): every rank runs the same graph and so sees the
 //   same batches; rank r trains on rows [B r / W, B (r+1) / W) of each, the loss of each slice is
 //   weighted by its share of the batch and the gradients are averaged over the ranks before the
@@ -243,6 +250,8 @@ class Train final : public Node {
     checkpoint_every_ = p.integer("checkpoint_every");
     keep_ = p.integer("keep_checkpoints");
     snapshot_every_ = p.integer("snapshot_every");
+    ema_decay_ = p.number("ema_decay");
+    if (ema_decay_ >= 1.0) throw ConfigError(cat("ema_decay must be below 1 (got ", ema_decay_, "); 0 switches averaging off"));
     if (!p.string("checkpoint_dir").empty()) checkpoint_dir_ = p.string("checkpoint_dir");
     device_ = model_->device();
     const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
@@ -354,6 +363,8 @@ class Train final : public Node {
       }
       group_->broadcast_from_rank0(all);
     }
+    // After the broadcast, so every rank averages from rank 0's initial weights.
+    if (ema_decay_ > 0 && ema_.empty()) start_average();
     model_->set_training(true);
   }
 
@@ -429,6 +440,7 @@ class Train final : public Node {
     if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
     optimizer_->step();
     ++step_;
+    if (!ema_.empty()) update_average();
 
     if (epoch_ != loss_epoch_) {
       loss_epoch_ = epoch_;
@@ -469,8 +481,33 @@ class Train final : public Node {
     window_start_ = Clock::now();  // time spent writing metrics is not charged to the next window
   }
 
+  // The weight average starts at the current weights (the initial ones, or a resumed checkpoint's).
+  void start_average() {
+    ema_.clear();
+    for (const auto& named : model_->state())
+      ema_.push_back(named.second.is_floating_point() ? named.second.detach().clone() : torch::Tensor());
+  }
+
+  void update_average() {
+    const double t = static_cast<double>(step_);
+    const double decay = std::min(ema_decay_, (1.0 + t) / (10.0 + t));
+    torch::NoGradGuard no_grad;
+    const NamedTensors state = model_->state();
+    for (std::size_t i = 0; i < ema_.size(); ++i)
+      if (ema_[i].defined()) ema_[i].mul_(decay).add_(state[i].second.detach(), 1.0 - decay);
+  }
+
+  // What snapshots and checkpoints export as the model: the live state, or with averaging the
+  // average in place of every floating-point tensor.
+  NamedTensors exported_state() {
+    NamedTensors state = model_->state();
+    for (std::size_t i = 0; i < ema_.size(); ++i)
+      if (ema_[i].defined()) state[i].second = ema_[i];
+    return state;
+  }
+
   void emit_snapshot(Emitter& out) {
-    Record r = make_snapshot(*model_, spec_text_, step_, epoch_);
+    Record r = make_snapshot(exported_state(), spec_text_, step_, epoch_);
     const double epoch_loss = epoch_loss_steps_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_loss_steps_)
                                                     : std::numeric_limits<double>::quiet_NaN();
     r.set("loss", Array::from_vector<double>({1}, {epoch_loss}));
@@ -495,7 +532,12 @@ class Train final : public Node {
     a.write("step", c10::IValue(step_));
     a.write("epoch", c10::IValue(epoch_));
     a.write("position", c10::IValue(position_));
-    write_model_state(*model_, model);
+    if (!ema_.empty()) {
+      torch::serialize::OutputArchive live;
+      write_model_state(*model_, live);
+      a.write("live_model", live);
+    }
+    write_state(exported_state(), model);
     a.write("model", model);
     optimizer_->save(optimizer);
     a.write("optimizer", optimizer);
@@ -570,7 +612,18 @@ class Train final : public Node {
 
   void restore_checkpoint() {
     const std::string what = resume_path_.string();
+    // A checkpoint written with averaging holds the average as `model` and the weights training
+    // goes on from as `live_model`.
+    torch::serialize::InputArchive live;
+    const bool averaged = checkpoint_->try_read("live_model", live);
     read_model_state(*model_, *checkpoint_, what);
+    if (ema_decay_ > 0) {
+      start_average();
+      if (!averaged) log_info(ctx_->id(), "resume: ", what, " was written without ema_decay; the average starts from its weights");
+    } else if (averaged) {
+      log_warning(ctx_->id(), "resume: ", what, " was written with ema_decay; this run (ema_decay 0) continues without an average");
+    }
+    if (averaged) read_model_state(*model_, live, what + " (live_model)");
     torch::serialize::InputArchive optimizer;
     checkpoint_->read("optimizer", optimizer);
     optimizer_->load(optimizer);
@@ -592,6 +645,8 @@ class Train final : public Node {
   std::unique_ptr<DataParallelGroup> group_;      // null unless world_size > 1
   bool primary_ = true;                           // rank 0 (or not data parallel): writes files
   std::vector<torch::Tensor> untrained_state_;    // re-sent from rank 0 before each step
+  double ema_decay_ = 0;
+  std::vector<torch::Tensor> ema_;                // the weight average, parallel to model_->state(); empty: off
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
   std::vector<std::string> loss_fields_;
@@ -665,6 +720,10 @@ NodeType train_type() {
           "seconds to wait for the other ranks (joining and every collective)"))
       .param(Param::integer("snapshot_every").default_value(0).min(0).doc(
           "steps between model snapshots on the `model` port; 0: only at the end"))
+      .param(Param::number("ema_decay").default_value(0.0).range(0.0, 1.0).doc(
+          "weight averaging: snapshots and checkpoints carry an exponential moving average of the weights with this "
+          "decay (at step t, min(ema_decay, (1+t)/(10+t))), e.g. 0.999; training continues on the live weights; "
+          "0: off"))
       .input("in", "*", "batches with the fields the loss consumes")
       .output("metrics", "step: i64[], epoch: i64[], loss: f64[], lr: f64[], samples_per_s: f64[]",
               "one record per log_every steps")

@@ -485,6 +485,87 @@ print('ok')
   CHECK(check.exit_code == 0);
 }
 
+TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the live weights train and resume exactly",
+          "[torch][train][ema][cli]") {
+  fs::path dir = scratch_dir("torch-ema");
+  const std::string snap_h5 = (dir / "snap.h5").string(), ckpt_h5 = (dir / "ckpt.h5").string();
+  // Six SGD steps with a checkpoint after each, with and without averaging; decay 0.3 is below
+  // the warm-up bound (1+t)/(10+t) from step 3 on, so both branches of the decay are used.
+  auto graph = [&](const std::string& run, const std::string& ema, int max_steps, bool embed) {
+    return train_graph(path_of("train.h5"),
+                       kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, "
+                                   "threads: 2, checkpoint_every: 1, keep_checkpoints: 0, resume: auto, " + ema +
+                                   "max_steps: " + std::to_string(max_steps) + ", checkpoint_dir: " + (dir / run).string(),
+                       embed ? "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, image], batch_size: 64}}\n"
+                               "  embed: {type: torch.embed, params: {mode: final, threads: 2}}\n"
+                               "  save:  {type: io.hdf5_writer, params: {path: " + snap_h5 + ", group: embeddings}}\n"
+                             : "",
+                       embed ? "  - train.model -> embed.model\n  - test.out -> embed.in\n  - embed.out -> save.in\n" : "");
+  };
+  auto plain = run_graph(dir, "plain.yaml", graph("plain", "", 6, false));
+  INFO(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  auto averaged = run_graph(dir, "ema.yaml", graph("ema", "ema_decay: 0.3, ", 6, true));
+  INFO(averaged.err);
+  REQUIRE(averaged.exit_code == 0);
+  // Interrupted after 3 steps, then resumed from the step-3 checkpoint to step 6.
+  auto part = run_graph(dir, "part.yaml", graph("part", "ema_decay: 0.3, ", 3, false));
+  INFO(part.err);
+  REQUIRE(part.exit_code == 0);
+  auto resumed = run_graph(dir, "resumed.yaml", graph("part", "ema_decay: 0.3, ", 6, false));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  auto c = run_graph(dir, "ckpt.yaml",
+                     "seed: 1\nnodes:\n"
+                     "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, image], batch_size: 128}}\n"
+                     "  embed: {type: torch.embed, params: {checkpoint: " + (dir / "ema").string() + "}}\n"
+                     "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
+                     "edges: [test.out -> embed.in, embed.out -> save.in]\n");
+  INFO(c.err);
+  REQUIRE(c.exit_code == 0);
+  // The average recomputed in Python from the live weights of every checkpoint.
+  auto check = run_python(R"PY(
+import sys, h5py, numpy as np, torch
+d, snap, ckpt = sys.argv[1:4]
+def state(path, key='model'):
+    m = getattr(torch.jit.load(path), key)
+    return {n: getattr(m, f't{i}') for i, n in enumerate(m.names.split('\n')[:-1])}
+ck = lambda run, t: f'{d}/{run}/step-{t:08d}.pt'
+for t in range(1, 7):
+    live, plain = state(ck('ema', t), 'live_model'), state(ck('plain', t))
+    for n in plain:  # averaging leaves training alone
+        assert torch.equal(live[n], plain[n]), (t, n)
+for t in range(2, 7):
+    decay = min(0.3, (1 + t) / (10 + t))
+    before, now, live = state(ck('ema', t - 1)), state(ck('ema', t)), state(ck('ema', t), 'live_model')
+    for n in now:
+        if now[n].is_floating_point():
+            want = decay * before[n] + (1 - decay) * live[n]
+            assert torch.allclose(now[n], want, rtol=1e-5, atol=1e-7), (t, n, (now[n] - want).abs().max())
+        else:  # batch norm's step counter is the live one
+            assert torch.equal(now[n], live[n]), (t, n)
+avg, live = state(ck('ema', 6)), state(ck('ema', 6), 'live_model')
+moved = max(float((avg[n] - live[n]).abs().max()) for n in avg if avg[n].is_floating_point())
+assert moved > 1e-3, moved
+# Resuming restores the average and the live weights: the same step-6 checkpoint, bit for bit.
+for key in ('model', 'live_model'):
+    a, b = state(ck('ema', 6), key), state(ck('part', 6), key)
+    for n in a:
+        assert torch.equal(a[n], b[n]), (key, n)
+# The final snapshot is the average too: torch.embed gives the checkpoint's embeddings.
+load = lambda p: h5py.File(p)['embeddings']['embedding'][:]
+assert np.abs(load(snap) - load(ckpt)).max() < 1e-5
+print('ok')
+)PY",
+                          {dir.string(), snap_h5, ckpt_h5});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+
+  auto bad = run_graph(dir, "bad.yaml", graph("bad", "ema_decay: 1.0, ", 2, false));
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.err, Catch::Contains("ema_decay must be below 1"));
+}
+
 TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][validate][cli]") {
   fs::path dir = scratch_dir("torch-validate");
   std::string g = train_graph(path_of("train.h5"),
