@@ -502,27 +502,21 @@ TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the li
                              : "",
                        embed ? "  - train.model -> embed.model\n  - test.out -> embed.in\n  - embed.out -> save.in\n" : "");
   };
-  auto plain = run_graph(dir, "plain.yaml", graph("plain", "", 6, false));
-  INFO(plain.err);
-  REQUIRE(plain.exit_code == 0);
-  auto averaged = run_graph(dir, "ema.yaml", graph("ema", "ema_decay: 0.3, ", 6, true));
-  INFO(averaged.err);
-  REQUIRE(averaged.exit_code == 0);
+  auto must_run = [&](const std::string& name, const std::string& yaml) {
+    auto r = run_graph(dir, name, yaml);
+    INFO(name << ": " << r.err);
+    REQUIRE(r.exit_code == 0);
+  };
+  must_run("plain.yaml", graph("plain", "", 6, false));
+  must_run("ema.yaml", graph("ema", "ema_decay: 0.3, ", 6, true));
   // Interrupted after 3 steps, then resumed from the step-3 checkpoint to step 6.
-  auto part = run_graph(dir, "part.yaml", graph("part", "ema_decay: 0.3, ", 3, false));
-  INFO(part.err);
-  REQUIRE(part.exit_code == 0);
-  auto resumed = run_graph(dir, "resumed.yaml", graph("part", "ema_decay: 0.3, ", 6, false));
-  INFO(resumed.err);
-  REQUIRE(resumed.exit_code == 0);
-  auto c = run_graph(dir, "ckpt.yaml",
-                     "seed: 1\nnodes:\n"
-                     "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, image], batch_size: 128}}\n"
-                     "  embed: {type: torch.embed, params: {checkpoint: " + (dir / "ema").string() + "}}\n"
-                     "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
-                     "edges: [test.out -> embed.in, embed.out -> save.in]\n");
-  INFO(c.err);
-  REQUIRE(c.exit_code == 0);
+  must_run("part.yaml", graph("part", "ema_decay: 0.3, ", 3, false));
+  must_run("resumed.yaml", graph("part", "ema_decay: 0.3, ", 6, false));
+  must_run("ckpt.yaml", "seed: 1\nnodes:\n"
+                        "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, image], batch_size: 128}}\n"
+                        "  embed: {type: torch.embed, params: {checkpoint: " + (dir / "ema").string() + "}}\n"
+                        "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
+                        "edges: [test.out -> embed.in, embed.out -> save.in]\n");
   // The average recomputed in Python from the live weights of every checkpoint.
   auto check = run_python(R"PY(
 import sys, h5py, numpy as np, torch
