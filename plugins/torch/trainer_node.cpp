@@ -250,8 +250,7 @@ class Train final : public Node {
     checkpoint_every_ = p.integer("checkpoint_every");
     keep_ = p.integer("keep_checkpoints");
     snapshot_every_ = p.integer("snapshot_every");
-    ema_decay_ = p.number("ema_decay");
-    if (ema_decay_ >= 1.0) throw ConfigError(cat("ema_decay must be below 1 (got ", ema_decay_, "); 0 switches averaging off"));
+    ema_decay_ = p.number("ema_decay");  // below 1: checked with the schema
     if (!p.string("checkpoint_dir").empty()) checkpoint_dir_ = p.string("checkpoint_dir");
     device_ = model_->device();
     const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
@@ -753,6 +752,8 @@ NodeType train_type() {
                                                     *fs->dtype != DType::f64)
               c.error(cat("image field '", f, "' must be f32 [B,C,H,W] or u8 [B,H,W,C], got ", fs->str()));
         }
+        if (p.number("ema_decay") >= 1.0)
+          c.error(cat("ema_decay must be below 1 (got ", p.number("ema_decay"), "); 0 switches averaging off"), "ema_decay");
         if (p.string("resume") == "auto" && p.string("checkpoint_dir").empty())
           c.error("resume: auto looks for checkpoints in checkpoint_dir, which is not set", "resume");
         if (schedule_needs_total(p.value("schedule")) && p.integer("max_steps") == 0)

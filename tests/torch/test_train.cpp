@@ -556,8 +556,9 @@ print('ok')
   CHECK(check.exit_code == 0);
 
   auto bad = run_graph(dir, "bad.yaml", graph("bad", "ema_decay: 1.0, ", 2, false));
-  CHECK(bad.exit_code != 0);
+  CHECK(bad.exit_code == 2);  // a configuration error, found before anything runs
   CHECK_THAT(bad.err, Catch::Contains("ema_decay must be below 1"));
+  CHECK_FALSE(fs::exists(dir / "bad"));
 }
 
 TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][validate][cli]") {
