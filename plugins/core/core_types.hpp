@@ -16,6 +16,7 @@ NodeType keep_best_type();
 NodeType sink_type();
 NodeType map_affine_type();
 NodeType attach_type();
+NodeType shard_type();
 NodeType aggregate_type();
 std::vector<ComponentType> aggregate_components();
 

@@ -15,6 +15,7 @@ void register_types(embedflow::Registry& r) {
   r.add(sink_type());
   r.add(map_affine_type());
   r.add(attach_type());
+  r.add(shard_type());
   r.add(aggregate_type());
   for (auto& c : aggregate_components()) r.add(std::move(c));
 }

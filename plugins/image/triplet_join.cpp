@@ -1,8 +1,9 @@
 // image.triplet_join — joins a triplet stream (geo.pair_sampler with output: triplets: anchor,
 // positive, negative, positive_m, negative_m) with images by id, giving the triplet batches of
 // the contract: anchor_id, positive_id, negative_id i64[B], anchor_image, positive_image,
-// negative_image [B,...]; positive_m / negative_m f64[B] pass through when present, and
-// anchor_label, positive_label, negative_label i64[B] come along when the table has labels.
+// negative_image [B,...]; anchor_label, positive_label, negative_label i64[B] come along when the
+// table has labels, and every other triplet field (positive_m, negative_m, epoch, core.shard's
+// unsharded_rows, ...) passes through, as in image.pair_join.
 //
 // Inputs: triplets — triplet batches (or single triplets) of ids;
 //         table — side port: one record with every image (id [N], image [N,...], label [N]
@@ -29,6 +30,9 @@ namespace embedflow::image {
 
 namespace {
 
+// The triplet fields the join turns into others; every other field passes through.
+bool is_consumed(const std::string& name) { return name == "anchor" || name == "positive" || name == "negative"; }
+
 class TripletJoin final : public Node {
  public:
   void open(NodeContext& ctx) override {
@@ -45,8 +49,9 @@ class TripletJoin final : public Node {
     } catch (const DataError& e) {
       throw DataError(cat("triplet record ", out.sequence(), ": ", e.what()));
     }
-    for (const char* pass : {"positive_m", "negative_m"})
-      if (const Array* a = t.find(pass)) r.set(pass, *a);
+    // Pass-through: shared buffers, nothing copied.
+    for (const auto& [name, value] : t.fields())
+      if (!is_consumed(name) && !r.find(name)) r.set(name, value);
     out.emit(std::move(r));
   }
 
@@ -75,10 +80,11 @@ NodeType triplet_join_type() {
       .output("out", "anchor_id: i64, positive_id: i64, negative_id: i64", "triplet batches")
       .check([](SchemaContext& c) {
         const PortSchema& trip = c.input("triplets");
-        std::vector<std::pair<std::string, DType>> extra;
-        for (const char* pass : {"positive_m", "negative_m"})
-          if (!trip.is_any() && trip.find(pass)) extra.emplace_back(pass, DType::f64);
-        c.set_output("out", join_schema(c, "triplets", "anchor", {"anchor", "positive", "negative"}, extra));
+        PortSchema out = join_schema(c, "triplets", "anchor", {"anchor", "positive", "negative"}, {});
+        if (!trip.is_any())
+          for (const FieldSchema& f : trip.fields())
+            if (!is_consumed(f.name) && !out.find(f.name)) out.add(f);
+        c.set_output("out", out);
       })
       .create<TripletJoin>();
 }

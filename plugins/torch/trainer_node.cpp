@@ -31,7 +31,10 @@
 //   summation order) for losses that average per-sample terms. Losses that mine or pair within a
 //   batch (batch-hard, all-pairs) see only the rank's slice, and batch norm normalises with the
 //   slice's statistics (its running statistics are rank 0's, broadcast every step), as in
-//   PyTorch's DistributedDataParallel. The logged loss is the whole batch's. Only rank 0 writes
+//   PyTorch's DistributedDataParallel. Batches that core.shard split upstream (they carry
+//   `unsharded_rows`, the whole batch's row count) are the rank's rows already: they are trained
+//   on as they come, and the ranks' rows must add up to the whole batch. The logged loss is the
+//   whole batch's. Only rank 0 writes
 //   log files and checkpoints; every rank emits snapshots and metrics, so give the other ranks'
 //   downstream writers their own paths (e.g. --set out=...) or switch them off.
 // Caveats: the model's device decides where tensors go; checkpoints restore the CPU RNG only.
@@ -382,6 +385,19 @@ class Train final : public Node {
     return shard;
   }
 
+  // A batch core.shard split upstream: this rank's rows of a batch of `unsharded_rows` rows. The
+  // ranks' rows must add up to it, or the shard and the trainer disagree on the world.
+  void check_shard(const Record& batch, std::int64_t index, std::int64_t& full, std::int64_t& local) const {
+    const Array& whole = batch.get("unsharded_rows");
+    local = batch.batch_size();
+    full = whole.numel() > 0 ? whole.as_int(0) : 0;
+    const std::int64_t total = group_ ? static_cast<std::int64_t>(std::llround(group_->sum(static_cast<double>(local)))) : local;
+    if (local == 0 || total != full)
+      throw DataError(cat("input batch ", index, " was sharded by core.shard from ", full, " rows, but the ",
+                          group_ ? group_->size() : 1, " rank(s) of this training hold ", total,
+                          ": give core.shard the world_size and rank of torch.train"));
+  }
+
   // Semi-supervised mode: a copy of the batch whose `label` is -1 (unknown: in no pair of the
   // label-batch losses) for the samples outside the labelled subset. Whether a sample is labelled
   // depends only on the graph seed, the node and its id, so it stays labelled in every epoch.
@@ -413,11 +429,13 @@ class Train final : public Node {
     if (labelled_fraction_ < 1.0) masked = mask_labels(batch, index);
     const Record& whole = labelled_fraction_ < 1.0 ? masked : batch;
     std::int64_t full = 0, local = 0;
+    const bool presharded = whole.find("unsharded_rows") != nullptr;
+    if (presharded) check_shard(whole, index, full, local);
     if (group_) {
-      shard = rank_slice(whole, index, full, local);
+      if (!presharded) shard = rank_slice(whole, index, full, local);
       group_->broadcast_from_rank0(untrained_state_);
     }
-    StepInputs in(*model_, group_ ? shard : whole, device_, loss_name_);
+    StepInputs in(*model_, group_ && !presharded ? shard : whole, device_, loss_name_);
     torch::Tensor loss = loss_->compute(in);
     double value = loss.item<double>();
     // Data parallel: the whole batch's mean is the slices' means weighted by their share of it.

@@ -200,6 +200,61 @@ edges: [numbers.out -> show.in]
   CHECK(static_cast<double>(large.max_rss_kb) <= 1.10 * static_cast<double>(small.max_rss_kb));
 }
 
+TEST_CASE("core.shard gives each rank its rows of every batch; together the ranks hold each row once") {
+  auto dir = scratch_dir("shard");
+  write_file(dir / "g.yaml", R"(nodes:
+  numbers: {type: core.range, params: {count: 10}}
+  rows:    {type: core.batch, params: {size: 5}}
+  shard:   {type: core.shard, params: {world_size: 3, rank: 0}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> rows.in, rows.out -> shard.in, shard.out -> show.in]
+)");
+  const std::string g = (dir / "g.yaml").string();
+  // Batches of 5 over 3 ranks: rows [5r/3, 5(r+1)/3) = 0..0, 1..2, 3..4 of each.
+  std::vector<std::vector<std::string>> expected{
+      {"{index: [0], value: [0], unsharded_rows: [5]}", "{index: [5], value: [5], unsharded_rows: [5]}"},
+      {"{index: [1, 2], value: [1, 2], unsharded_rows: [5, 5]}", "{index: [6, 7], value: [6, 7], unsharded_rows: [5, 5]}"},
+      {"{index: [3, 4], value: [3, 4], unsharded_rows: [5, 5]}", "{index: [8, 9], value: [8, 9], unsharded_rows: [5, 5]}"}};
+  for (int rank = 0; rank < 3; ++rank) {
+    Result r = run_cli({"run", g, "-q", "--set", "shard.rank=" + std::to_string(rank)});
+    INFO("rank " << rank << ": " << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(lines(r.out) == expected[static_cast<std::size_t>(rank)]);
+  }
+  // world_size 0 and rank -1 read torchrun's variables.
+  Result env = run_cli({"run", g, "-q", "--set", "shard.world_size=0", "--set", "shard.rank=-1"}, {"WORLD_SIZE=3", "RANK=2"});
+  REQUIRE(env.exit_code == 0);
+  CHECK(lines(env.out) == expected[2]);
+
+  Result outside = run_cli({"run", g, "-q", "--set", "shard.rank=3"});
+  CHECK(outside.exit_code == 2);
+  CHECK_THAT(outside.err, Catch::Contains("node 'shard' (core.shard)") && Catch::Contains("rank 3 is outside [0, 3)"));
+  Result small = run_cli({"run", g, "-q", "--set", "shard.world_size=6"});
+  CHECK(small.exit_code == 1);
+  CHECK_THAT(small.err, Catch::Contains("record 0 has 5 rows, fewer than the 6 ranks it is shared among"));
+  write_file(dir / "scalars.yaml", R"(nodes:
+  numbers: {type: core.range, params: {count: 3}}
+  shard:   {type: core.shard, params: {world_size: 2, rank: 0}}
+  show:    {type: core.sink}
+edges: [numbers.out -> shard.in, shard.out -> show.in]
+)");
+  Result scalars = run_cli({"run", (dir / "scalars.yaml").string(), "-q"});
+  CHECK(scalars.exit_code == 1);
+  CHECK_THAT(scalars.err, Catch::Contains("record 0: core.shard splits batches, and field 'index' is a scalar"));
+
+  write_file(dir / "twice.yaml", R"(nodes:
+  numbers: {type: core.range, params: {count: 10}}
+  rows:    {type: core.batch, params: {size: 5}}
+  first:   {type: core.shard, params: {world_size: 2, rank: 0}}
+  second:  {type: core.shard, params: {world_size: 2, rank: 0}}
+  show:    {type: core.sink}
+edges: [numbers.out -> rows.in, rows.out -> first.in, first.out -> second.in, second.out -> show.in]
+)");
+  Result twice = run_cli({"validate", (dir / "twice.yaml").string()});
+  CHECK(twice.exit_code == 2);
+  CHECK_THAT(twice.err, Catch::Contains("twice.yaml:5:") && Catch::Contains("the input was sharded already"));
+}
+
 TEST_CASE("core.keep_best passes on the one record with the smallest or largest field, over fanned-in streams") {
   auto dir = scratch_dir("keep-best");
   write_file(dir / "g.yaml", R"(nodes:

@@ -230,6 +230,7 @@ with h5py.File(sys.argv[1], "w") as f:
 with h5py.File(sys.argv[2], "w") as f:
     for k in ("anchor", "positive", "negative"): f[k] = rng.integers(0, 10000, n)
     f["positive_m"] = rng.random(n); f["negative_m"] = rng.random(n) * 3000
+    f["weight"] = rng.random(n).astype(np.float32)  # any other field passes through
 with h5py.File(sys.argv[3], "w") as f:
     f["anchor"] = np.array([5, 10001]); f["other"] = np.array([1, 2]); f["label"] = np.array([1, 0])
 )PY", {pairs, trips, (dir / "unknown.h5").string()});
@@ -266,6 +267,7 @@ for k in ("anchor", "positive", "negative"):
     check(np.array_equal(to[k + "_id"][:], ts[k][:]), k)
     check(np.allclose(to[k + "_image"][:, 0], images[ts[k][:]] / 255.0, atol=1e-7), k + " images")
 check(np.array_equal(to["negative_m"][:], ts["negative_m"][:]), "negative_m")
+check(to["weight"].dtype == np.float32 and np.array_equal(to["weight"][:], ts["weight"][:]), "weight")
 print("ok")
 )PY", {pairs, pout, trips, tout});
   INFO(py.out << py.err);

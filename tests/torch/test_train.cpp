@@ -211,17 +211,21 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
 TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on the whole batch", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-data-parallel");
   // A per-pair loss and no batch norm: the ranks' weighted slice means are the batch mean exactly.
-  auto graph = [&](const std::string& run) {
+  // sharded: core.shard gives each rank its rows before the trainer (which then slices nothing).
+  auto graph = [&](const std::string& run, bool sharded = false) {
     return "# data parallel\nseed: 3\nnodes:\n"
-           "  data:  {type: io.hdf5_reader, params: {path: " + path_of("pairs.h5") + ", batch_size: 64}}\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + path_of("pairs.h5") + ", batch_size: 64}}\n" +
+           (sharded ? "  shard: {type: core.shard}\n" : "") +
            "  train: {type: torch.train, params: {model: {type: torch.mlp, hidden: [32], embedding_dim: 8}, "
            "loss: {type: torch.contrastive, margin: 1.0}, optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, epochs: 2, "
-           "log_every: 1, threads: 1, log_dir: " + (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string() + "}}\n"
-           "edges: [data.out -> train.in]\n";
+           "log_every: 1, threads: 1, log_dir: " + (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string() + "}}\n" +
+           (sharded ? "edges: [data.out -> shard.in, shard.out -> train.in]\n" : "edges: [data.out -> train.in]\n");
   };
   write_file(dir / "single.yaml", graph("single"));
   write_file(dir / "dp.yaml", graph("dp"));
   write_file(dir / "dp1.yaml", graph("dp1"));
+  write_file(dir / "sharded.yaml", graph("sharded", true));
+  write_file(dir / "sharded1.yaml", graph("sharded1", true));
   // world_size 1 (the default) is one process whatever RANK says.
   auto single = run_cli({"run", (dir / "single.yaml").string(), "--quiet"}, {"RANK=3"});
   INFO(single.err);
@@ -246,6 +250,29 @@ TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on th
   }
   // Rank 0 alone writes files; its final checkpoint embeds as the single process's does.
   CHECK(!fs::exists(dir / "dp1"));
+
+  // With core.shard upstream (both taking RANK and WORLD_SIZE from the environment) each rank
+  // reads only its rows, and the steps are the unsharded ranks' steps.
+  const std::string store2 = "file://" + (dir / "store2").string();
+  auto shard1 = embedflow::test::spawn_cli({"run", (dir / "sharded1.yaml").string(), "--quiet", "--set", "train.world_size=0",
+                                            "--set", "train.rendezvous=" + store2}, {"RANK=1", "WORLD_SIZE=2"});
+  auto shard0 = run_cli({"run", (dir / "sharded.yaml").string(), "--quiet", "--set", "train.world_size=0",
+                         "--set", "train.rendezvous=" + store2}, {"RANK=0", "WORLD_SIZE=2"});
+  auto shard_one = embedflow::test::wait_child(shard1);
+  INFO(shard0.err << shard_one.err);
+  REQUIRE(shard0.exit_code == 0);
+  REQUIRE(shard_one.exit_code == 0);
+  auto c = read_metrics(dir / "sharded" / "metrics.csv");
+  REQUIRE(c.size() == 16);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    INFO("step " << b[i].step << ": " << b[i].loss << " vs " << c[i].loss);
+    CHECK(c[i].loss == b[i].loss);
+  }
+  // A shard for two ranks in front of a trainer that runs alone is a located error.
+  auto mismatch = run_cli({"run", (dir / "sharded.yaml").string(), "--quiet", "--set", "shard.world_size=2", "--set", "shard.rank=0"});
+  CHECK(mismatch.exit_code == 1);
+  CHECK_THAT(mismatch.err, Catch::Contains("input batch 0 was sharded by core.shard from 64 rows, but the 1 rank(s) of this "
+                                           "training hold 32"));
   auto embed = [&](const std::string& run) {
     const std::string h5 = (dir / (run + ".h5")).string();
     auto e = run_graph(dir, run + "_embed.yaml",
