@@ -18,32 +18,18 @@
 //     aug:   {type: image.augment, params: {...}}
 //     train: {type: torch.train, params: {world_size: 0, ...}}
 //   edges: [data.out -> shard.in, shard.out -> aug.in, aug.out -> train.in]
-#include <cstdlib>
-
 #include "core_types.hpp"
 
 namespace embedflow::core {
 namespace {
 
-// An integer environment variable, or `fallback` when it is unset.
-std::int64_t env_integer(const char* name, std::int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  if (*end != '\0') throw ConfigError(cat("environment variable ", name, "='", v, "' is not an integer"));
-  return x;
-}
-
 class Shard final : public Node {
  public:
   void open(NodeContext& ctx) override {
-    world_ = ctx.params().integer("world_size");
-    if (world_ == 0) world_ = env_integer("WORLD_SIZE", 1);
-    rank_ = ctx.params().integer("rank");
-    if (rank_ < 0) rank_ = env_integer("RANK", 0);
-    if (world_ < 1) throw ConfigError(cat("world size ", world_, " is below 1"));
-    if (rank_ >= world_) throw ConfigError(cat("rank ", rank_, " is outside [0, ", world_, ")"));
+    // The SDK's reading of world_size / rank (and WORLD_SIZE / RANK), the one torch.train uses.
+    const ParallelPlace place = resolve_parallel_place(ctx.params().integer("world_size"), ctx.params().integer("rank"));
+    world_ = place.world_size;
+    rank_ = place.rank;
   }
 
   void process(std::size_t, const RecordPtr& in, Emitter& out) override {

@@ -15,15 +15,6 @@ namespace embedflow::torchfam {
 
 namespace {
 
-std::int64_t env_integer(const char* name, std::int64_t fallback, const std::string& owner) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  if (*end != '\0') throw ConfigError(cat(owner, ": environment variable ", name, "='", v, "' is not an integer"));
-  return x;
-}
-
 std::string env_string(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
@@ -34,15 +25,17 @@ std::string env_string(const char* name, const std::string& fallback) {
 DistributedOptions resolve_distributed(std::int64_t world_size, std::int64_t rank, const std::string& rendezvous,
                                        double timeout_s, const std::string& owner) {
   DistributedOptions o;
-  o.world_size = static_cast<int>(world_size == 0 ? env_integer("WORLD_SIZE", 1, owner) : world_size);
-  // A single process is rank 0 whatever RANK says (a scheduler may set it for other reasons).
-  o.rank = o.world_size == 1 ? 0 : static_cast<int>(rank < 0 ? env_integer("RANK", 0, owner) : rank);
+  ParallelPlace place;
+  try {
+    place = resolve_parallel_place(world_size, rank);  // the SDK's, so core.shard agrees
+  } catch (const ConfigError& e) {
+    throw ConfigError(cat(owner, ": ", e.what()));
+  }
+  o.world_size = static_cast<int>(place.world_size);
+  o.rank = static_cast<int>(place.rank);
   o.rendezvous = rendezvous;
   o.timeout_s = timeout_s;
   o.owner = owner;
-  if (o.world_size < 1) throw ConfigError(cat(owner, ": world_size must be at least 1, got ", o.world_size));
-  if (o.rank < 0 || o.rank >= o.world_size)
-    throw ConfigError(cat(owner, ": rank ", o.rank, " is outside [0, ", o.world_size, ") (world_size ", o.world_size, ")"));
   return o;
 }
 

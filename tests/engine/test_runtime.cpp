@@ -226,6 +226,14 @@ edges: [numbers.out -> rows.in, rows.out -> shard.in, shard.out -> show.in]
   REQUIRE(env.exit_code == 0);
   CHECK(lines(env.out) == expected[2]);
 
+  // A world of one is rank 0 whatever RANK says, as torch.train has it.
+  Result alone = run_cli({"run", g, "-q", "--set", "shard.world_size=1", "--set", "shard.rank=-1"}, {"RANK=3"});
+  REQUIRE(alone.exit_code == 0);
+  CHECK(lines(alone.out) == std::vector<std::string>{"{index: [0, 1, 2, 3, 4], value: [0, 1, 2, 3, 4], unsharded_rows: [5, 5, 5, 5, 5]}",
+                                                      "{index: [5, 6, 7, 8, 9], value: [5, 6, 7, 8, 9], unsharded_rows: [5, 5, 5, 5, 5]}"});
+  Result malformed = run_cli({"run", g, "-q", "--set", "shard.world_size=0"}, {"WORLD_SIZE=two"});
+  CHECK(malformed.exit_code == 2);
+  CHECK_THAT(malformed.err, Catch::Contains("environment variable WORLD_SIZE='two' is not an integer"));
   Result outside = run_cli({"run", g, "-q", "--set", "shard.rank=3"});
   CHECK(outside.exit_code == 2);
   CHECK_THAT(outside.err, Catch::Contains("node 'shard' (core.shard)") && Catch::Contains("rank 3 is outside [0, 3)"));

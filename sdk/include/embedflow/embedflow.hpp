@@ -6,6 +6,7 @@
 #include "embedflow/error.hpp"
 #include "embedflow/log.hpp"
 #include "embedflow/node.hpp"
+#include "embedflow/parallel.hpp"
 #include "embedflow/params.hpp"
 #include "embedflow/plugin.hpp"
 #include "embedflow/record.hpp"

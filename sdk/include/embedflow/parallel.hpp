@@ -1,0 +1,21 @@
+// Where this process sits in a data-parallel job. torch.train (world_size, rank) and core.shard
+// read their parameters through this one function, so the two always agree:
+//   world_size 0  reads WORLD_SIZE (1 if unset), as torchrun sets it;
+//   rank -1       reads RANK (0 if unset);
+//   a single process is rank 0 whatever RANK says (a scheduler may set it for other reasons).
+// Throws ConfigError for a variable that is not an integer, a world below 1, or a rank outside
+// [0, world_size).
+#pragma once
+
+#include <cstdint>
+
+namespace embedflow {
+
+struct ParallelPlace {
+  std::int64_t world_size = 1;
+  std::int64_t rank = 0;
+};
+
+ParallelPlace resolve_parallel_place(std::int64_t world_size, std::int64_t rank);
+
+}  // namespace embedflow
