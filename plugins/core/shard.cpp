@@ -27,9 +27,7 @@ class Shard final : public Node {
  public:
   void open(NodeContext& ctx) override {
     // The SDK's reading of world_size / rank (and WORLD_SIZE / RANK), the one torch.train uses.
-    const ParallelPlace place = resolve_parallel_place(ctx.params().integer("world_size"), ctx.params().integer("rank"));
-    world_ = place.world_size;
-    rank_ = place.rank;
+    place_ = resolve_parallel_place(ctx.params().integer("world_size"), ctx.params().integer("rank"));
   }
 
   void process(std::size_t, const RecordPtr& in, Emitter& out) override {
@@ -42,17 +40,18 @@ class Shard final : public Node {
     } catch (const DataError& e) {
       throw DataError(cat("record ", index, ": core.shard splits batches, and ", e.what()));
     }
-    if (rows < world_)
-      throw DataError(cat("record ", index, " has ", rows, " rows, fewer than the ", world_, " ranks it is shared among"));
-    const std::int64_t lo = rows * rank_ / world_, hi = rows * (rank_ + 1) / world_;
+    if (rows < place_.world_size)
+      throw DataError(cat("record ", index, " has ", rows, " rows, fewer than the ", place_.world_size, " ranks it is shared among"));
+    const RowRange mine = rank_rows(rows, place_);  // the rows torch.train would slice
+    const std::int64_t n = mine.last - mine.first;
     Record r;
-    for (const auto& [name, array] : in->fields()) r.set(name, array.slice(lo, hi));  // views, nothing copied
-    r.set("unsharded_rows", Array::from_vector<std::int64_t>({hi - lo}, std::vector<std::int64_t>(static_cast<std::size_t>(hi - lo), rows)));
+    for (const auto& [name, array] : in->fields()) r.set(name, array.slice(mine.first, mine.last));  // views, nothing copied
+    r.set("unsharded_rows", Array::from_vector<std::int64_t>({n}, std::vector<std::int64_t>(static_cast<std::size_t>(n), rows)));
     out.emit(std::move(r));
   }
 
  private:
-  std::int64_t world_ = 1, rank_ = 0;
+  ParallelPlace place_;
 };
 
 }  // namespace

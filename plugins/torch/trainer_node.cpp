@@ -374,14 +374,15 @@ class Train final : public Node {
   // dimension is sliced; arrays share their buffers, nothing is copied).
   Record rank_slice(const Record& batch, std::int64_t index, std::int64_t& full, std::int64_t& local) const {
     full = batch.batch_size();
-    const std::int64_t w = group_->size(), r = group_->rank();
-    if (full < w)
-      throw DataError(cat("input batch ", index, " has ", full, " rows, fewer than the ", w, " ranks of data-parallel training"));
-    const std::int64_t lo = full * r / w, hi = full * (r + 1) / w;
-    local = hi - lo;
+    const ParallelPlace place{group_->size(), group_->rank()};
+    if (full < place.world_size)
+      throw DataError(cat("input batch ", index, " has ", full, " rows, fewer than the ", place.world_size,
+                          " ranks of data-parallel training"));
+    const RowRange mine = rank_rows(full, place);  // core.shard gives a rank the same rows
+    local = mine.last - mine.first;
     Record shard;
     for (const auto& [name, array] : batch.fields())
-      shard.set(name, !array.shape().empty() && array.shape()[0] == full ? array.slice(lo, hi) : array);
+      shard.set(name, !array.shape().empty() && array.shape()[0] == full ? array.slice(mine.first, mine.last) : array);
     return shard;
   }
 
@@ -501,17 +502,20 @@ class Train final : public Node {
   // The weight average starts at the current weights (the initial ones, or a resumed checkpoint's).
   void start_average() {
     ema_.clear();
-    for (const auto& named : model_->state())
-      ema_.push_back(named.second.is_floating_point() ? named.second.detach().clone() : torch::Tensor());
+    averaged_live_.clear();
+    for (const auto& named : model_->state()) {
+      const bool floating = named.second.is_floating_point();
+      ema_.push_back(floating ? named.second.detach().clone() : torch::Tensor());
+      averaged_live_.push_back(floating ? named.second.detach() : torch::Tensor());  // shares the model's storage
+    }
   }
 
   void update_average() {
     const double t = static_cast<double>(step_);
     const double decay = std::min(ema_decay_, (1.0 + t) / (10.0 + t));
     torch::NoGradGuard no_grad;
-    const NamedTensors state = model_->state();
     for (std::size_t i = 0; i < ema_.size(); ++i)
-      if (ema_[i].defined()) ema_[i].mul_(decay).add_(state[i].second.detach(), 1.0 - decay);
+      if (ema_[i].defined()) ema_[i].mul_(decay).add_(averaged_live_[i], 1.0 - decay);
   }
 
   // What snapshots and checkpoints export as the model: the live state, or with averaging the
@@ -664,6 +668,7 @@ class Train final : public Node {
   std::vector<torch::Tensor> untrained_state_;    // re-sent from rank 0 before each step
   double ema_decay_ = 0;
   std::vector<torch::Tensor> ema_;                // the weight average, parallel to model_->state(); empty: off
+  std::vector<torch::Tensor> averaged_live_;      // the model's tensors it averages (same storage)
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
   std::vector<std::string> loss_fields_;

@@ -28,4 +28,8 @@ ParallelPlace resolve_parallel_place(std::int64_t world_size, std::int64_t rank)
   return p;
 }
 
+RowRange rank_rows(std::int64_t rows, const ParallelPlace& place) {
+  return {rows * place.rank / place.world_size, rows * (place.rank + 1) / place.world_size};
+}
+
 }  // namespace embedflow

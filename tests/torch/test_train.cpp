@@ -582,6 +582,20 @@ print('ok')
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
 
+  // Resuming across a change of ema_decay says what happens to the average, and trains on.
+  struct Switch {
+    std::string run, ema, said;
+  };
+  for (const Switch& sw : {Switch{"ema", "", "was written with ema_decay; this run (ema_decay 0) continues without an average"},
+                           Switch{"plain", "ema_decay: 0.3, ", "was written without ema_decay; the average starts from its weights"}}) {
+    write_file(dir / (sw.run + "_to7.yaml"), graph(sw.run, sw.ema, 7, false));
+    auto r = run_cli({"run", (dir / (sw.run + "_to7.yaml")).string()});
+    INFO(sw.run << ": " << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains(sw.said));
+    CHECK(fs::exists(dir / sw.run / "step-00000007.pt"));
+  }
+
   auto bad = run_graph(dir, "bad.yaml", graph("bad", "ema_decay: 1.0, ", 2, false));
   CHECK(bad.exit_code == 2);  // a configuration error, found before anything runs
   CHECK_THAT(bad.err, Catch::Contains("ema_decay must be below 1"));

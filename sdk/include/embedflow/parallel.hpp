@@ -18,4 +18,11 @@ struct ParallelPlace {
 
 ParallelPlace resolve_parallel_place(std::int64_t world_size, std::int64_t rank);
 
+// The rows [first, last) of a batch of `rows` that `place`'s rank trains on: [rows r / W,
+// rows (r+1) / W). torch.train slices with it and core.shard too, so both give a rank the same rows.
+struct RowRange {
+  std::int64_t first = 0, last = 0;
+};
+RowRange rank_rows(std::int64_t rows, const ParallelPlace& place);
+
 }  // namespace embedflow
