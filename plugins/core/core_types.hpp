@@ -12,6 +12,7 @@ NodeType batch_type();
 NodeType unbatch_type();
 NodeType shuffle_type();
 NodeType limit_type();
+NodeType funnel_type();
 NodeType keep_best_type();
 NodeType sink_type();
 NodeType map_affine_type();

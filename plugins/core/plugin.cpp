@@ -11,6 +11,7 @@ void register_types(embedflow::Registry& r) {
   r.add(unbatch_type());
   r.add(shuffle_type());
   r.add(limit_type());
+  r.add(funnel_type());
   r.add(keep_best_type());
   r.add(sink_type());
   r.add(map_affine_type());

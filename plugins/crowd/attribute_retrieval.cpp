@@ -18,6 +18,11 @@
 //   used by the train submissions whose argmax is k (ties to the lower attribute index); a
 //   dimension no train submission peaks on is unmapped. Submissions of noisy workers and lapses
 //   (attribute -1 in truth.csv) are left out of the fit and the score.
+// Ensembles: submissions tagged `member` (crowd.cen_score with `ensemble: M`) are M models'
+//   activations; each member gets its own mapping from its own train submissions, and a test
+//   submission's prediction is the attribute with the largest mean share over the members (a
+//   member's share of attribute j: its activation on the dimensions mapped to j over its
+//   activation sum). Worker bias is member 0's. _dimensions.csv then has a member column.
 // Effective score: a_k alone ignores whether dimension k varies inside the grid; a grid holding
 //   the worker's favourite attribute fixed makes its large a_k irrelevant to every distance of
 //   that grid. a_k times the spread (standard deviation over the grid's members) of x_k is each
@@ -60,7 +65,7 @@ struct Csv : CsvTable {
 Csv read_csv(const std::string& path) { return Csv{read_csv_table(path)}; }
 
 struct Sub {
-  std::int64_t worker, grid;
+  std::int64_t worker, grid, member;
   std::vector<float> a, spread;
 };
 
@@ -69,10 +74,12 @@ void add_subs(const Record& r, std::vector<Sub>& out) {
   const Array& g = r.get("grid");
   const Array& a = r.get("attributes");
   const Array* s = r.find("spread");
+  const Array* m = r.find("member");
+  if (m && m->numel() != w.numel()) throw DataError(cat("member must be i64[N], one per submission: ", r.describe()));
   if (a.rank() != 2 || a.shape()[0] != w.numel()) throw DataError(cat("attributes must be [N,K]: ", r.describe()));
   const std::int64_t k = a.shape()[1];
   for (std::int64_t i = 0; i < w.numel(); ++i) {
-    Sub x{w.as_int(i), g.as_int(i), {}, {}};
+    Sub x{w.as_int(i), g.as_int(i), m ? m->as_int(i) : 0, {}, {}};
     for (std::int64_t j = 0; j < k; ++j) {
       x.a.push_back(static_cast<float>(a.as_double(i * k + j)));
       if (s) x.spread.push_back(static_cast<float>(s->as_double(i * k + j)));
@@ -90,6 +97,23 @@ double pearson(const std::vector<double>& x, const std::vector<double>& y) {
   double sxy = 0, sxx = 0, syy = 0;
   for (std::size_t i = 0; i < x.size(); ++i) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx), syy += (y[i] - my) * (y[i] - my);
   return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : NAN;
+}
+
+// One model's dimension -> attribute mapping: the train votes (dimension x attribute counts of
+// the train submissions peaking on the dimension) and, per dimension, the winning attribute (-1:
+// no train submission peaks there), for argmax a and for argmax a * spread.
+struct Fit {
+  std::vector<std::vector<std::int64_t>> votes, votes_eff;
+  std::vector<int> map, map_eff;
+};
+
+std::vector<int> mapping(const std::vector<std::vector<std::int64_t>>& votes) {
+  std::vector<int> m(votes.size(), -1);
+  for (std::size_t k = 0; k < votes.size(); ++k) {
+    auto it = std::max_element(votes[k].begin(), votes[k].end());
+    if (*it > 0) m[k] = static_cast<int>(it - votes[k].begin());
+  }
+  return m;
 }
 
 class AttributeRetrieval final : public Node {
@@ -118,13 +142,13 @@ class AttributeRetrieval final : public Node {
   void process(std::size_t port, const RecordPtr& r, Emitter&) override {
     if (port == 0) add_subs(*r, train_);
     else if (port == 1) add_subs(*r, test_);
-    else workers_ = r;
+    else if (const Array* m = r->find("member"); !m || m->numel() == 0 || m->as_int(0) == 0) workers_ = r;
   }
   void close(Emitter& out) override {
     const Params& p = ctx_->params();
     const std::string prefix = p.string("out");
     if (train_.empty() || test_.empty()) throw DataError("needs train and test submissions");
-    const std::size_t K = train_[0].a.size(), A = names_.size();
+    const std::size_t A = names_.size();
     auto truth_of = [&](const Sub& s) {
       auto it = truth_.find({s.worker, s.grid});
       if (it == truth_.end()) throw DataError(cat("submission (worker ", s.worker, ", grid ", s.grid, ") is not in truth.csv"));
@@ -136,33 +160,62 @@ class AttributeRetrieval final : public Node {
         for (std::size_t k = 0; k < e.size(); ++k) e[k] *= s.spread[k];
       return e;
     };
-    // Mapping from train votes.
-    std::vector<std::vector<std::int64_t>> votes(K, std::vector<std::int64_t>(A, 0)), votes_eff = votes;
+    // Each member (one model, or each model of an ensemble: crowd.cen_score's `member` tag) maps
+    // its own dimensions from its own train votes: dimension order is arbitrary per model.
+    std::map<std::int64_t, Fit> fits;
     for (const Sub& s : train_) {
+      Fit& f = fits[s.member];
+      if (f.votes.empty()) f.votes.assign(s.a.size(), std::vector<std::int64_t>(A, 0)), f.votes_eff = f.votes;
+      if (s.a.size() != f.votes.size()) throw DataError(cat("member ", s.member, ": submissions with ", s.a.size(), " and ", f.votes.size(), " dimensions"));
       const int t = truth_of(s);
       if (t < 0) continue;
-      votes[argmax(s.a)][static_cast<std::size_t>(t)]++;
-      votes_eff[argmax(effective(s))][static_cast<std::size_t>(t)]++;
+      f.votes[argmax(s.a)][static_cast<std::size_t>(t)]++;
+      f.votes_eff[argmax(effective(s))][static_cast<std::size_t>(t)]++;
     }
-    auto mapping = [&](const std::vector<std::vector<std::int64_t>>& v) {
-      std::vector<int> m(K, -1);
-      for (std::size_t k = 0; k < K; ++k) {
-        auto it = std::max_element(v[k].begin(), v[k].end());
-        if (*it > 0) m[k] = static_cast<int>(it - v[k].begin());
+    for (auto& [member, f] : fits) f.map = mapping(f.votes), f.map_eff = mapping(f.votes_eff);
+    std::map<std::int64_t, std::map<std::pair<std::int64_t, std::int64_t>, const Sub*>> test_of;
+    for (const Sub& s : test_) {
+      if (!fits.count(s.member)) throw DataError(cat("test submissions of member ", s.member, " but no train submissions of it"));
+      test_of[s.member][{s.worker, s.grid}] = &s;
+    }
+    for (const auto& [member, f] : fits)
+      if (!test_of.count(member)) throw DataError(cat("train submissions of member ", member, " but no test submissions of it"));
+    const std::int64_t first = fits.begin()->first;
+    // One model: the paper's rule, argmax a mapped. An ensemble: the attribute with the largest
+    // mean share, a member's share of attribute j being the part of its activation sum on the
+    // dimensions it maps to j (probability averaging, as deep ensembles average softmax outputs).
+    auto predict = [&](const Sub& s, bool eff) {
+      if (fits.size() == 1) {
+        const Fit& f = fits.begin()->second;
+        return eff ? f.map_eff[argmax(effective(s))] : f.map[argmax(s.a)];
       }
-      return m;
+      std::vector<double> share(A, 0.0);
+      for (const auto& [member, f] : fits) {
+        auto it = test_of[member].find({s.worker, s.grid});
+        if (it == test_of[member].end())
+          throw DataError(cat("member ", member, " has no test submission (worker ", s.worker, ", grid ", s.grid, ")"));
+        const std::vector<float> a = eff ? effective(*it->second) : it->second->a;
+        const std::vector<int>& map = eff ? f.map_eff : f.map;
+        double total = 0;
+        for (float v : a) total += std::max(0.0f, v);
+        if (total <= 0) continue;
+        for (std::size_t k = 0; k < a.size(); ++k)
+          if (map[k] >= 0) share[static_cast<std::size_t>(map[k])] += std::max(0.0f, a[k]) / total;
+      }
+      const auto best = std::max_element(share.begin(), share.end());
+      return *best > 0 ? static_cast<int>(best - share.begin()) : -1;
     };
-    const std::vector<int> map = mapping(votes), map_eff = mapping(votes_eff);
     // Score.
     std::vector<std::vector<double>> conf(A, std::vector<double>(A + 1, 0.0));
     std::int64_t n = 0, ok = 0, ok_eff = 0;
     for (const Sub& s : test_) {
+      if (s.member != first) continue;
       const int t = truth_of(s);
       if (t < 0) continue;
       ++n;
-      const int pred = map[argmax(s.a)];
+      const int pred = predict(s, false);
       ok += pred == t;
-      ok_eff += map_eff[argmax(effective(s))] == t;
+      ok_eff += predict(s, true) == t;
       conf[static_cast<std::size_t>(t)][pred < 0 ? A : static_cast<std::size_t>(pred)] += 1;
     }
     std::vector<double> entropy(A, NAN);
@@ -202,15 +255,18 @@ class AttributeRetrieval final : public Node {
       md << "\nretrieval (argmax a): " << show(retrieval) << " of " << n << " test submissions; argmax a*spread: " << show(retrieval_eff)
          << "\n";
       std::ofstream d(prefix + "_dimensions.csv");
-      d << "dimension,mapped_attribute,mapped_attribute_effective";
+      const bool ensemble = fits.size() > 1;
+      d << (ensemble ? "member," : "") << "dimension,mapped_attribute,mapped_attribute_effective";
       for (const auto& h : names_) d << ",votes_" << h;
       d << "\n";
-      for (std::size_t k = 0; k < K; ++k) {
-        d << k << "," << (map[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(map[k])]) << ","
-          << (map_eff[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(map_eff[k])]);
-        for (auto v : votes[k]) d << "," << v;
-        d << "\n";
-      }
+      for (const auto& [member, f] : fits)
+        for (std::size_t k = 0; k < f.map.size(); ++k) {
+          if (ensemble) d << member << ",";
+          d << k << "," << (f.map[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(f.map[k])]) << ","
+            << (f.map_eff[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(f.map_eff[k])]);
+          for (auto v : f.votes[k]) d << "," << v;
+          d << "\n";
+        }
     }
     std::vector<std::string> rows;
     for (std::size_t i = 0; i < A; ++i) rows.push_back(cat(names_[i], " H=", show(entropy[i])));
@@ -218,9 +274,9 @@ class AttributeRetrieval final : public Node {
                   "true attribute", "predicted attribute (argmax a, mapped on train)");
     // Worker bias.
     double bias_r = NAN, top = NAN;
-    if (workers_) bias_r = worker_bias(map, votes, prefix, top);
+    if (workers_ && fits.count(0)) bias_r = worker_bias(fits.at(0).map, fits.at(0).votes, prefix, top);
     log_info(ctx_->id(), p.string("name"), ": attribute retrieval ", retrieval, " (effective ", retrieval_eff, ") on ", n,
-             " test submissions; worker bias r ", bias_r);
+             " test submissions", fits.size() > 1 ? cat(" (ensemble of ", fits.size(), " models)") : std::string(), "; worker bias r ", bias_r);
     Record r;
     r.set("method", Array::strings({p.string("name")}));
     r.set("retrieval", Array::scalar<double>(retrieval));
@@ -311,7 +367,7 @@ NodeType attribute_retrieval_type() {
       .param(Param::string("name").doc("method name: the row of crowd.report"))
       .param(Param::path("truth").doc("gen_crowd's output directory (truth.csv, workers.csv)"))
       .param(Param::path("out").not_fingerprinted().doc("path prefix of the files, e.g. out/cen/mixture"))
-      .input("train", "worker: i64[N], grid: i64[N], attributes: f32[N,K]", "train submissions (fit the mapping)")
+      .input("train", "worker: i64[N], grid: i64[N], attributes: f32[N,K]", "train submissions (fit the mapping); `member: i64[N]` tags an ensemble's models")
       .input("test", "worker: i64[N], grid: i64[N], attributes: f32[N,K]", "test submissions (scored)")
       .optional_input("workers", "worker: i64[W], attributes: f32[W,K]", "a^w of every worker")
       .output("metrics", "method: str[1], retrieval: f64[]", "one record at the end")

@@ -18,6 +18,8 @@
 #include <fstream>
 #include <map>
 
+#include <embedflow/csv.hpp>
+
 #include "core/draw.hpp"
 #include "crowd_types.hpp"
 
@@ -71,14 +73,14 @@ class Report final : public Node {
     std::ofstream md(out + ".md"), csv(out + ".csv");
     md << "# " << p.string("title") << "\n\n| method |";
     csv << "method";
-    for (const auto& c : cols) md << " " << c << " |", csv << "," << c;
+    for (const auto& c : cols) md << " " << c << " |", csv << "," << csv_field(c);
     md << "\n|---|";
     csv << "\n";
     for (std::size_t i = 0; i < cols.size(); ++i) md << "---|";
     md << "\n";
     for (const auto& m : order) {
       md << "| " << m << " |";
-      csv << m;
+      csv << csv_field(m);
       for (const auto& c : cols) {
         auto it = rows_[m].find(c);
         const double v = it == rows_[m].end() ? NAN : it->second;
@@ -108,7 +110,7 @@ class Report final : public Node {
       Series s{name, {}, {}};
       for (auto [x, y] : pts) {
         s.x.push_back(x), s.y.push_back(y);
-        cc << name << "," << x << "," << y << "\n";
+        cc << csv_field(name) << "," << x << "," << y << "\n";
       }
       series.push_back(std::move(s));
     }

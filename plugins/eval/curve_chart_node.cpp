@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <fstream>
 
+#include <embedflow/csv.hpp>
+
 #include "eval_types.hpp"
 #include "plot.hpp"
 
@@ -60,7 +62,7 @@ class CurveChart final : public Node {
     for (const Run& r : runs_) {
       PlotSeries s{r.name, {}, {}};
       for (std::size_t i = 0; i < r.step.size(); ++i) {
-        csv << '"' << r.name << "\"," << r.step[i] << ',' << r.values[0][i] << ',' << r.values[1][i] << ','
+        csv << csv_field(r.name) << ',' << r.step[i] << ',' << r.values[0][i] << ',' << r.values[1][i] << ','
             << r.values[2][i] << '\n';
         s.x.push_back(static_cast<double>(r.step[i]));
         s.y.push_back(100 * r.values[m][i]);

@@ -197,6 +197,41 @@ mp = np.where(votes.sum(1) > 0, votes.argmax(1), -1)
 ok = [mp[k] == t_ for k, t_ in zip(ate.argmax(1), tte) if t_ >= 0]
 check(abs(np.mean(ok) - float(rows["CEN-mixture"]["retrieval"])) < 1e-4, "retrieval", np.mean(ok), rows["CEN-mixture"]["retrieval"])
 check(int(float(rows["CEN-mixture"]["submissions"])) == len(ok), "scored submissions")
+# The three starts as an ensemble: held-out accuracy of the mean distance; retrieval by the
+# largest mean attribute share, each start mapping its own dimensions on its own train submissions.
+for m in ("CEN-mixture, 3 starts", "siamese, 3 starts"):
+    check(m in rows, "row", m, list(rows))
+e = h5py.File(f"{out}/mixture_ensemble/test_pairs.h5")["data"]
+check(np.array_equal(e["pair_label"][:], l), "ensemble pair labels")
+ea = np.mean((e["distance"][:] < 0.55) == (l > 0.5))
+check(abs(ea - float(rows["CEN-mixture, 3 starts"]["accuracy"])) < 1e-4, "ensemble accuracy", ea)
+def members(f):
+    s, by = h5py.File(f)["data"], {}
+    for w, g, a, m in zip(s["worker"][:].tolist(), s["grid"][:].tolist(), s["attributes"][:], s["member"][:].tolist()):
+        by.setdefault(m, {})[(w, g)] = a
+    return by
+etr, ete = members(f"{out}/mixture_ensemble/train_submissions.h5"), members(f"{out}/mixture_ensemble/test_submissions.h5")
+check(sorted(etr) == [0, 1, 2] == sorted(ete), "members", sorted(etr), sorted(ete))
+# The kept start is one of the three.
+kept = h5py.File(f"{out}/mixture/test_submissions.h5")["data"]
+kept = dict(zip(zip(kept["worker"][:].tolist(), kept["grid"][:].tolist()), kept["attributes"][:]))
+check(sum(all(np.allclose(kept[k], ete[m][k], atol=1e-6) for k in kept) for m in ete) == 1, "kept start is one member")
+maps = {}
+for m, subs in etr.items():
+    votes = np.zeros((K, 5))
+    for key, a in subs.items():
+        if truth[key] >= 0: votes[int(np.argmax(a)), truth[key]] += 1
+    maps[m] = np.where(votes.sum(1) > 0, votes.argmax(1), -1)
+eok = []
+for key in ete[0]:
+    if truth[key] < 0: continue
+    share = np.zeros(5)
+    for m in ete:
+        a = np.maximum(ete[m][key], 0); a = a / a.sum()
+        for k in range(K):
+            if maps[m][k] >= 0: share[maps[m][k]] += a[k]
+    eok.append(share.argmax() == truth[key])
+check(abs(np.mean(eok) - float(rows["CEN-mixture, 3 starts"]["retrieval"])) < 1e-4, "ensemble retrieval", np.mean(eok))
 # Files.
 import os
 for f in ("mixture/train/metrics.csv", "mixture/train_r2/metrics.csv", "mixture/train_r3/metrics.csv", "siamese/train_r3/metrics.csv",
@@ -379,5 +414,116 @@ print("ok", err, without)
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.err, Catch::Contains("spread_units"));
   }
+}
+#endif
+
+#ifdef GEN_CROWD
+TEST_CASE("crowd.cen_score ensemble: mean distance, per-member submissions, retrieval by mean attribute share") {
+  const fs::path data = tiny_crowd();
+  const fs::path dir = scratch_dir("cen_ensemble");
+  const std::string csv = (data / "annotations.csv").string();
+  // Two CENs from different initialisations (each trainer seeds itself by its node id), scored
+  // one by one and as an ensemble of two through core.funnel.
+  auto graph = [&](int ensemble, int trainers) {
+    std::string g = "seed: 5\nnodes:\n"
+        "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128, shuffle: true, epochs: 4}}\n"
+        "  test: {type: crowd.grid_reader, params: {path: " + csv + ", split: test, names: ids, with_members: true, batch_size: 552}}\n"
+        "  subs: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 552}}\n"
+        "  models: {type: core.funnel}\n"
+        "  ens: {type: crowd.cen_score, params: {threads: 1, ensemble: " + std::to_string(ensemble) + "}}\n"
+        "  ensfit: {type: crowd.cen_score, params: {threads: 1, ensemble: " + std::to_string(ensemble) + "}}\n"
+        "  ret: {type: crowd.attribute_retrieval, params: {name: ensemble, truth: " + data.string() + ", out: " + (dir / "ens").string() + "}}\n"
+        "  acc: {type: crowd.pair_accuracy, params: {name: ensemble, threshold: 0.55}}\n"
+        "  report: {type: crowd.report, params: {out: " + (dir / "table").string() + "}}\n";
+    std::string e = "edges: [models.out -> ens.model, models.out -> ensfit.model, test.out -> ens.pairs, test.annotations -> ens.annotations,"
+        " subs.annotations -> ensfit.annotations, ensfit.submissions -> ret.train, ens.submissions -> ret.test, ens.pairs -> acc.test,"
+        " ret.metrics -> report.in, acc.metrics -> report.in";
+    for (const char* f : {"ens_pairs", "ens_test", "ens_train"})
+      g += std::string("  save_") + f + ": {type: io.hdf5_writer, params: {path: " + (dir / (std::string(f) + ".h5")).string() + "}}\n";
+    e += ", ens.pairs -> save_ens_pairs.in, ens.submissions -> save_ens_test.in, ensfit.submissions -> save_ens_train.in";
+    for (int t = 1; t <= trainers; ++t) {
+      const std::string n = std::to_string(t);
+      g += "  t" + n + ": {type: torch.train, params: {model: {type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6,"
+           " context: spread, mixing: product}, loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01}, threads: 1}}\n"
+           "  s" + n + ": {type: crowd.cen_score, params: {threads: 1}}\n"
+           "  f" + n + ": {type: crowd.cen_score, params: {threads: 1}}\n";
+      for (const char* f : {"pairs", "test", "train"})
+        g += "  save" + n + "_" + f + ": {type: io.hdf5_writer, params: {path: " + (dir / (std::string(f) + n + ".h5")).string() + "}}\n";
+      e += ", read.out -> t" + n + ".in, t" + n + ".model -> models.in, t" + n + ".model -> s" + n + ".model, t" + n + ".model -> f" + n +
+           ".model, test.out -> s" + n + ".pairs, test.annotations -> s" + n + ".annotations, subs.annotations -> f" + n +
+           ".annotations, s" + n + ".pairs -> save" + n + "_pairs.in, s" + n + ".submissions -> save" + n + "_test.in, f" + n +
+           ".submissions -> save" + n + "_train.in";
+    }
+    return g + e + "]\n";
+  };
+  Result r = run_graph(dir, "ensemble.yaml", graph(2, 2));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // NumPy from the exports: the ensemble's distance is the members' mean; its submissions are
+  // the members' own, tagged 0 and 1; its retrieval maps each member's dimensions on that
+  // member's train submissions and predicts the attribute with the largest mean share.
+  Result py = run_python(R"PY(
+import csv, sys, h5py, numpy as np
+dir, data = sys.argv[1:3]
+def h(name): return h5py.File(f"{dir}/{name}.h5")["data"]
+rows = {r["method"]: r for r in csv.DictReader(open(f"{dir}/table.csv"))}
+d1, d2, de = h("pairs1")["distance"][:], h("pairs2")["distance"][:], h("ens_pairs")["distance"][:]
+assert len(de) == len(d1) > 0 and not np.allclose(d1, d2), "two different members"
+assert np.allclose(de, (d1.astype(np.float64) + d2) / 2, atol=1e-6), np.abs(de - (d1 + d2) / 2).max()
+label = h("ens_pairs")["pair_label"][:]
+acc = np.mean((de < 0.55) == (label > 0.5))
+assert abs(acc - float(rows["ensemble"]["accuracy"])) < 1e-4, (acc, rows["ensemble"]["accuracy"])
+truth = {(int(r["worker"]), int(r["grid"])): int(r["attribute"]) for r in csv.DictReader(open(f"{data}/truth.csv"))}
+def by_member(name):
+    f = h(name); member = f["member"][:]
+    assert member.shape == f["worker"].shape, "member is per row"
+    return {int(m): {(w, g): a for w, g, a, mm in zip(f["worker"][:].tolist(), f["grid"][:].tolist(), f["attributes"][:], member) if mm == m}
+            for m in np.unique(member)}
+def single(name):
+    f = h(name)
+    return {(w, g): a for w, g, a in zip(f["worker"][:].tolist(), f["grid"][:].tolist(), f["attributes"][:])}
+ens_test, ens_train = by_member("ens_test"), by_member("ens_train")
+assert sorted(ens_test) == [0, 1] == sorted(ens_train)
+own = [(single("train1"), single("test1")), (single("train2"), single("test2"))]
+# Members are numbered in the order of their trainers' ids (t1, t2), whichever finished first.
+order = []
+for m in (0, 1):
+    k0 = next(iter(ens_test[m]))
+    order.append(next(i for i in (0, 1) if np.allclose(own[i][1][k0], ens_test[m][k0], atol=1e-6)))
+assert order == [0, 1], order
+for m, i in enumerate(order):
+    for key, a in ens_test[m].items(): assert np.allclose(a, own[i][1][key], atol=1e-6)
+def mapping(train):
+    K = len(next(iter(train.values()))); votes = np.zeros((K, 5))
+    for key, a in train.items():
+        if truth[key] >= 0: votes[int(np.argmax(a)), truth[key]] += 1
+    return np.where(votes.sum(1) > 0, votes.argmax(1), -1)
+maps = [mapping(tr) for tr, _ in own]
+ok, predicted = [], set()
+for key in own[0][1]:
+    if truth[key] < 0: continue
+    share = np.zeros(5)
+    for (tr, te), mp in zip(own, maps):
+        a = np.maximum(te[key], 0); a = a / a.sum()
+        for k in range(len(a)):
+            if mp[k] >= 0: share[mp[k]] += a[k]
+    ok.append(share.argmax() == truth[key]); predicted.add(int(share.argmax()))
+# More than one attribute predicted: the recomputation exercises the per-member mappings.
+assert len(predicted) > 1, predicted
+assert abs(np.mean(ok) - float(rows["ensemble"]["retrieval"])) < 1e-4, (np.mean(ok), rows["ensemble"]["retrieval"])
+assert int(float(rows["ensemble"]["submissions"])) == len(ok)
+print("ok", acc, np.mean(ok), predicted)
+)PY", {dir.string(), data.string()});
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+  // The dimension mapping is written per member.
+  CHECK_THAT(read_file(dir / "ens_dimensions.csv"), Catch::StartsWith("member,dimension,mapped_attribute"));
+  // Fewer snapshots than the ensemble takes, or more, stop the run naming the count.
+  Result few = run_graph(dir, "few.yaml", graph(3, 2));
+  CHECK(few.exit_code == 1);
+  CHECK_THAT(few.err, Catch::Contains("ensemble: 3 but the side port `model` ended after 2 snapshot(s)"));
+  Result many = run_graph(dir, "many.yaml", graph(2, 3));
+  CHECK(many.exit_code == 1);
+  CHECK_THAT(many.err, Catch::Contains("ensemble: 2 received snapshot 3"));
 }
 #endif

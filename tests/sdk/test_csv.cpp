@@ -246,3 +246,23 @@ TEST_CASE("csv table: header, rows and lines equal Python's csv.reader") {
     CHECK(t.rows[i] == want[i + 1].second);
   }
 }
+
+TEST_CASE("csv_field: fields written with it read back whole, by Python's csv.reader and by the SDK") {
+  const std::vector<std::string> fields{"plain", "CEN-mixture, 3 starts", "say \"hi\"", "two\nlines", "cr\rhere", "", " padded "};
+  CHECK(csv_field("plain") == "plain");
+  CHECK(csv_field("a,b") == "\"a,b\"");
+  CHECK(csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  std::string text;
+  for (std::size_t i = 0; i < fields.size(); ++i) text += (i ? "," : "") + csv_field(fields[i]);
+  text += "\n";
+  std::vector<std::vector<std::string>> rows;
+  for_each_csv_row(text, "mem.csv", [&](std::vector<std::string>& row, int) { rows.push_back(row); });
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0] == fields);
+  const auto dir = scratch_dir("sdk_csv_field");
+  write_file(dir / "f.csv", text);
+  const Result py = run_python("import csv, sys, json\nprint(json.dumps(next(csv.reader(open(sys.argv[1], newline='')))))\n",
+                               {(dir / "f.csv").string()});
+  REQUIRE(py.exit_code == 0);
+  CHECK(py.out == "[\"plain\", \"CEN-mixture, 3 starts\", \"say \\\"hi\\\"\", \"two\\nlines\", \"cr\\rhere\", \"\", \" padded \"]\n");
+}

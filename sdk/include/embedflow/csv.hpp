@@ -1,4 +1,4 @@
-// RFC 4180 CSV reading shared by plugins (plugins may only share code through the SDK): a row
+// RFC 4180 CSV reading (and field quoting for writers) shared by plugins (plugins may only share code through the SDK): a row
 // callback over text already in memory, and a header + rows table on top of it. Every row keeps
 // the 1-based line it starts on so errors can say file:line.
 #pragma once
@@ -25,6 +25,10 @@ void for_each_csv_row(const std::string& text, const std::string& file,
 
 // Strips spaces and tabs at both ends (people pad columns after the comma).
 std::string trim_csv_field(const std::string& s);
+
+// One field as written to a CSV file: as is, or quoted (inner quotes doubled) when it holds a
+// comma, a quote or a line break, so a method named "CEN-mixture, 3 starts" stays one column.
+std::string csv_field(const std::string& s);
 
 // A CSV file with a header row.
 struct CsvTable {
