@@ -233,6 +233,19 @@ class AttributeRetrieval final : public Node {
       entropy[i] = h, entropy_sum += h, ++entropy_rows;
     }
     const double retrieval = n ? double(ok) / double(n) : NAN, retrieval_eff = n ? double(ok_eff) / double(n) : NAN;
+    // An ensemble's members alone (argmax a, each with its own mapping): what combining them gained.
+    std::string members_alone;
+    if (fits.size() > 1)
+      for (const auto& [member, f] : fits) {
+        std::int64_t member_n = 0, member_ok = 0;
+        for (const auto& [key, sub] : test_of[member]) {
+          const int t = truth_of(*sub);
+          if (t < 0) continue;
+          ++member_n;
+          member_ok += f.map[argmax(sub->a)] == t;
+        }
+        members_alone += cat(members_alone.empty() ? "" : ", ", show(member_n ? double(member_ok) / double(member_n) : NAN));
+      }
     std::vector<std::string> cols = names_;
     cols.push_back("unmapped");
     make_parent(prefix + "_confusion.csv");
@@ -252,8 +265,12 @@ class AttributeRetrieval final : public Node {
         c << "," << entropy[i] << "\n";
         md << " " << show(entropy[i]) << " |\n";
       }
-      md << "\nretrieval (argmax a): " << show(retrieval) << " of " << n << " test submissions; argmax a*spread: " << show(retrieval_eff)
-         << "\n";
+      if (members_alone.empty())
+        md << "\nretrieval (argmax a): " << show(retrieval) << " of " << n << " test submissions; argmax a*spread: " << show(retrieval_eff)
+           << "\n";
+      else
+        md << "\nretrieval of the ensemble of " << fits.size() << " (largest mean attribute share): " << show(retrieval) << " of " << n
+           << " test submissions; with a*spread: " << show(retrieval_eff) << "; each member alone (argmax a): " << members_alone << "\n";
       std::ofstream d(prefix + "_dimensions.csv");
       const bool ensemble = fits.size() > 1;
       d << (ensemble ? "member," : "") << "dimension,mapped_attribute,mapped_attribute_effective";
@@ -276,7 +293,8 @@ class AttributeRetrieval final : public Node {
     double bias_r = NAN, top = NAN;
     if (workers_ && fits.count(0)) bias_r = worker_bias(fits.at(0).map, fits.at(0).votes, prefix, top);
     log_info(ctx_->id(), p.string("name"), ": attribute retrieval ", retrieval, " (effective ", retrieval_eff, ") on ", n,
-             " test submissions", fits.size() > 1 ? cat(" (ensemble of ", fits.size(), " models)") : std::string(), "; worker bias r ", bias_r);
+             " test submissions", members_alone.empty() ? std::string() : cat(" (ensemble of ", fits.size(), " models; alone ", members_alone, ")"),
+             "; worker bias r ", bias_r);
     Record r;
     r.set("method", Array::strings({p.string("name")}));
     r.set("retrieval", Array::scalar<double>(retrieval));

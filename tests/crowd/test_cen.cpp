@@ -512,7 +512,12 @@ for key in own[0][1]:
 assert len(predicted) > 1, predicted
 assert abs(np.mean(ok) - float(rows["ensemble"]["retrieval"])) < 1e-4, (np.mean(ok), rows["ensemble"]["retrieval"])
 assert int(float(rows["ensemble"]["submissions"])) == len(ok)
-print("ok", acc, np.mean(ok), predicted)
+# Each member alone (argmax a with its own mapping), as the confusion file reports it.
+alone = [np.mean([mp[int(np.argmax(te[key]))] == truth[key] for key in te if truth[key] >= 0]) for (tr, te), mp in zip(own, maps)]
+text = open(f"{dir}/ens_confusion.md").read()
+reported = [float(x) for x in text.split("each member alone (argmax a): ")[1].split()[0:2] for x in [x.strip(",")]]
+assert np.allclose(reported, alone, atol=6e-4), (reported, alone)
+print("ok", acc, np.mean(ok), predicted, alone)
 )PY", {dir.string(), data.string()});
   INFO(py.out << py.err);
   CHECK(py.exit_code == 0);
