@@ -9,8 +9,9 @@
 // loss of their latest epoch) for that. Records whose value is NaN never win (a diverged run):
 // they are counted in the log line. Any record stream with a numeric scalar field works. The log
 // line names the kept record by its `name_field` (torch.train snapshots: `source`, the trainer's
-// node id) when it has one. Ties go to the record that arrived first, which for branches running
-// in parallel depends on timing.
+// node id) when it has one. Ties go to the record whose `name_field` sorts first (strings by
+// bytes, numbers by value), so which of the tied restarts is kept does not depend on which branch
+// finished first; records without that field tie-break by arrival.
 //
 // Inputs: in (fan-in allowed)   Outputs: out (at most one record: the best)
 //
@@ -25,6 +26,14 @@
 
 namespace embedflow::core {
 namespace {
+
+// True when both records carry a one-value `field` of the same kind and a's sorts before b's.
+bool name_before(const Record& a, const Record& b, const std::string& field) {
+  const Array* x = a.find(field);
+  const Array* y = b.find(field);
+  if (!x || !y || x->numel() != 1 || y->numel() != 1 || x->is_string() != y->is_string()) return false;
+  return x->is_string() ? x->string_at(0) < y->string_at(0) : x->as_double(0) < y->as_double(0);
+}
 
 class KeepBest final : public Node {
  public:
@@ -44,7 +53,7 @@ class KeepBest final : public Node {
     const double v = a->as_double(0);
     values_.push_back(v);
     if (std::isnan(v)) return;
-    if (!best_ || (maximize_ ? v > best_value_ : v < best_value_)) {
+    if (!best_ || (maximize_ ? v > best_value_ : v < best_value_) || (v == best_value_ && name_before(*in, *best_, name_field_))) {
       best_ = in;
       best_value_ = v;
       best_index_ = index;
@@ -85,8 +94,8 @@ NodeType keep_best_type() {
            "it received; NaN never wins. Restarts: fan N trainings' snapshots in and keep the lowest loss.")
       .param(Param::string("field").default_value("loss").doc("the numeric field compared (one value per record)"))
       .param(Param::choice("mode", {"min", "max"}).default_value("min").doc("keep the smallest or the largest value"))
-      .param(Param::string("name_field").default_value("source").not_fingerprinted().doc(
-          "a string field naming each candidate in the log line, when the records have it"))
+      .param(Param::string("name_field").default_value("source").doc(
+          "a field naming each candidate: in the log line, and exact ties go to the name that sorts first"))
       .input("in", "*", "the candidates (several edges may feed it)")
       .output("out", "*", "the best candidate, once, at end of stream")
       .forward("in", "out")

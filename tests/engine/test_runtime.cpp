@@ -369,6 +369,23 @@ edges: [zeros.out -> nan.in, nan.out -> best.in, three.out -> best.in, best.out 
   CHECK(only_nan.exit_code == 1);
   CHECK_THAT(only_nan.err, Catch::Contains("every one of the 2 records has value = NaN: none to keep"));
 
+  // Exact ties go to the name that sorts first (here the `index` field), not to the first arrival:
+  // the slow branch's index 0 beats the fast branch's 10 and 11 at any timing.
+  write_file(dir / "tie.yaml", R"(nodes:
+  slow_src: {type: core.range, params: {count: 3, start: 2, step: 0}}
+  slow: {type: testing.jittery}
+  fast_src: {type: core.range, params: {count: 2, start: 2, step: 0}}
+  fast: {type: core.map_affine, params: {field: index, offset: 10}}
+  best: {type: core.keep_best, params: {field: value, name_field: index}}
+  show: {type: core.sink, params: {mode: print}}
+edges: [slow_src.out -> slow.in, slow.out -> best.in, fast_src.out -> fast.in, fast.out -> best.in, best.out -> show.in]
+)");
+  for (int run = 0; run < 3; ++run) {
+    Result tie = run_cli({"run", (dir / "tie.yaml").string(), "-q", "-j", "2", testing_path()});
+    REQUIRE(tie.exit_code == 0);
+    CHECK(lines(tie.out) == std::vector<std::string>{"{index: 0, value: 2}"});
+  }
+
   Result none = run_cli({"run", g, "--set", "a.count=0", "--set", "b.count=0", "--set", "c.count=0"});
   CHECK(none.exit_code == 0);
   CHECK(lines(none.out).empty());
