@@ -8,7 +8,9 @@
 //   `checkpoint` (a torch.train checkpoint file, or its directory: the newest one); else the
 //   `model` parameter alone (e.g. a TorchScript backbone with its own weights). The
 //   architecture is rebuilt from the spec the snapshot or checkpoint carries unless `model` is
-//   given (needed for models from another family).
+//   given (needed for models from another family). Context Embedding Network snapshots
+//   (crowd.cen, crowd.id_table, crowd.unique) rebuild too: their image encoder embeds the batch,
+//   pixels for an encoder, image ids (`field: id`) for an id table.
 // Modes: latest — each batch is embedded with the newest model available when it arrives
 //   (batches that arrive before the first snapshot wait in memory); final — the input is held
 //   and embedded at end of stream with the last snapshot (the trained model even when the
@@ -31,6 +33,7 @@
 
 #include "bridge.hpp"
 #include "catalog.hpp"
+#include "cen.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "mosaic.hpp"
@@ -168,7 +171,7 @@ class Embed final : public Node {
       if (has_model_param_) {
         model_ = ctx_->component<Model>("model");
       } else {
-        model_ = build_model(spec_from_text(s.spec), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", s.what));
+        model_ = build_cen_or_model(spec_from_text(s.spec), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", s.what));
         built_spec_ = s.spec;
       }
     }

@@ -532,3 +532,37 @@ print("ok", acc, np.mean(ok), predicted, alone)
   CHECK_THAT(many.err, Catch::Contains("ensemble: 2 received snapshot 3"));
 }
 #endif
+
+#ifdef GEN_CROWD
+TEST_CASE("torch.embed rebuilds a CEN snapshot: an id-table CEN embeds image ids as crowd.cen_score exports its table") {
+  const fs::path data = tiny_crowd();
+  const fs::path dir = scratch_dir("cen_embed");
+  const std::string csv = (data / "annotations.csv").string();
+  const std::string g = "seed: 5\nnodes:\n"
+      "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128, shuffle: true, epochs: 1}}\n"
+      "  train: {type: torch.train, params: {model: {type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6,"
+      " context: spread, mixing: product}, loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01}, threads: 1}}\n"
+      "  ids: {type: core.range, params: {count: 600}}\n"
+      "  named: {type: core.rename, params: {fields: {index: id}}}\n"
+      "  batches: {type: core.batch, params: {size: 128}}\n"
+      "  embed: {type: torch.embed, params: {field: id, keep: [id], threads: 1}}\n"
+      "  score: {type: crowd.cen_score, params: {threads: 1}}\n"
+      "  save_embed: {type: io.hdf5_writer, params: {path: " + (dir / "embed.h5").string() + "}}\n"
+      "  save_table: {type: io.hdf5_writer, params: {path: " + (dir / "table.h5").string() + "}}\n"
+      "edges: [read.out -> train.in, train.model -> embed.model, train.model -> score.model, ids.out -> named.in, named.out -> batches.in,"
+      " batches.out -> embed.in, embed.out -> save_embed.in, score.embeddings -> save_table.in]\n";
+  Result r = run_graph(dir, "embed.yaml", g);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  Result py = run_python(R"PY(
+import sys, h5py, numpy as np
+e, t = h5py.File(sys.argv[1])["data"], h5py.File(sys.argv[2])["data"]
+assert list(e["id"][:]) == list(range(600)) and list(t["id"][:]) == list(range(600))
+assert e["embedding"].shape == (600, 6) and np.abs(e["embedding"][:]).max() > 0
+assert np.array_equal(e["embedding"][:], t["embedding"][:])
+print("ok")
+)PY", {(dir / "embed.h5").string(), (dir / "table.h5").string()});
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+}
+#endif
