@@ -530,6 +530,15 @@ print("ok", acc, np.mean(ok), predicted, alone)
   Result many = run_graph(dir, "many.yaml", graph(2, 3));
   CHECK(many.exit_code == 1);
   CHECK_THAT(many.err, Catch::Contains("ensemble: 2 received snapshot 3"));
+  // An ensemble's train submissions scored against one model's test submissions: member 1 has
+  // nothing to be scored on.
+  std::string mixed = graph(2, 2);
+  const std::string edge = "ens.submissions -> ret.test";
+  REQUIRE(mixed.find(edge) != std::string::npos);
+  mixed.replace(mixed.find(edge), edge.size(), "s1.submissions -> ret.test");
+  Result unmatched = run_graph(dir, "mixed.yaml", mixed);
+  CHECK(unmatched.exit_code == 1);
+  CHECK_THAT(unmatched.err, Catch::Contains("train submissions of member 1 but no test submissions of it"));
 }
 #endif
 
