@@ -156,7 +156,9 @@ class CenScore final : public Node {
   // record's rows, so the record stays a batch: io.hdf5_writer stores it row by row).
   void emit_member(std::size_t port, Record r, std::size_t member, Emitter& out) const {
     if (ensemble_ > 1) {
-      const std::int64_t rows = r.fields().empty() ? 0 : r.fields().begin()->second.shape().at(0);
+      // Rows: workers and submissions by worker, embeddings by embedding (always [N,K], also
+      // for a one-image record whose id is a scalar).
+      const std::int64_t rows = r.get(port == kOutEmbeddings ? "embedding" : "worker").shape().at(0);
       r.set("member", Array::from_vector<std::int64_t>({rows}, std::vector<std::int64_t>(static_cast<std::size_t>(rows), static_cast<std::int64_t>(member))));
     }
     out.emit(port, std::move(r));

@@ -438,9 +438,10 @@ TEST_CASE("crowd.cen_score ensemble: mean distance, per-member submissions, retr
     std::string e = "edges: [models.out -> ens.model, models.out -> ensfit.model, test.out -> ens.pairs, test.annotations -> ens.annotations,"
         " subs.annotations -> ensfit.annotations, ensfit.submissions -> ret.train, ens.submissions -> ret.test, ens.pairs -> acc.test,"
         " ret.metrics -> report.in, acc.metrics -> report.in";
-    for (const char* f : {"ens_pairs", "ens_test", "ens_train"})
+    for (const char* f : {"ens_pairs", "ens_test", "ens_train", "ens_embed", "ens_workers"})
       g += std::string("  save_") + f + ": {type: io.hdf5_writer, params: {path: " + (dir / (std::string(f) + ".h5")).string() + "}}\n";
-    e += ", ens.pairs -> save_ens_pairs.in, ens.submissions -> save_ens_test.in, ensfit.submissions -> save_ens_train.in";
+    e += ", ens.pairs -> save_ens_pairs.in, ens.submissions -> save_ens_test.in, ensfit.submissions -> save_ens_train.in,"
+         " ens.embeddings -> save_ens_embed.in, ens.workers -> save_ens_workers.in";
     for (int t = 1; t <= trainers; ++t) {
       const std::string n = std::to_string(t);
       g += "  t" + n + ": {type: torch.train, params: {model: {type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6,"
@@ -512,6 +513,12 @@ for key in own[0][1]:
 assert len(predicted) > 1, predicted
 assert abs(np.mean(ok) - float(rows["ensemble"]["retrieval"])) < 1e-4, (np.mean(ok), rows["ensemble"]["retrieval"])
 assert int(float(rows["ensemble"]["submissions"])) == len(ok)
+# The table embeddings and worker activations come once per member, tagged.
+for name, rows in (("ens_embed", 600), ("ens_workers", 40)):
+    f = h(name); member = f["member"][:]
+    assert list(member) == [0] * rows + [1] * rows, (name, member)
+    v = f["embedding" if name == "ens_embed" else "attributes"][:]
+    assert v.shape[0] == 2 * rows and not np.allclose(v[:rows], v[rows:]), name
 # Each member alone (argmax a with its own mapping), as the confusion file reports it.
 alone = [np.mean([mp[int(np.argmax(te[key]))] == truth[key] for key in te if truth[key] >= 0]) for (tr, te), mp in zip(own, maps)]
 text = open(f"{dir}/ens_confusion.md").read()
