@@ -546,6 +546,22 @@ print("ok", acc, np.mean(ok), predicted, alone)
   Result unmatched = run_graph(dir, "mixed.yaml", mixed);
   CHECK(unmatched.exit_code == 1);
   CHECK_THAT(unmatched.err, Catch::Contains("train submissions of member 1 but no test submissions of it"));
+  // A CEN and a plain id table are not one ensemble: the scorer says so.
+  const std::string kinds = "seed: 5\nnodes:\n"
+      "  read: {type: crowd.grid_reader, params: {path: " + csv + ", split: train, names: ids, with_members: true, batch_size: 128, epochs: 1}}\n"
+      "  test: {type: crowd.grid_reader, params: {path: " + csv + ", split: test, names: ids, with_members: true, batch_size: 552}}\n"
+      "  cen: {type: torch.train, params: {model: {type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6},"
+      " loss: {type: crowd.cen_loss}, optimizer: {type: torch.adam, lr: 0.01}, threads: 1}}\n"
+      "  table: {type: torch.train, params: {model: {type: crowd.id_table, images: 600, embedding_dim: 6},"
+      " loss: {type: torch.contrastive}, optimizer: {type: torch.adam, lr: 0.01}, threads: 1}}\n"
+      "  models: {type: core.funnel}\n"
+      "  ens: {type: crowd.cen_score, params: {threads: 1, ensemble: 2}}\n"
+      "  sink: {type: core.sink}\n"
+      "edges: [read.out -> cen.in, read.out -> table.in, cen.model -> models.in, table.model -> models.in, models.out -> ens.model,"
+      " test.out -> ens.pairs, ens.pairs -> sink.in]\n";
+  Result mixed_kinds = run_graph(dir, "kinds.yaml", kinds);
+  CHECK(mixed_kinds.exit_code == 1);
+  CHECK_THAT(mixed_kinds.err, Catch::Contains("ensemble members must all be crowd.cen models or all not"));
 }
 #endif
 
