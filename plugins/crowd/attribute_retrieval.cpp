@@ -181,14 +181,14 @@ class AttributeRetrieval final : public Node {
     for (const auto& [member, f] : fits)
       if (!test_of.count(member)) throw DataError(cat("train submissions of member ", member, " but no test submissions of it"));
     const std::int64_t first = fits.begin()->first;
+    const bool ensemble = fits.size() > 1;
+    // The paper's rule for one model: argmax a (or a * spread), mapped by that model's votes.
+    auto alone = [&](const Fit& f, const Sub& s, bool eff) { return eff ? f.map_eff[argmax(effective(s))] : f.map[argmax(s.a)]; };
     // One model: the paper's rule, argmax a mapped. An ensemble: the attribute with the largest
     // mean share, a member's share of attribute j being the part of its activation sum on the
     // dimensions it maps to j (probability averaging, as deep ensembles average softmax outputs).
     auto predict = [&](const Sub& s, bool eff) {
-      if (fits.size() == 1) {
-        const Fit& f = fits.begin()->second;
-        return eff ? f.map_eff[argmax(effective(s))] : f.map[argmax(s.a)];
-      }
+      if (!ensemble) return alone(fits.begin()->second, s, eff);
       std::vector<double> share(A, 0.0);
       for (const auto& [member, f] : fits) {
         auto it = test_of[member].find({s.worker, s.grid});
@@ -235,14 +235,14 @@ class AttributeRetrieval final : public Node {
     const double retrieval = n ? double(ok) / double(n) : NAN, retrieval_eff = n ? double(ok_eff) / double(n) : NAN;
     // An ensemble's members alone (argmax a, each with its own mapping): what combining them gained.
     std::string members_alone;
-    if (fits.size() > 1)
+    if (ensemble)
       for (const auto& [member, f] : fits) {
         std::int64_t member_n = 0, member_ok = 0;
         for (const auto& [key, sub] : test_of[member]) {
           const int t = truth_of(*sub);
           if (t < 0) continue;
           ++member_n;
-          member_ok += f.map[argmax(sub->a)] == t;
+          member_ok += alone(f, *sub, false) == t;
         }
         members_alone += cat(members_alone.empty() ? "" : ", ", show(member_n ? double(member_ok) / double(member_n) : NAN));
       }
@@ -265,14 +265,13 @@ class AttributeRetrieval final : public Node {
         c << "," << entropy[i] << "\n";
         md << " " << show(entropy[i]) << " |\n";
       }
-      if (members_alone.empty())
+      if (!ensemble)
         md << "\nretrieval (argmax a): " << show(retrieval) << " of " << n << " test submissions; argmax a*spread: " << show(retrieval_eff)
            << "\n";
       else
         md << "\nretrieval of the ensemble of " << fits.size() << " (largest mean attribute share): " << show(retrieval) << " of " << n
            << " test submissions; with a*spread: " << show(retrieval_eff) << "; each member alone (argmax a): " << members_alone << "\n";
       std::ofstream d(prefix + "_dimensions.csv");
-      const bool ensemble = fits.size() > 1;
       d << (ensemble ? "member," : "") << "dimension,mapped_attribute,mapped_attribute_effective";
       for (const auto& h : names_) d << ",votes_" << h;
       d << "\n";
@@ -293,7 +292,7 @@ class AttributeRetrieval final : public Node {
     double bias_r = NAN, top = NAN;
     if (workers_ && fits.count(0)) bias_r = worker_bias(fits.at(0).map, fits.at(0).votes, prefix, top);
     log_info(ctx_->id(), p.string("name"), ": attribute retrieval ", retrieval, " (effective ", retrieval_eff, ") on ", n,
-             " test submissions", members_alone.empty() ? std::string() : cat(" (ensemble of ", fits.size(), " models; alone ", members_alone, ")"),
+             " test submissions", !ensemble ? std::string() : cat(" (ensemble of ", fits.size(), " models; alone ", members_alone, ")"),
              "; worker bias r ", bias_r);
     Record r;
     r.set("method", Array::strings({p.string("name")}));
