@@ -101,6 +101,16 @@ void print_component_type(std::ostream& out, const ComponentType& t) {
   out << t.name << "  [component: " << t.kind << "]\n\n" << t.doc << "\n\n";
   out << "Plugin: " << t.plugin << " " << t.plugin_version << " (" << t.plugin_file << ")\n\nParameters:\n";
   print_params(out, t.params);
+  if (t.contract.empty() && !t.check) return;
+  out << "\nContract:\n";
+  for (const ContractSpec& c : t.contract) {
+    switch (c.kind) {
+      case ContractSpec::Kind::consumes: out << "  consumes from " << c.input << ": " << c.schema_text << "\n"; break;
+      case ContractSpec::Kind::one_of: out << "  consumes from " << c.input << " one of: " << c.schema_text << "\n"; break;
+      case ContractSpec::Kind::produces: out << "  produces: " << c.schema_text << "\n"; break;
+    }
+  }
+  if (t.check) out << "  (refined at graph load from its parameters and parts)\n";
 }
 
 static void params_json(std::ostream& out, const std::vector<ParamSpec>& params) {
@@ -122,6 +132,20 @@ static void params_json(std::ostream& out, const std::vector<ParamSpec>& params)
     out << "}";
   }
   out << (params.empty() ? "]" : "\n      ]");
+}
+
+static void contract_json(std::ostream& out, const std::vector<ContractSpec>& contract) {
+  out << "[";
+  for (std::size_t i = 0; i < contract.size(); ++i) {
+    const ContractSpec& c = contract[i];
+    const char* kind = c.kind == ContractSpec::Kind::produces ? "produces"
+                       : c.kind == ContractSpec::Kind::one_of ? "consumes_one_of"
+                                                              : "consumes";
+    out << (i ? ", " : "") << "{\"kind\": " << json_quote(kind);
+    if (!c.input.empty()) out << ", \"input\": " << json_quote(c.input);
+    out << ", \"schema\": " << json_quote(c.schema_text) << "}";
+  }
+  out << "]";
 }
 
 static void ports_json(std::ostream& out, const std::vector<PortSpec>& ports) {
@@ -158,6 +182,8 @@ void write_schema_json(std::ostream& out, const Registry& registry) {
         << ",\n      \"kind\": " << json_quote(t->kind) << ",\n      \"doc\": " << json_quote(t->doc)
         << ",\n      \"params\": ";
     params_json(out, t->params);
+    out << ",\n      \"contract\": ";
+    contract_json(out, t->contract);
     out << "\n    }";
     first = false;
   }

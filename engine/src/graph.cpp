@@ -12,7 +12,8 @@ namespace {
 // The view a node type's check hook gets of its node during validation.
 class CheckContext final : public SchemaContext {
  public:
-  CheckContext(ResolvedNode& node, std::vector<Diagnostic>& problems) : node_(node), problems_(problems) {}
+  CheckContext(ResolvedNode& node, const Registry& registry, std::vector<Diagnostic>& problems)
+      : node_(node), registry_(registry), problems_(problems) {}
   const std::string& node_id() const override { return node_.id(); }
   const Params& params() const override { return node_.params; }
   const PortSchema& input(const std::string& port) const override {
@@ -43,9 +44,21 @@ class CheckContext final : public SchemaContext {
         if (v->where().known()) where = v->where();
     problems_.push_back(Diagnostic{where, node_.id(), message});
   }
+  ComponentContract component(const std::string& param, const ContractInputs& inputs) override {
+    if (!node_.params.has(param)) return ComponentContract{};
+    return component_spec(node_.params.value(param), inputs, cat("param '", param, "'"), param);
+  }
+  ComponentContract component_spec(const Value& spec, const ContractInputs& inputs, const std::string& what,
+                                   const std::string& param) override {
+    std::vector<std::string> found;
+    ComponentContract contract = resolve_contract(registry_, spec, inputs, found);
+    for (const auto& msg : found) error(cat(what, ": ", msg), param);
+    return contract;
+  }
 
  private:
   ResolvedNode& node_;
+  const Registry& registry_;
   std::vector<Diagnostic>& problems_;
 };
 
@@ -319,7 +332,7 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
     for (std::size_t p = 0; p < rn.type->outputs.size(); ++p)
       rn.output_schemas[p] = substitute(rn.type->outputs[p].schema, param_ints, rn.bindings);
     if (rn.type->check) {
-      CheckContext ctx(rn, problems);
+      CheckContext ctx(rn, registry, problems);
       try {
         rn.type->check(ctx);
       } catch (const std::exception& ex) {

@@ -1,5 +1,6 @@
 #include "embedflow_engine/graph_file.hpp"
 
+#include <embedflow/yaml.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -23,78 +24,14 @@ NodeSpec* GraphSpec::node(const std::string& id) {
 
 namespace {
 
-SourceLocation loc(const std::string& file, const YAML::Mark& m) {
-  if (m.line < 0) return SourceLocation{file, 0, 0};
-  return SourceLocation{file, m.line + 1, m.column + 1};
-}
-
-Value to_value(const YAML::Node& n, const std::string& file, std::vector<Diagnostic>* problems = nullptr);
-
-// YAML 1.1 merge keys ("<<: *defaults", "<<: [*a, *b]"): the merged maps' entries join the map
-// where the "<<" stands, except keys the map sets itself; of several merged maps the earlier
-// wins. yaml-cpp parses "<<" as an ordinary key, so the graph file resolves it here. That lets a
-// graph declare a training once and vary only what differs, e.g. restarts of one model.
-void merge_into(Value::Map& entries, const YAML::Node& map, const YAML::Node& merged, const std::string& file,
-                std::vector<Diagnostic>* problems) {
-  auto explicit_key = [&](const std::string& k) {
-    for (const auto& kv : map)
-      if (kv.first.Scalar() == k) return true;
-    for (const auto& e : entries)
-      if (e.first == k) return true;
-    return false;
-  };
-  auto bad = [&](const YAML::Node& at) {
-    const std::string msg = "'<<' (a YAML merge key) takes a map or a list of maps, e.g. <<: *defaults";
-    if (!problems) throw std::runtime_error(msg);
-    problems->push_back(Diagnostic{loc(file, at.Mark()), "", msg});
-  };
-  std::vector<YAML::Node> sources;
-  if (merged.IsMap()) sources.push_back(merged);
-  else if (merged.IsSequence())
-    for (const auto& m : merged) sources.push_back(m);
-  for (const auto& m : sources) {
-    if (!m.IsMap()) {
-      bad(m);
-      continue;
-    }
-    Value merged_map = to_value(m, file, problems);  // resolves merge keys inside the merged map too
-    for (const auto& [key, value] : merged_map.as_map())
-      if (!explicit_key(key)) entries.emplace_back(key, value);
-  }
-  if (sources.empty()) bad(merged);
-}
-
-Value to_value(const YAML::Node& n, const std::string& file, std::vector<Diagnostic>* problems) {
-  Value v;
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: v = Value(); break;
-    case YAML::NodeType::Scalar: v = Value::from_scalar_text(n.Scalar(), n.Tag() == "!"); break;
-    case YAML::NodeType::Sequence: {
-      Value::List items;
-      for (const auto& item : n) items.push_back(to_value(item, file, problems));
-      v = Value::list(std::move(items));
-      break;
-    }
-    case YAML::NodeType::Map: {
-      Value::Map entries;
-      for (const auto& kv : n) {
-        if (kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!")
-          merge_into(entries, n, kv.second, file, problems);
-        else
-          entries.emplace_back(kv.first.Scalar(), to_value(kv.second, file, problems));
-      }
-      v = Value::map(std::move(entries));
-      break;
-    }
-  }
-  v.at(loc(file, n.Mark()));
-  return v;
-}
+SourceLocation loc(const std::string& file, const YAML::Mark& m) { return yaml_location(file, m.line, m.column); }
 
 struct Parser {
   std::string file;
   std::vector<Diagnostic>& problems;
+  std::size_t budget = 0;  // values converted so far: the alias-expansion limit is per document
+
+  Value to_value(const YAML::Node& n) { return yaml_to_value(n, file, &problems, &budget); }
 
   void fail(const YAML::Node& at, const std::string& msg, const std::string& node = "") {
     problems.push_back(Diagnostic{loc(file, at.Mark()), node, msg});
@@ -150,23 +87,23 @@ struct Parser {
       n.type_where = loc(file, body["type"].Mark());
     }
     if (body["params"]) {
-      n.params = to_value(body["params"], file, &problems);
+      n.params = to_value(body["params"]);
       if (!n.params.is_map() && !n.params.is_null()) fail(body["params"], "params must be a map", id);
     } else {
       n.params = Value::map({});
       n.params.at(n.where);
     }
     if (body["cache"]) {
-      n.cache = to_value(body["cache"], file, &problems);
+      n.cache = to_value(body["cache"]);
       if (!n.cache.is_boolean() && !n.cache.is_map()) fail(body["cache"], "cache is true, false or a map of options", id);
     }
     if (body["enabled"]) {
-      n.enabled = to_value(body["enabled"], file, &problems);
+      n.enabled = to_value(body["enabled"]);
       if (!n.enabled.is_boolean() && !n.enabled.is_string())
         fail(body["enabled"], "enabled is true, false or \"${variable}\"", id);
     }
     if (body["in_flight"]) {
-      Value v = to_value(body["in_flight"], file, &problems);
+      Value v = to_value(body["in_flight"]);
       if (!v.is_integer() || v.as_integer() < 1) fail(body["in_flight"], "in_flight must be a positive integer", id);
       else n.in_flight = v.as_integer();
     }
@@ -198,12 +135,12 @@ struct Parser {
       }
     }
     if (auto s = root["seed"]) {
-      Value v = to_value(s, file, &problems);
+      Value v = to_value(s);
       if (!v.is_integer() || v.as_integer() < 0) fail(s, "seed must be a non-negative integer");
       else g.seed = static_cast<std::uint64_t>(v.as_integer());
     }
     if (auto s = root["max_in_flight"]) {
-      Value v = to_value(s, file, &problems);
+      Value v = to_value(s);
       if (!v.is_integer() || v.as_integer() < 1) fail(s, "max_in_flight must be a positive integer");
       else g.max_in_flight = v.as_integer();
     }
@@ -216,7 +153,7 @@ struct Parser {
         for (const auto& kv : v) {
           static const std::regex name_pattern(R"(^[A-Za-z_]\w*$)");
           if (!std::regex_match(kv.first.Scalar(), name_pattern)) fail(kv.first, "bad variable name '" + kv.first.Scalar() + "'");
-          g.vars.emplace_back(kv.first.Scalar(), to_value(kv.second, file, &problems));
+          g.vars.emplace_back(kv.first.Scalar(), to_value(kv.second));
         }
     }
     auto nodes = root["nodes"];
@@ -240,15 +177,21 @@ struct Parser {
 }  // namespace
 
 GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems) {
-  YAML::Node root;
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(text);
+    docs = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     problems.push_back(Diagnostic{loc(file_name, e.mark), "", "malformed YAML: " + e.msg});
+  }
+  if (docs.size() > 1)
+    problems.push_back(Diagnostic{loc(file_name, docs[1].Mark()), "",
+                                  "a second YAML document ('---'): a graph file holds one"});
+  if (docs.size() > 1 || (docs.empty() && !problems.empty())) {
     GraphSpec g;
     g.file = file_name;
     return g;
   }
+  const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();  // empty text: "a graph file is a map"
   Parser p{file_name, problems};
   return p.parse(root, text);
 }
@@ -266,10 +209,6 @@ GraphSpec load_graph_file(const std::string& path, std::vector<Diagnostic>& prob
   return parse_graph_text(s.str(), path, problems);
 }
 
-Value parse_yaml_value(const std::string& text, const std::string& file_name) {
-  YAML::Node n = YAML::Load(text);
-  return to_value(n, file_name);
-}
 
 void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<Diagnostic>& problems) {
   SourceLocation where{"--set " + assignment, 0, 0};
@@ -282,9 +221,9 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
   std::string text = assignment.substr(eq + 1);
   Value value;
   try {
-    value = parse_yaml_value(text, where.file);
-  } catch (const YAML::Exception& e) {
-    problems.push_back(Diagnostic{where, "", "value is not valid YAML: " + e.msg});
+    value = parse_yaml(text, "");
+  } catch (const ConfigError& e) {
+    problems.push_back(Diagnostic{where, "", cat("value is not valid YAML (", e.what(), ")")});
     return;
   }
   value.at(where);

@@ -146,6 +146,7 @@ class NodeRuntime final : public NodeContext {
     if (source_) rt_.expected_records.fetch_add(n);
   }
   const std::string& graph_file() const override { return rt_.graph.spec.file; }
+  const Registry& registry() const override { return *rt_.graph.registry; }
   std::unique_ptr<Component> make_component(const std::string& param) const override {
     if (!rn_.params.has(param)) return nullptr;
     return rt_.graph.registry->instantiate(rn_.params.value(param), derive_seed(rn_.seed, param),

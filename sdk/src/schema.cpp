@@ -146,11 +146,35 @@ bool PortSchema::remove(const std::string& name) {
 }
 
 std::string PortSchema::str() const {
-  if (any_) return "*";
-  std::string s;
+  std::string s = any_ ? "*" : "";
   for (std::size_t i = 0; i < fields_.size(); ++i) s += (i ? ", " : "") + fields_[i].str();
+  for (const auto& [name, produces] : carried_) s += cat(s.empty() ? "" : "; ", "carries ", name, " -> {", produces->str(), "}");
   return s;
 }
+
+void PortSchema::set_carried(const std::string& name, PortSchema produces) {
+  auto p = std::make_shared<const PortSchema>(std::move(produces));
+  for (auto& [n, existing] : carried_)
+    if (n == name) {
+      existing = std::move(p);
+      return;
+    }
+  carried_.emplace_back(name, std::move(p));
+}
+
+const PortSchema* PortSchema::carried(const std::string& name) const {
+  for (const auto& [n, produces] : carried_)
+    if (n == name) return produces.get();
+  return nullptr;
+}
+
+namespace {
+// Schema transforms build a new field list; what the records carry stays as it was.
+PortSchema with_carried_of(PortSchema out, const PortSchema& from) {
+  for (const auto& [name, produces] : from.carried_all()) out.set_carried(name, *produces);
+  return out;
+}
+}  // namespace
 
 PortSchema substitute(const PortSchema& schema, const std::map<std::string, std::int64_t>& params,
                       const DimBindings& bindings) {
@@ -170,7 +194,7 @@ PortSchema substitute(const PortSchema& schema, const std::map<std::string, std:
       }
     result.add(std::move(f));
   }
-  return result;
+  return with_carried_of(std::move(result), schema);
 }
 
 bool unify(const PortSchema& produced, const PortSchema& required, DimBindings& bindings,
@@ -233,7 +257,7 @@ PortSchema batched(const PortSchema& s, const Dim& dim) {
     if (f.shape) f.shape->insert(f.shape->begin(), dim);
     out.add(std::move(f));
   }
-  return out;
+  return with_carried_of(std::move(out), s);
 }
 
 PortSchema unbatched(const PortSchema& s) {
@@ -243,7 +267,7 @@ PortSchema unbatched(const PortSchema& s) {
     if (f.shape && !f.shape->empty() && f.shape->front().kind != Dim::Kind::rest) f.shape->erase(f.shape->begin());
     out.add(std::move(f));
   }
-  return out;
+  return with_carried_of(std::move(out), s);
 }
 
 }  // namespace embedflow

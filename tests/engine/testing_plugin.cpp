@@ -91,7 +91,111 @@ class Lines final : public Node {
   std::int64_t n_ = 0, delay_us_ = 0;
 };
 
+// Component contracts without LibTorch: an encoder "model", a composite that stacks two models'
+// embeddings, a pair loss and a label loss, a trainer that checks them and emits snapshots that
+// carry the model's contract, and an embedder that takes D from the snapshot.
+class Inert final : public Component {
+ public:
+  explicit Inert(const ComponentContext&) {}
+};
+class Passing final : public Node {};
+
+Dim fixed_or_unknown(const PortSchema& s, const std::string& field, std::size_t dim) {
+  const FieldSchema* f = s.find(field);
+  if (!f || !f->shape || f->shape->size() <= dim) return Dim{};
+  return (*f->shape)[dim];
+}
+
+void register_contract_types(Registry& r) {
+  r.add(NodeTypeBuilder("testing.batches")
+            .doc("Declares pair batches (a_image, b_image, pair_label) or label batches (image, label) of "
+                 "f32[B,channels,28,28] images; emits nothing.")
+            .source()
+            .param(Param::choice("kind", {"pairs", "labels"}))
+            .param(Param::integer("channels").default_value(1).min(1))
+            .output("out", "*")
+            .check([](SchemaContext& c) {
+              std::string ch = std::to_string(c.params().integer("channels"));
+              std::string image = "f32[B," + ch + ",28,28]";
+              c.set_output("out", PortSchema::parse(c.params().string("kind") == "pairs"
+                                                        ? "a_image: " + image + ", b_image: " + image + ", pair_label: f32[B]"
+                                                        : "image: " + image + ", label: i64[B]"));
+            })
+            .create<Passing>());
+  r.add(ComponentTypeBuilder("testing.encoder", "model")
+            .doc("An image encoder's contract: channels in, dim out.")
+            .param(Param::integer("channels").default_value(1).min(1))
+            .param(Param::integer("dim").default_value(8).min(1))
+            .consumes("in", "image: f32[N,$channels,H,W]")
+            .produces("embedding: f32[N,$dim]")
+            .create<Inert>());
+  r.add(ComponentTypeBuilder("testing.stack", "model")
+            .doc("concat(a(x), b(x)): the embedding size is the sum of its parts'.")
+            .param(Param::component("a", "model"))
+            .param(Param::component("b", "model"))
+            .check([](ContractContext& c) {
+              const ComponentContract* a = c.part("a");
+              const ComponentContract* b = c.part("b");
+              Dim da = fixed_or_unknown(a->produces, "embedding", 1), db = fixed_or_unknown(b->produces, "embedding", 1);
+              Dim sum = da.kind == Dim::Kind::fixed && db.kind == Dim::Kind::fixed ? Dim{Dim::Kind::fixed, da.value + db.value, ""}
+                                                                                  : Dim{};
+              PortSchema out;
+              out.add(FieldSchema{"embedding", DType::f32, std::vector<Dim>{Dim{Dim::Kind::symbol, -1, "N"}, sum}});
+              c.contract().produces = out;
+            })
+            .create<Inert>());
+  r.add(ComponentTypeBuilder("testing.pair_loss", "loss")
+            .doc("A loss on pairs of embeddings.")
+            .consumes("batch", "a_image: any[N,...], b_image: any[N,...], pair_label: any[N]")
+            .consumes("outputs", "embedding: f32[N,D]")
+            .create<Inert>());
+  r.add(ComponentTypeBuilder("testing.label_loss", "loss")
+            .doc("A loss on labelled images.")
+            .consumes("batch", "image: any[N,...]")
+            .consumes_one_of("batch", "label: i64[N] | pair_labels: f32[N,N]")
+            .consumes("outputs", "embedding: f32[N,D]")
+            .create<Inert>());
+  r.add(NodeTypeBuilder("testing.trainer")
+            .doc("Resolves its model's and loss's contracts; snapshots carry the model's.")
+            .param(Param::component("model", "model"))
+            .param(Param::component("loss", "loss"))
+            .input("in", "*")
+            .output("model", "weights: u8[W], spec: str[1]")
+            .check([](SchemaContext& c) {
+              const PortSchema& in = c.input("in");
+              PortSchema images = PortSchema::any();
+              for (const char* f : {"image", "a_image"})
+                if (const FieldSchema* fs = in.find(f)) {
+                  FieldSchema as_input = *fs;
+                  as_input.name = "image";
+                  images.add(as_input);
+                  break;
+                }
+              ComponentContract model = c.component("model", {{"in", images}});
+              c.component("loss", {{"batch", in}, {"outputs", model.produces}});
+              PortSchema out = c.output("model");
+              out.set_carried("model", model.produces);
+              c.set_output("model", out);
+            })
+            .create<Passing>());
+  r.add(NodeTypeBuilder("testing.embedder")
+            .doc("Embeds with the snapshot's model: embedding f32[B,D], D from what the snapshot carries.")
+            .input("in", "image: any[B,...]")
+            .side_input("model", "weights: u8[W], spec: str[1]")
+            .output("out", "embedding: f32[B,D]")
+            .check([](SchemaContext& c) {
+              const PortSchema* produces = c.input("model").carried("model");
+              Dim d = produces ? fixed_or_unknown(*produces, "embedding", 1) : Dim{};
+              if (d.kind != Dim::Kind::fixed) return;
+              PortSchema out;
+              out.add(FieldSchema{"embedding", DType::f32, std::vector<Dim>{Dim{Dim::Kind::symbol, -1, "B"}, d}});
+              c.set_output("out", out);
+            })
+            .create<Passing>());
+}
+
 void register_types(Registry& r) {
+  register_contract_types(r);
   r.add(NodeTypeBuilder("testing.lines")
             .doc("Emits one record per line of a text file; appends 'run' to `log` when it opens.")
             .source()

@@ -61,7 +61,4 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
 // names are problems located at the value.
 void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems);
 
-// Converts YAML text to a Value with locations (used for --set values and tests).
-Value parse_yaml_value(const std::string& text, const std::string& file_name);
-
 }  // namespace embedflow::engine

@@ -65,16 +65,14 @@ class NodeContext {
   virtual void set_expected_items(std::uint64_t n) = 0;
   // The graph file, for messages and for resolving paths relative to it where a node wants to.
   virtual const std::string& graph_file() const = 0;
+  // The registry of the loaded plugins: nodes build components from specs they hold or receive
+  // (a model snapshot's spec) with build_component (registry.hpp), and resolve their contracts.
+  virtual const Registry& registry() const = 0;
   // Instantiates the component given in a `component` parameter.
   virtual std::unique_ptr<Component> make_component(const std::string& param) const = 0;
   template <class T>
   std::unique_ptr<T> component(const std::string& param) const {
-    auto c = make_component(param);
-    if (!c) return nullptr;
-    auto* typed = dynamic_cast<T*>(c.get());
-    if (!typed) throw ConfigError(cat("node '", id(), "': component '", param, "' does not implement the interface this node needs"));
-    c.release();
-    return std::unique_ptr<T>(typed);
+    return component_cast<T>(make_component(param), cat("node '", id(), "': component '", param, "'"));
   }
 };
 
@@ -107,6 +105,13 @@ class SchemaContext {
   virtual void set_output(const std::string& port, PortSchema schema) = 0;
   // A validation problem; `param` (optional) points the location at that parameter's value.
   virtual void error(const std::string& message, const std::string& param = "") = 0;
+  // The contract of the component in parameter `param` fed `inputs` (component.hpp); what it
+  // consumes that the inputs lack, and its own check's findings, are reported as errors at the
+  // parameter. An unset parameter gives an empty contract (produces any).
+  virtual ComponentContract component(const std::string& param, const ContractInputs& inputs) = 0;
+  // The same for a spec the node holds itself (`what` names it in messages).
+  virtual ComponentContract component_spec(const Value& spec, const ContractInputs& inputs, const std::string& what,
+                                           const std::string& param = "") = 0;
 };
 
 enum class Concurrency { serial, parallel };

@@ -26,7 +26,9 @@ class Registry {
   std::vector<std::string> node_type_names() const;
   std::vector<std::string> component_type_names(const std::string& kind = "") const;
 
-  // Instantiates a validated component spec ({type: ..., params...}).
+  // Instantiates a component spec ({type: ..., params...}), validating it and applying defaults
+  // (a spec read back from a snapshot was validated by another run). The one place components
+  // are built: node params, nested params and specs nodes hold all come through here.
   std::unique_ptr<Component> instantiate(const Value& spec, std::uint64_t seed, const std::string& owner) const;
 
   // Set by the plugin loader around each registration call, stamped onto registered types.
@@ -37,5 +39,12 @@ class Registry {
   std::map<std::string, ComponentType> components_;
   std::string plugin_, plugin_file_, plugin_version_;
 };
+
+// Builds a component from a spec and narrows it to the interface T (ConfigError naming `owner`
+// when the type does not implement it): e.g. a model rebuilt from a snapshot's spec text.
+template <class T>
+std::unique_ptr<T> build_component(const Registry& registry, const Value& spec, std::uint64_t seed, const std::string& owner) {
+  return component_cast<T>(registry.instantiate(spec, seed, owner), owner);
+}
 
 }  // namespace embedflow

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,9 +53,18 @@ class PortSchema {
   bool remove(const std::string& name);
   std::string str() const;
 
+  // Records on this port carry a component in serialised form (a model snapshot: weights and
+  // spec); `produces` is what that component gives once rebuilt (its contract). This is how a
+  // trained model's embedding size travels from torch.train through core.keep_best or a funnel
+  // to torch.embed at graph load. Carried contracts are not fields: unify ignores them.
+  void set_carried(const std::string& name, PortSchema produces);
+  const PortSchema* carried(const std::string& name) const;  // nullptr when not declared
+  const std::vector<std::pair<std::string, std::shared_ptr<const PortSchema>>>& carried_all() const { return carried_; }
+
  private:
   bool any_ = true;
   std::vector<FieldSchema> fields_;
+  std::vector<std::pair<std::string, std::shared_ptr<const PortSchema>>> carried_;
 };
 
 // Symbol bindings of one node: symbol -> concrete size.

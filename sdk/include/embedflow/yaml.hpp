@@ -1,0 +1,41 @@
+// YAML text -> Value: the one conversion the engine (graph files, --set values) and plugins
+// (component specs carried in model snapshots and checkpoints) share.
+//
+// Every Value keeps where it was written. YAML 1.1 merge keys ("<<: *defaults") are resolved.
+// Aliases are followed, within limits: nesting deeper than kMaxYamlDepth (a self-referencing
+// alias such as `&L {x: *L}` is infinitely deep) and documents that expand to more than
+// kMaxYamlValues values (an alias bomb: nine nested lists of nine aliases each) are errors, not
+// crashes or gigabytes.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "embedflow/error.hpp"
+#include "embedflow/value.hpp"
+
+namespace YAML {
+class Node;
+}
+
+namespace embedflow {
+
+inline constexpr int kMaxYamlDepth = 256;
+inline constexpr std::size_t kMaxYamlValues = 1'000'000;
+
+// Parses one YAML document. Throws ConfigError "FILE:LINE:COL: message" on malformed YAML, on a
+// second document, or past the limits above. `file` names the text in locations and messages.
+Value parse_yaml(const std::string& text, const std::string& file);
+
+// The conversion of an already-parsed node (the graph-file parser walks the document itself to
+// locate keys). Problems found below `node` (a bad merge key, a limit) are appended to `problems`
+// when given, else thrown as ConfigError. `budget` counts values converted so far across calls
+// on one document.
+Value yaml_to_value(const YAML::Node& node, const std::string& file, std::vector<Diagnostic>* problems,
+                    std::size_t* budget = nullptr);
+
+// The location of a yaml-cpp mark (0-based line/column) as a 1-based SourceLocation.
+SourceLocation yaml_location(const std::string& file, int line, int column);
+
+}  // namespace embedflow

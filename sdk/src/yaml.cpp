@@ -1,0 +1,125 @@
+#include "embedflow/yaml.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+namespace embedflow {
+
+SourceLocation yaml_location(const std::string& file, int line, int column) {
+  if (line < 0) return SourceLocation{file, 0, 0};
+  return SourceLocation{file, line + 1, column + 1};
+}
+
+namespace {
+
+SourceLocation loc(const std::string& file, const YAML::Mark& m) { return yaml_location(file, m.line, m.column); }
+
+// Stops the walk: limits are not recoverable problems (the rest of the document would repeat them).
+struct LimitReached {
+  Diagnostic diagnostic;
+};
+
+struct Converter {
+  const std::string& file;
+  std::vector<Diagnostic>* problems;
+  std::size_t& budget;
+
+  void problem(const YAML::Node& at, const std::string& msg) {
+    Diagnostic d{loc(file, at.Mark()), "", msg};
+    if (!problems) throw ConfigError(d.str());
+    problems->push_back(std::move(d));
+  }
+
+  // YAML 1.1 merge keys ("<<: *defaults", "<<: [*a, *b]"): the merged maps' entries join the map
+  // where the "<<" stands, except keys the map sets itself; of several merged maps the earlier
+  // wins. yaml-cpp parses "<<" as an ordinary key, so it is resolved here. That lets a graph
+  // declare a training once and vary only what differs, e.g. restarts of one model.
+  void merge_into(Value::Map& entries, const YAML::Node& map, const YAML::Node& merged, int depth) {
+    auto explicit_key = [&](const std::string& k) {
+      for (const auto& kv : map)
+        if (kv.first.Scalar() == k) return true;
+      for (const auto& e : entries)
+        if (e.first == k) return true;
+      return false;
+    };
+    std::vector<YAML::Node> sources;
+    if (merged.IsMap()) sources.push_back(merged);
+    else if (merged.IsSequence())
+      for (const auto& m : merged) sources.push_back(m);
+    for (const auto& m : sources) {
+      if (!m.IsMap()) {
+        problem(m, "'<<' (a YAML merge key) takes a map or a list of maps, e.g. <<: *defaults");
+        continue;
+      }
+      Value merged_map = convert(m, depth + 1);  // resolves merge keys inside the merged map too
+      for (const auto& [key, value] : merged_map.as_map())
+        if (!explicit_key(key)) entries.emplace_back(key, value);
+    }
+    if (sources.empty()) problem(merged, "'<<' (a YAML merge key) takes a map or a list of maps, e.g. <<: *defaults");
+  }
+
+  Value convert(const YAML::Node& n, int depth) {
+    if (depth > kMaxYamlDepth)
+      throw LimitReached{Diagnostic{loc(file, n.Mark()), "",
+                                    cat("YAML nested deeper than ", kMaxYamlDepth,
+                                        " levels (an alias that refers to itself, e.g. &a [*a]?)")}};
+    if (++budget > kMaxYamlValues)
+      throw LimitReached{Diagnostic{loc(file, n.Mark()), "",
+                                    cat("YAML expands to more than ", kMaxYamlValues,
+                                        " values (aliases repeating aliases: an alias bomb?)")}};
+    Value v;
+    switch (n.Type()) {
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined: v = Value(); break;
+      case YAML::NodeType::Scalar: v = Value::from_scalar_text(n.Scalar(), n.Tag() == "!"); break;
+      case YAML::NodeType::Sequence: {
+        Value::List items;
+        for (const auto& item : n) items.push_back(convert(item, depth + 1));
+        v = Value::list(std::move(items));
+        break;
+      }
+      case YAML::NodeType::Map: {
+        Value::Map entries;
+        for (const auto& kv : n) {
+          if (kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!")
+            merge_into(entries, n, kv.second, depth);
+          else
+            entries.emplace_back(kv.first.Scalar(), convert(kv.second, depth + 1));
+        }
+        v = Value::map(std::move(entries));
+        break;
+      }
+    }
+    v.at(loc(file, n.Mark()));
+    return v;
+  }
+};
+
+}  // namespace
+
+Value yaml_to_value(const YAML::Node& node, const std::string& file, std::vector<Diagnostic>* problems,
+                    std::size_t* budget) {
+  std::size_t local = 0;
+  Converter c{file, problems, budget ? *budget : local};
+  try {
+    return c.convert(node, 0);
+  } catch (const LimitReached& limit) {
+    if (!problems) throw ConfigError(limit.diagnostic.str());
+    problems->push_back(limit.diagnostic);
+    return Value();
+  }
+}
+
+Value parse_yaml(const std::string& text, const std::string& file) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(Diagnostic{loc(file, e.mark), "", "malformed YAML: " + e.msg}.str());
+  }
+  if (docs.size() > 1)
+    throw ConfigError(Diagnostic{loc(file, docs[1].Mark()), "", "a second YAML document ('---') where one is expected"}.str());
+  if (docs.empty()) return Value().at(SourceLocation{file, 0, 0});
+  return yaml_to_value(docs.front(), file, nullptr);
+}
+
+}  // namespace embedflow
