@@ -1,6 +1,8 @@
 // The CLI end to end: exit codes, messages, inspect, dot, trace.
 #include <catch2/catch.hpp>
 
+#include <embedflow/embedflow.hpp>
+
 #include "cli.hpp"
 
 using namespace embedflow::test;
@@ -60,7 +62,7 @@ edges: [numbers.out -> bomb.in, bomb.out -> out.in]
 TEST_CASE("a plugin with a mismatched ABI refuses to load, naming both versions") {
   Result r = run_cli({"inspect", std::string("--plugin-path=") + EMBEDFLOW_BAD_PLUGIN_DIR});
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains(cat("libembedflow_badabi.so: built for embedflow ABI ", EMBEDFLOW_ABI_VERSION + 41,
+  CHECK_THAT(r.err, Catch::Contains(embedflow::cat("libembedflow_badabi.so: built for embedflow ABI ", EMBEDFLOW_ABI_VERSION + 41,
                                               " but this engine has ABI ", EMBEDFLOW_ABI_VERSION)));
 }
 

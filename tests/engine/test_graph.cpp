@@ -1,6 +1,8 @@
 // Graph files and validation, in process: every error class, located and all at once.
 #include <catch2/catch.hpp>
 
+#include <embedflow/embedflow.hpp>
+
 #include "cli.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
