@@ -12,14 +12,12 @@
 #include <fstream>
 
 #include <embedflow/csv.hpp>
+#include <embedflow/plot/line_chart.hpp>
 
 #include "eval_types.hpp"
-#include "plot.hpp"
 
 namespace embedflow::eval {
 namespace {
-
-using namespace evalcore;
 
 const std::vector<std::string> kMetrics{"p_at_1", "r_precision", "map_at_r"};
 const std::vector<std::string> kMetricLabels{"P@1", "R-precision", "MAP@R"};

@@ -19,9 +19,10 @@
 #include <fstream>
 #include <map>
 
+#include <embedflow/features.hpp>
+#include <embedflow/plot/line_chart.hpp>
+
 #include "eval_types.hpp"
-#include "features.hpp"
-#include "plot.hpp"
 #include "report.hpp"
 #include "retrieval.hpp"
 

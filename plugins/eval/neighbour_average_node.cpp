@@ -27,8 +27,9 @@
 //   edges: [query.out -> dba.in, dba.out -> eval.query]
 #include <cmath>
 
+#include <embedflow/features.hpp>
+
 #include "eval_types.hpp"
-#include "features.hpp"
 #include "parallel.hpp"
 #include "retrieval.hpp"
 

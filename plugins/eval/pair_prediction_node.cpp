@@ -14,8 +14,9 @@
 //     emb:   {type: io.hdf5_reader, params: {path: data/reid_128.h5, object: gallery, batch_size: 256}}
 //     pairs: {type: eval.pair_prediction, params: {pairs: data/test_pairs.csv, validation_pairs: data/val_pairs.csv, out: out/pairs}}
 //   edges: [emb.out -> pairs.in]
+#include <embedflow/features.hpp>
+
 #include "eval_types.hpp"
-#include "features.hpp"
 #include "judgements.hpp"
 #include "report.hpp"
 

@@ -48,8 +48,9 @@
 #include <cstdio>
 #include <map>
 
+#include <embedflow/plot/line_chart.hpp>
+
 #include "eval_types.hpp"
-#include "plot.hpp"
 #include "report.hpp"
 
 namespace embedflow::eval {

@@ -5,7 +5,7 @@
 #include <map>
 #include <sstream>
 
-#include "plot.hpp"
+#include <embedflow/plot/line_chart.hpp>
 
 namespace embedflow::eval {
 

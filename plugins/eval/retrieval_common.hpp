@@ -3,11 +3,11 @@
 #pragma once
 
 #include <embedflow/embedflow.hpp>
+#include <embedflow/features.hpp>
 
 #include <functional>
 #include <string>
 
-#include "features.hpp"
 #include "report.hpp"
 #include "retrieval.hpp"
 
@@ -30,8 +30,8 @@ struct RetrievalSettings {
 // Writes <out>.json, <out>.md, <out>_cmc.png (and <out>_ranklists.csv with keep_top) and
 // returns the metrics record. `extra` adds fields to the JSON object (clustering scores).
 Record write_retrieval_outputs(const RetrievalSettings& s, const evalcore::RetrievalResult& r,
-                               const evalcore::FeatureSet& query, const evalcore::FeatureSet& gallery,
-                               const std::function<void(evalcore::JsonWriter&)>& extra = {});
+                               const FeatureSet& query, const FeatureSet& gallery,
+                               const std::function<void(JsonWriter&)>& extra = {});
 
 // "47.26 [46.10, 48.31]" from a fraction and an optional CI.
 std::string percent_with_ci(double v, const evalcore::RetrievalSummary& s, const std::string& ci_name);

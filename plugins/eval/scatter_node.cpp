@@ -27,13 +27,12 @@
 #include <filesystem>
 #include <map>
 
+#include <embedflow/plot/line_chart.hpp>
+
 #include "eval_types.hpp"
-#include "plot.hpp"
 
 namespace embedflow::eval {
 namespace {
-
-using namespace evalcore;
 
 class Scatter final : public Node {
  public:

@@ -17,8 +17,9 @@
 //   edges: [emb.out -> acc.in]
 #include <cblas.h>
 
+#include <embedflow/features.hpp>
+
 #include "eval_types.hpp"
-#include "features.hpp"
 #include "judgements.hpp"
 #include "report.hpp"
 

@@ -15,7 +15,7 @@ Record transform_record(const metriccore::Transform& t, const std::string& metho
   return r;
 }
 
-metriccore::Data as_data(const evalcore::FeatureSet& f, std::vector<double>& storage) {
+metriccore::Data as_data(const FeatureSet& f, std::vector<double>& storage) {
   storage.assign(f.x.begin(), f.x.end());
   return {storage.data(), f.rows(), static_cast<int>(std::max<std::int64_t>(f.dim, 0)), f.label.empty() ? nullptr : f.label.data()};
 }

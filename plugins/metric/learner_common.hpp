@@ -3,8 +3,8 @@
 #pragma once
 
 #include <embedflow/embedflow.hpp>
+#include <embedflow/features.hpp>
 
-#include "features.hpp"
 #include "learners.hpp"
 
 namespace embedflow::metric {
@@ -28,10 +28,10 @@ class Learner : public Node {
   std::string out_;  // optional report prefix
 
  private:
-  evalcore::FeatureSet train_, validation_;
+  FeatureSet train_, validation_;
   std::vector<double> train_x_, validation_x_;
 };
 
-metriccore::Data as_data(const evalcore::FeatureSet& f, std::vector<double>& storage);
+metriccore::Data as_data(const FeatureSet& f, std::vector<double>& storage);
 
 }  // namespace embedflow::metric

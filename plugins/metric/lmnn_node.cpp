@@ -19,10 +19,11 @@
 //   edges:
 //     - train.out -> lmnn.train
 //     - lmnn.transform -> sink.in
+#include <embedflow/plot/line_chart.hpp>
+#include <embedflow/report_files.hpp>
+
 #include "learner_common.hpp"
 #include "metric_types.hpp"
-#include "plot.hpp"
-#include "report.hpp"
 
 namespace embedflow::metric {
 namespace {
@@ -44,20 +45,20 @@ class Lmnn final : public Learner {
     log_info(ctx.id(), "LMNN: objective ", r.objective.front(), " -> ", r.objective.back(), " in ", r.iterations,
              " iterations; active triplets ", r.active_triplets.front(), " -> ", r.active_triplets.back());
     if (!out_.empty()) {
-      evalcore::JsonWriter j;
+      JsonWriter j;
       j.begin_object().field("k", o.k).field("push_weight", o.push_weight).field("iterations", r.iterations);
       j.field("final_learning_rate", r.final_learning_rate).key("objective").numbers(r.objective);
       std::vector<double> active(r.active_triplets.begin(), r.active_triplets.end());
       j.key("active_triplets").numbers(active).end_object();
-      evalcore::write_text_atomic(out_ + ".json", j.str() + "\n");
-      evalcore::LineChart c;
+      write_text_atomic(out_ + ".json", j.str() + "\n");
+      LineChart c;
       c.title = "LMNN objective";
       c.x_label = "accepted step";
       c.y_label = "objective";
-      evalcore::PlotSeries s{"objective", {}, r.objective};
+      PlotSeries s{"objective", {}, r.objective};
       for (std::size_t i = 0; i < r.objective.size(); ++i) s.x.push_back(double(i));
       c.series.push_back(s);
-      evalcore::save_line_chart(out_ + "_objective.png", c);
+      save_line_chart(out_ + "_objective.png", c);
     }
     return r.transform;
   }

@@ -26,11 +26,12 @@
 
 #include <cstdio>
 
+#include <embedflow/plot/line_chart.hpp>
+#include <embedflow/report_files.hpp>
+
 #include "learner_common.hpp"
 #include "metric_types.hpp"
 #include "npy.hpp"
-#include "plot.hpp"
-#include "report.hpp"
 
 namespace embedflow::metric {
 namespace {
@@ -77,22 +78,22 @@ class SgdMahalanobis final : public Learner {
              r.validation_loss.empty() ? std::string() : cat("; validation ", r.validation_loss.front(), " -> ", r.validation_loss.back()),
              "; final lr ", r.learning_rate.back());
     if (!out_.empty()) {
-      evalcore::JsonWriter j;
+      JsonWriter j;
       j.begin_object().field("loss", p.string("loss")).field("epochs", o.epochs);
       j.key("train_loss").numbers(r.train_loss).key("learning_rate").numbers(r.learning_rate);
       std::vector<double> ve(r.validation_epoch.begin(), r.validation_epoch.end());
       j.key("validation_epoch").numbers(ve).key("validation_loss").numbers(r.validation_loss);
       j.field("min_eigenvalue_seen", r.max_negative_eigenvalue).end_object();
-      evalcore::write_text_atomic(out_ + ".json", j.str() + "\n");
-      evalcore::LineChart c;
+      write_text_atomic(out_ + ".json", j.str() + "\n");
+      LineChart c;
       c.title = cat("SGD Mahalanobis (", p.string("loss"), ")");
       c.x_label = "epoch";
       c.y_label = "loss";
-      evalcore::PlotSeries tr{"train", {}, r.train_loss};
+      PlotSeries tr{"train", {}, r.train_loss};
       for (std::size_t i = 0; i < r.train_loss.size(); ++i) tr.x.push_back(double(i + 1));
       c.series.push_back(tr);
       if (!r.validation_loss.empty()) c.series.push_back({"validation", ve, r.validation_loss});
-      evalcore::save_line_chart(out_ + "_loss.png", c);
+      save_line_chart(out_ + "_loss.png", c);
     }
     return r.transform;
   }

@@ -14,6 +14,7 @@
 namespace evaltest {
 
 using namespace embedflow::evalcore;
+using embedflow::MatrixView;
 
 inline std::vector<float> random_matrix(std::int64_t rows, std::int64_t cols, std::uint64_t seed, bool nonnegative = false,
                                         bool integers = false) {

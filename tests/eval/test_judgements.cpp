@@ -6,6 +6,7 @@
 #include "judgements.hpp"
 
 using namespace embedflow::evalcore;
+using embedflow::MatrixView;
 namespace et = embedflow::test;
 
 TEST_CASE("Wang et al. triplet file and CSV triplets", "[eval][judgements]") {

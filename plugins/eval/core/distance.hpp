@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "embedflow/features.hpp"  // MatrixView
+
 namespace embedflow::evalcore {
 
 enum class DistanceKind {
@@ -34,14 +36,6 @@ enum class DistanceKind {
 struct DistanceSpec {
   DistanceKind kind = DistanceKind::euclidean;
   double gamma = 1.0;  // kernels only
-};
-
-// Row-major rows x cols floats, not owned.
-struct MatrixView {
-  const float* data = nullptr;
-  std::int64_t rows = 0;
-  std::int64_t cols = 0;
-  const float* row(std::int64_t i) const { return data + i * cols; }
 };
 
 // Throws std::invalid_argument naming the accepted names.

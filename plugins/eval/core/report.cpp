@@ -2,120 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include "embedflow/error.hpp"
 
 namespace embedflow::evalcore {
-
-std::string json_quote(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          o += buf;
-        } else {
-          o += static_cast<char>(c);
-        }
-    }
-  }
-  return o + "\"";
-}
-
-void JsonWriter::separate() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (!first_.back()) out_ += ",";
-  if (depth_ > 0) out_ += "\n" + std::string(static_cast<std::size_t>(depth_) * 2, ' ');
-  first_.back() = false;
-}
-JsonWriter& JsonWriter::begin_object() {
-  separate();
-  out_ += "{";
-  first_.push_back(true);
-  ++depth_;
-  return *this;
-}
-JsonWriter& JsonWriter::end_object() {
-  const bool empty = first_.back();
-  first_.pop_back();
-  --depth_;
-  if (!empty) out_ += "\n" + std::string(static_cast<std::size_t>(depth_) * 2, ' ');
-  out_ += "}";
-  return *this;
-}
-JsonWriter& JsonWriter::begin_array() {
-  separate();
-  out_ += "[";
-  first_.push_back(true);
-  ++depth_;
-  return *this;
-}
-JsonWriter& JsonWriter::end_array() {
-  const bool empty = first_.back();
-  first_.pop_back();
-  --depth_;
-  if (!empty) out_ += "\n" + std::string(static_cast<std::size_t>(depth_) * 2, ' ');
-  out_ += "]";
-  return *this;
-}
-JsonWriter& JsonWriter::key(const std::string& k) {
-  separate();
-  out_ += json_quote(k) + ": ";
-  after_key_ = true;
-  return *this;
-}
-JsonWriter& JsonWriter::value(double v) {
-  if (!std::isfinite(v)) return null();
-  separate();
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  out_ += buf;
-  return *this;
-}
-JsonWriter& JsonWriter::value(std::int64_t v) {
-  separate();
-  out_ += std::to_string(v);
-  return *this;
-}
-JsonWriter& JsonWriter::value(bool v) {
-  separate();
-  out_ += v ? "true" : "false";
-  return *this;
-}
-JsonWriter& JsonWriter::value(const std::string& v) {
-  separate();
-  out_ += json_quote(v);
-  return *this;
-}
-JsonWriter& JsonWriter::null() {
-  separate();
-  out_ += "null";
-  return *this;
-}
-JsonWriter& JsonWriter::numbers(const std::vector<double>& v) {
-  // Curves stay on one line: a 50-point CMC as 50 lines would bury the summary.
-  separate();
-  out_ += "[";
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", std::isfinite(v[i]) ? v[i] : 0.0);
-    out_ += std::isfinite(v[i]) ? buf : (i ? ", null" : "null");
-  }
-  out_ += "]";
-  return *this;
-}
 
 std::string markdown_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
   std::string s = "|";
@@ -135,23 +25,6 @@ std::string percent(double fraction, int decimals) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, 100 * fraction);
   return buf;
-}
-
-void write_text_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) throw Error(cat("cannot create directory '", p.parent_path().string(), "': ", ec.message()));
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error(cat("cannot write '", tmp, "'"));
-    out << text;
-    if (!out) throw Error(cat("write to '", tmp, "' failed"));
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) throw Error(cat("cannot rename '", tmp, "' to '", path, "': ", ec.message()));
 }
 
 void write_summary_json(JsonWriter& j, const RetrievalSummary& s, const std::vector<int>& ranks) {

@@ -7,10 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "distance.hpp"
 #include "embedflow/record.hpp"
 
-namespace embedflow::evalcore {
+namespace embedflow {
+
+// Row-major rows x cols floats, not owned.
+struct MatrixView {
+  const float* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  const float* row(std::int64_t i) const { return data + i * cols; }
+};
 
 struct FeatureSet {
   std::string what;  // "query", "gallery", "train": used in messages
@@ -29,4 +36,4 @@ struct FeatureSet {
   void append(const float* rows, std::int64_t n, std::int64_t d);  // labels left empty
 };
 
-}  // namespace embedflow::evalcore
+}  // namespace embedflow

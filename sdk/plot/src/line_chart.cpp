@@ -1,4 +1,4 @@
-#include "plot.hpp"
+#include "embedflow/plot/line_chart.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "embedflow/error.hpp"
 
-namespace embedflow::evalcore {
+namespace embedflow {
 
 namespace {
 
@@ -190,4 +190,4 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
   if (!ok) throw Error(cat("cannot write plot '", path, "'"));
 }
 
-}  // namespace embedflow::evalcore
+}  // namespace embedflow

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace embedflow::evalcore {
+namespace embedflow {
 
 struct PlotSeries {
   std::string name;
@@ -36,4 +36,4 @@ void save_line_chart(const std::string& path, const LineChart& chart);
 // Tick positions covering [lo, hi] with a 1-2-5 step, about `target` of them.
 std::vector<double> nice_ticks(double lo, double hi, int target);
 
-}  // namespace embedflow::evalcore
+}  // namespace embedflow

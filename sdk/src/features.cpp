@@ -1,10 +1,10 @@
-#include "features.hpp"
+#include "embedflow/features.hpp"
 
 #include <cmath>
 
 #include "embedflow/error.hpp"
 
-namespace embedflow::evalcore {
+namespace embedflow {
 
 namespace {
 std::vector<std::int64_t> integers(const Array& a, const std::string& what, const char* field, std::int64_t n) {
@@ -75,4 +75,4 @@ void FeatureSet::append(const Record& batch, bool need_label) {
   ++batches;
 }
 
-}  // namespace embedflow::evalcore
+}  // namespace embedflow
