@@ -310,3 +310,15 @@ TEST_CASE("component contracts are declared once and shown by inspect") {
                     Catch::Contains("two or more alternatives"));
   CHECK_THROWS_WITH(ComponentTypeBuilder("x.y", "loss").consumes("batch", "label: i64[N"), Catch::Contains("label"));
 }
+
+TEST_CASE("hostile YAML in graph files and --set values is a located problem") {
+  auto p = problems_of("vars: {loop: &L {x: *L}}\nnodes:\n  a: {type: core.range, params: {count: 1}}\n");
+  REQUIRE(!p.empty());
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:1:") && Catch::Contains("nested deeper than 256"));
+  p = problems_of("nodes:\n  a: {type: core.range, params: {count: 1}}\n", {"a.count=&a [*a]"});
+  REQUIRE(!p.empty());
+  CHECK_THAT(p[0], Catch::StartsWith("--set a.count=&a [*a]: value is not valid YAML") && Catch::Contains("nested deeper"));
+  p = problems_of("nodes:\n  a: {type: core.range, params: {count: 1}}\n---\nnodes: {}\n");
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:4:1: a second YAML document"));
+}

@@ -1,0 +1,58 @@
+// The SDK's one YAML -> Value conversion: locations, merge keys, and the limits that turn
+// hostile documents (self-referencing aliases, alias bombs, a second document) into errors.
+#include <catch2/catch.hpp>
+
+#include <embedflow/embedflow.hpp>
+#include <embedflow/yaml.hpp>
+
+using namespace embedflow;
+
+TEST_CASE("YAML text becomes a located Value with merge keys resolved") {
+  Value v = parse_yaml("base: &b {lr: 0.1, epochs: 2}\nrun:\n  <<: *b\n  epochs: 5\nname: '007'\n", "spec.yaml");
+  REQUIRE(v.is_map());
+  const Value* run = v.get("run");
+  REQUIRE(run);
+  CHECK(run->get("epochs")->as_integer() == 5);  // explicit keys win over merged ones
+  CHECK(run->get("lr")->as_number() == 0.1);
+  CHECK(v.get("name")->is_string());  // quoted: stays a string
+  CHECK(v.get("name")->as_string() == "007");
+  CHECK(run->get("epochs")->where().str() == "spec.yaml:4:11");
+}
+
+TEST_CASE("hostile YAML is an error with a location, not a crash") {
+  // An alias that refers to itself is infinitely deep.
+  CHECK_THROWS_WITH(parse_yaml("loop: &L {x: *L}\n", "g.yaml"),
+                    Catch::StartsWith("g.yaml:") && Catch::Contains("nested deeper than 256"));
+  CHECK_THROWS_WITH(parse_yaml("&a [*a]", "v"), Catch::Contains("nested deeper"));
+  // "Billion laughs": nine levels of nine aliases is 9^9 values.
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  std::string prev = "a";
+  for (char level = 'b'; level <= 'i'; ++level) {
+    std::string name(1, level);
+    bomb += name + ": &" + name + " [";
+    for (int i = 0; i < 9; ++i) bomb += (i ? ", *" : "*") + prev;
+    bomb += "]\n";
+    prev = name;
+  }
+  CHECK_THROWS_WITH(parse_yaml(bomb, "bomb.yaml"), Catch::Contains("expands to more than 1000000 values"));
+  CHECK_THROWS_WITH(parse_yaml("a: 1\n---\nb: 2\n", "two.yaml"),
+                    Catch::StartsWith("two.yaml:3:1:") && Catch::Contains("a second YAML document"));
+  CHECK_THROWS_WITH(parse_yaml("a: [1, 2\n", "bad.yaml"), Catch::StartsWith("bad.yaml:") && Catch::Contains("malformed YAML"));
+  CHECK_THROWS_WITH(parse_yaml("a: {<<: 3}\n", "m.yaml"), Catch::Contains("merge key"));
+}
+
+TEST_CASE("a depth just inside the limit converts") {
+  std::string deep;
+  for (int i = 0; i < 200; ++i) deep += "[";
+  deep += "1";
+  for (int i = 0; i < 200; ++i) deep += "]";
+  Value v = parse_yaml(deep, "deep.yaml");
+  int depth = 0;
+  const Value* cur = &v;
+  while (cur->is_list()) {
+    cur = &cur->as_list().front();
+    ++depth;
+  }
+  CHECK(depth == 200);
+  CHECK(cur->as_integer() == 1);
+}
