@@ -231,6 +231,10 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
       ref.port = static_cast<std::size_t>(i);
       return true;
     };
+    if (es.from_node == es.to_node) {
+      problems.push_back(Diagnostic{es.where, es.from_node, cat("edge '", es.text, "' connects the node to itself")});
+      continue;
+    }
     ResolvedEdge e;
     e.spec = &es;
     bool ok_from = endpoint(es.from_node, es.from_port, true, e.from);

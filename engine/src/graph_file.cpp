@@ -33,6 +33,16 @@ struct Parser {
 
   Value to_value(const YAML::Node& n) { return yaml_to_value(n, file, &problems, &budget); }
 
+  // The maps the parser reads by key itself (the file, a node, vars): a repeated key would make
+  // yaml-cpp's lookup see only the first, so of two `nodes:` blocks one would vanish silently.
+  void repeated_keys(const YAML::Node& map, const std::string& node = "") {
+    std::map<std::string, int> seen;
+    for (const auto& kv : map) {
+      auto [first, fresh] = seen.emplace(kv.first.Scalar(), kv.first.Mark().line + 1);
+      if (!fresh) fail(kv.first, cat("key '", kv.first.Scalar(), "' is given twice (first at line ", first->second, ")"), node);
+    }
+  }
+
   void fail(const YAML::Node& at, const std::string& msg, const std::string& node = "") {
     problems.push_back(Diagnostic{loc(file, at.Mark()), node, msg});
   }
@@ -72,6 +82,7 @@ struct Parser {
       return;
     }
     static const std::set<std::string> keys{"type", "params", "cache", "enabled", "in_flight", "doc"};
+    repeated_keys(body, id);
     for (const auto& kv : body) {
       const std::string k = kv.first.Scalar();
       if (!keys.count(k)) {
@@ -126,6 +137,7 @@ struct Parser {
       return g;
     }
     static const std::set<std::string> keys{"seed", "vars", "nodes", "edges", "max_in_flight", "description"};
+    repeated_keys(root);
     for (const auto& kv : root) {
       const std::string k = kv.first.Scalar();
       if (!keys.count(k)) {
@@ -149,7 +161,7 @@ struct Parser {
     }
     if (auto v = root["vars"]) {
       if (!v.IsMap()) fail(v, "'vars' must be a map of name: value");
-      else
+      else if (repeated_keys(v), true)
         for (const auto& kv : v) {
           static const std::regex name_pattern(R"(^[A-Za-z_]\w*$)");
           if (!std::regex_match(kv.first.Scalar(), name_pattern)) fail(kv.first, "bad variable name '" + kv.first.Scalar() + "'");

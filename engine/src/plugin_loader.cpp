@@ -2,10 +2,13 @@
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <dlfcn.h>
+#include <elf.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -33,6 +36,37 @@ std::vector<std::string> PluginLoader::default_search_path(const std::vector<std
   return path;
 }
 
+namespace {
+
+// dlopen maps a library and faults (SIGBUS) when it touches a page past the end of a truncated
+// file, killing the process with no message. Every part the loader maps is named in the ELF
+// headers, so checking them against the file size first turns that into an error.
+void check_elf_whole(const std::string& path) {
+  auto bad = [&](const std::string& why) { throw ConfigError(cat("plugin ", path, ": cannot load: ", why)); };
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) bad("not a regular file");
+  const std::uint64_t size = fs::file_size(path, ec);
+  if (ec) bad(ec.message());
+  std::ifstream f(path, std::ios::binary);
+  Elf64_Ehdr eh{};
+  if (!f.read(reinterpret_cast<char*>(&eh), sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    bad("not an ELF shared library");
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr)) bad("not a 64-bit ELF library");
+  auto beyond = [&](std::uint64_t offset, std::uint64_t length) { return offset > size || length > size - offset; };
+  if (beyond(eh.e_phoff, std::uint64_t{eh.e_phnum} * eh.e_phentsize) ||
+      (eh.e_shnum && beyond(eh.e_shoff, std::uint64_t{eh.e_shnum} * eh.e_shentsize)))
+    bad(cat("truncated or damaged (", size, " bytes; its headers reach past the end)"));
+  f.seekg(static_cast<std::streamoff>(eh.e_phoff));
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    if (!f.read(reinterpret_cast<char*>(&ph), sizeof ph)) bad("truncated program headers");
+    if (ph.p_type == PT_LOAD && beyond(ph.p_offset, ph.p_filesz))
+      bad(cat("truncated or damaged (", size, " bytes; a segment ends at byte ", ph.p_offset + ph.p_filesz, ")"));
+  }
+}
+
+}  // namespace
+
 PluginLoader::PluginLoader(std::vector<std::string> search_path) : search_path_(std::move(search_path)) {}
 
 void PluginLoader::load_all(Registry& registry) {
@@ -56,6 +90,7 @@ void PluginLoader::load_all(Registry& registry) {
 }
 
 void PluginLoader::load_file(const std::string& path, Registry& registry) {
+  check_elf_whole(path);  // also refuses a FIFO named like a plugin, which would block the read
   auto lib = std::make_shared<boost::dll::shared_library>();
   boost::system::error_code ec;
   lib->load(path, boost::dll::load_mode::default_mode, ec);

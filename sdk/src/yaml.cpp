@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
+
 namespace embedflow {
 
 SourceLocation yaml_location(const std::string& file, int line, int column) {
@@ -79,11 +81,20 @@ struct Converter {
       }
       case YAML::NodeType::Map: {
         Value::Map entries;
+        std::map<std::string, YAML::Mark> seen;
         for (const auto& kv : n) {
-          if (kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!")
+          if (kv.first.IsScalar() && kv.first.Scalar() == "<<" && kv.first.Tag() != "!") {
             merge_into(entries, n, kv.second, depth);
-          else
-            entries.emplace_back(kv.first.Scalar(), convert(kv.second, depth + 1));
+            continue;
+          }
+          // yaml-cpp keeps both entries of a repeated key and lookups see the first: say so
+          // rather than let one of `{count: 3, count: 5}` win silently.
+          auto [first, fresh] = seen.emplace(kv.first.Scalar(), kv.first.Mark());
+          if (!fresh) {
+            problem(kv.first, cat("key '", kv.first.Scalar(), "' is given twice (first at line ", first->second.line + 1, ")"));
+            continue;
+          }
+          entries.emplace_back(kv.first.Scalar(), convert(kv.second, depth + 1));
         }
         v = Value::map(std::move(entries));
         break;

@@ -208,3 +208,25 @@ TEST_CASE("enabled: false leaves out a branch and what only it fed") {
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("enabled must be true or false"));
 }
+
+TEST_CASE("damaged plugin files, FIFOs and missing plugin dirs are refused with a message") {
+  auto dir = scratch_dir("damaged_plugins");
+  // A plugin cut to half its bytes would fault (SIGBUS) inside dlopen; the ELF headers say so first.
+  std::string whole = read_file(std::string(EMBEDFLOW_TESTING_PLUGIN_DIR) + "/libembedflow_testing.so");
+  write_file(dir / "libembedflow_testing.so", whole.substr(0, whole.size() / 2));
+  Result cut = run_cli({"inspect", "--plugin-path=" + dir.string()});
+  CHECK(cut.exit_code == 2);
+  CHECK_THAT(cut.err, Catch::Contains("libembedflow_testing.so: cannot load: truncated or damaged"));
+  std::filesystem::remove(dir / "libembedflow_testing.so");
+  // A FIFO would block the read forever.
+  REQUIRE(run_process({"/usr/bin/mkfifo", (dir / "libembedflow_fifo.so").string()}).exit_code == 0);
+  Result fifo = run_cli({"inspect", "--plugin-path=" + dir.string()});
+  CHECK(fifo.exit_code == 2);
+  CHECK_THAT(fifo.err, Catch::Contains("libembedflow_fifo.so: cannot load: not a regular file"));
+  Result missing = run_cli({"validate", source_dir() + "/graphs/quickstart.yaml", "--plugin-path=/nonexistent/plugins"});
+  CHECK(missing.exit_code == 2);
+  CHECK_THAT(missing.err, Catch::Contains("--plugin-path /nonexistent/plugins: no such directory"));
+  Result seed = run_cli({"run", source_dir() + "/graphs/quickstart.yaml", "--seed", "-5"});
+  CHECK(seed.exit_code == 2);
+  CHECK_THAT(seed.err, Catch::Contains("--seed must be a non-negative integer"));
+}

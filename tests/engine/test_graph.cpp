@@ -322,3 +322,19 @@ TEST_CASE("hostile YAML in graph files and --set values is a located problem") {
   REQUIRE(p.size() == 1);
   CHECK_THAT(p[0], Catch::StartsWith("g.yaml:4:1: a second YAML document"));
 }
+
+TEST_CASE("repeated keys and self-edges are located problems, not silent choices") {
+  auto p = problems_of("nodes:\n  a: {type: core.range, params: {count: 3, count: 5}}\n");
+  REQUIRE(p.size() == 1);
+  CHECK(p[0] == "g.yaml:2:44: key 'count' is given twice (first at line 2)");
+  p = problems_of("nodes:\n  a: {type: core.range, params: {count: 3}}\nnodes:\n  b: {type: core.range, params: {count: 3}}\n");
+  REQUIRE(!p.empty());
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:3:1: key 'nodes' is given twice (first at line 1)"));
+  p = problems_of("nodes:\n  a: {type: core.limit, type: core.sink, params: {count: 3}}\n");
+  REQUIRE(!p.empty());
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:2:25: node 'a': key 'type' is given twice"));
+  p = problems_of("nodes:\n  n: {type: core.range, params: {count: 3}}\n  a: {type: core.limit, params: {count: 3}}\n"
+                  "edges:\n  - n -> a\n  - a -> a\n");
+  REQUIRE(p.size() == 1);
+  CHECK(p[0] == "g.yaml:6:5: node 'a': edge 'a -> a' connects the node to itself");
+}

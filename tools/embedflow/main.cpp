@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -79,6 +80,14 @@ void configure_logging(const Common& c) {
 
 bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out) {
   static std::unique_ptr<PluginLoader> loader;  // libraries stay resident until exit
+  // A directory the user names must exist: a typo would otherwise load the default plugins.
+  for (const auto& dir : c.plugin_path) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) {
+      std::cerr << "embedflow: --plugin-path " << dir << ": no such directory\n";
+      return false;
+    }
+  }
   loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(c.plugin_path));
   out = loader.get();
   try {
@@ -180,6 +189,10 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   Registry registry;
   ResolvedGraph g;
+  if (seed < -1 || (seed == -1 && std::find(args.begin(), args.end(), "--seed") != args.end())) {
+    std::cerr << "embedflow run: --seed must be a non-negative integer\n";
+    return kExitInvalid;
+  }
   std::optional<std::uint64_t> seed_override;
   if (seed >= 0) seed_override = static_cast<std::uint64_t>(seed);
   if (!load_graph(graph, c, seed_override, registry, g)) return kExitInvalid;
