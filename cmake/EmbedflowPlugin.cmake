@@ -6,7 +6,9 @@ function(embedflow_add_plugin)
   set(target embedflow_${P_NAME})
   add_library(${target} MODULE ${P_SOURCES})
   target_link_libraries(${target} PRIVATE embedflow::sdk ${P_LIBS})
-  set_target_properties(${target} PROPERTIES PREFIX "lib" OUTPUT_NAME "embedflow_${P_NAME}")
+  # build/plugins/../lib, or <prefix>/lib/embedflow/plugins/../.. = <prefix>/lib when installed.
+  set_target_properties(${target} PROPERTIES PREFIX "lib" OUTPUT_NAME "embedflow_${P_NAME}"
+    INSTALL_RPATH "$ORIGIN/../lib;$ORIGIN/../..")
   if(DEFINED EMBEDFLOW_PLUGIN_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${EMBEDFLOW_PLUGIN_DIR})
   endif()

@@ -230,3 +230,29 @@ TEST_CASE("damaged plugin files, FIFOs and missing plugin dirs are refused with 
   CHECK(seed.exit_code == 2);
   CHECK_THAT(seed.err, Catch::Contains("--seed must be a non-negative integer"));
 }
+
+TEST_CASE("no built binary searches the working directory for libraries") {
+  // An empty RUNPATH entry (or a relative one) is the working directory: running embedflow in a
+  // downloaded data folder would load a libtbb.so.12 found there.
+  Result r = run_python(R"(
+import os, subprocess, sys
+bad, seen = [], 0
+for sub in ("bin", "lib", "plugins", "tests"):
+    d = os.path.join(sys.argv[1], sub)
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        p = os.path.join(d, name)
+        if not os.path.isfile(p) or os.path.islink(p) or open(p, "rb").read(4) != b"\x7fELF":
+            continue
+        out = subprocess.run(["readelf", "-d", p], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if "RUNPATH" in line or "RPATH" in line:
+                seen += 1
+                entries = line.split("[", 1)[1].rsplit("]", 1)[0].split(":")
+                bad += [f"{p}: {line.strip()}" for e in entries if not e.startswith("/") and not e.startswith("$ORIGIN")]
+print(seen)
+print("\n".join(bad))
+)", {binary_dir()});
+  REQUIRE(r.exit_code == 0);
+  CHECK(std::stoi(r.out) >= 5);
+  CHECK(r.out.substr(r.out.find('\n') + 1) == "\n");
+}
