@@ -218,8 +218,9 @@ edges: [numbers.out -> agg.in, agg.out -> show.in]
   CHECK(run_cli({"run", g, "-q", "--set", "agg.op=core.max"}).out == "{value: 100, count: 101}\n");
 }
 
-TEST_CASE("SIGINT drains the graph, closes outputs and exits 130") {
-  auto dir = scratch_dir("sigint");
+TEST_CASE("SIGINT and SIGTERM drain the graph, close outputs and exit 130 / 143") {
+  int sig = GENERATE(SIGINT, SIGTERM);
+  auto dir = scratch_dir(sig == SIGINT ? "sigint" : "sigterm");
   std::string printed = (dir / "printed.txt").string();
   write_file(dir / "g.yaml", R"(nodes:
   numbers: {type: core.range, params: {count: 1000000000}}
@@ -228,9 +229,9 @@ edges: [numbers.out -> show.in]
 )");
   Child child = spawn_cli({"run", (dir / "g.yaml").string(), "-q"});
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  kill(child.pid, SIGINT);
+  kill(child.pid, sig);
   Result r = wait_child(child);
-  CHECK(r.exit_code == 130);
+  CHECK(r.exit_code == 128 + sig);
   // The sink closed its file: every line is complete and numbered without gaps.
   auto out = lines(read_file(printed));
   REQUIRE(out.size() > 10);

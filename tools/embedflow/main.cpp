@@ -6,7 +6,7 @@
 //   embedflow dot G.yaml [-o g.dot]    Graphviz drawing with port schemas
 //   embedflow cache ls|info|rm|gc      stage cache entries
 //
-// Exit codes: 0 done, 1 runtime failure, 2 invalid usage or graph, 130 interrupted.
+// Exit codes: 0 done, 1 runtime failure, 2 invalid usage or graph, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 #include <boost/program_options.hpp>
 #include <unistd.h>
 
@@ -35,11 +35,14 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};
 
-void on_sigint(int) {
-  // First Ctrl-C drains the graph; a second one gets the default behaviour (terminate).
+void on_stop_signal(int sig) {
+  // The first Ctrl-C (SIGINT) or SIGTERM (kill, a job scheduler's stop) drains the graph, closes
+  // outputs and removes temporaries; a second one gets the default behaviour (terminate).
+  g_signal.store(sig);
   g_stop.store(true);
-  std::signal(SIGINT, SIG_DFL);
+  std::signal(sig, SIG_DFL);
 }
 
 constexpr int kExitOk = 0, kExitFailure = 1, kExitInvalid = 2;
@@ -218,7 +221,8 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cerr << "cache plan: " << (no_cache ? "--no-cache given" : "no node has cache: enabled")
               << "; every node runs\n";
   }
-  std::signal(SIGINT, on_sigint);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   RunOptions options;
   if (!plans.empty()) options.plans = &plans;
   options.threads = threads;
@@ -227,12 +231,16 @@ int cmd_run(const std::vector<std::string>& args) {
   options.progress = !c.quiet && isatty(STDERR_FILENO);
   RunResult r = run_graph(g, options);
   std::signal(SIGINT, SIG_DFL);
-  if (r.exit_code != 0 && r.exit_code != 130) {
+  std::signal(SIGTERM, SIG_DFL);
+  // A drained stop exits as the shell reports the signal: 130 for SIGINT, 143 for SIGTERM.
+  if (r.exit_code == 130 && g_signal.load() == SIGTERM) r.exit_code = 128 + SIGTERM;
+  if (r.exit_code != 0 && r.exit_code != 130 && r.exit_code != 128 + SIGTERM) {
     std::cerr << "embedflow: " << r.error << "\n";
     return r.exit_code;
   }
   if (!c.quiet)
-    std::cerr << (r.exit_code == 130 ? "interrupted" : "done") << ": " << r.source_records << " source records in "
+    std::cerr << (r.exit_code == 0 ? "done" : g_signal.load() == SIGTERM ? "terminated" : "interrupted") << ": "
+              << r.source_records << " source records in "
               << r.seconds << " s\n";
   if (!trace.empty() && !c.quiet) std::cerr << "trace written to " << trace << "\n";
   return r.exit_code;
