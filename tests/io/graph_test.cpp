@@ -154,3 +154,32 @@ TEST_CASE("io.hdf5_reader names a missing file at load", "[io][cli]") {
   REQUIRE_THAT(res.err + res.out, Catch::Contains("missing.yaml:") && Catch::Contains("node 'read'") &&
                                       Catch::Contains("nowhere.h5: no such file"));
 }
+
+TEST_CASE("io.hdf5_reader refuses a dataset that declares rows it does not store", "[io][cli][python]") {
+  // 2^40 rows of 8 floats declared, one chunk written: ~1.7 KB on disk. Sized from the declared
+  // shape, the reader would ask for gigabytes; read as declared, it would stream zeros.
+  fs::path dir = scratch_dir("io-declared");
+  fs::path file = dir / "huge.h5";
+  auto py = run_python(R"PY(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("x", shape=(2**40, 8), maxshape=(None, 8), chunks=(64, 8), dtype=np.float32)
+    d[:64] = 1.0
+    f["label"] = np.zeros(4, dtype=np.int64)
+print("ok")
+)PY",
+                       {file.string()});
+  REQUIRE(py.exit_code == 0);
+  write_file(dir / "read.yaml",
+             "nodes:\n"
+             "  read: {type: io.hdf5_reader, params: {path: " + file.string() + ", fields: [x], batch_size: 64}}\n"
+             "  show: {type: core.sink}\n"
+             "edges: [read.out -> show.in]\n");
+  auto res = run_cli({"run", (dir / "read.yaml").string(), "-q"});
+  INFO(res.out << res.err);
+  CHECK(res.exit_code != 0);
+  CHECK(res.exit_code != 139);
+  CHECK_THAT(res.err, Catch::Contains("huge.h5") && Catch::Contains("declares 1099511627776 rows") &&
+                          Catch::Contains("truncated or damaged"));
+  CHECK(res.max_rss_kb < 500 * 1024);
+}

@@ -222,6 +222,9 @@ struct Table::Column {
       if (!base) return false;
       std::int64_t chunks = (rows + info.chunk_rows - 1) / info.chunk_rows;
       std::size_t chunk_bytes = static_cast<std::size_t>(info.chunk_rows) * row_bytes;
+      // The table below is sized from the declared shape: a damaged or hostile file declaring
+      // 2^40 rows must not make it terabytes. Whole chunks that cannot fit are not there.
+      if (static_cast<double>(chunks) * static_cast<double>(chunk_bytes) > static_cast<double>(file_size)) return false;
       std::vector<hsize_t> coord(chunk.size(), 0);
       chunk_addr_.resize(static_cast<std::size_t>(chunks));
       for (std::int64_t k = 0; k < chunks; ++k) {
@@ -366,6 +369,15 @@ std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hi
     c->dataset.reset();
     c->dataset = Handle(H5Dopen2(parent, name.c_str(), access), H5Dclose);
     if (!c->dataset.valid()) throw CorruptFileError(file->path, cat("cannot open dataset '", object, "': ", detail::last_error()));
+  }
+  // Unallocated chunks read back as fill values: rows a file declares but does not store would
+  // arrive as zeros. Unfiltered fixed-size data must be stored whole.
+  if (!filtered && c->info.dtype != DType::string && c->rows > 0) {
+    double declared = static_cast<double>(c->rows) * static_cast<double>(c->row_bytes);
+    double stored = static_cast<double>(H5Dget_storage_size(c->dataset));
+    if (stored < declared)
+      throw CorruptFileError(file->path, cat("dataset '", object, "' declares ", c->rows, " rows (", declared,
+                                             " bytes) but stores ", stored, " bytes: truncated or damaged"));
   }
   return c;
 }
