@@ -373,7 +373,9 @@ std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hi
   // Unallocated chunks read back as fill values: rows a file declares but does not store would
   // arrive as zeros. Unfiltered fixed-size data must be stored whole.
   if (!filtered && c->info.dtype != DType::string && c->rows > 0) {
-    double declared = static_cast<double>(c->rows) * static_cast<double>(c->row_bytes);
+    Handle stored_type(H5Dget_type(c->dataset), H5Tclose);  // the file's element size (f16 is read as f32)
+    double declared = static_cast<double>(c->rows) * static_cast<double>(c->row_elems) *
+                      static_cast<double>(H5Tget_size(stored_type));
     double stored = static_cast<double>(H5Dget_storage_size(c->dataset));
     if (stored < declared)
       throw CorruptFileError(file->path, cat("dataset '", object, "' declares ", c->rows, " rows (", declared,
