@@ -317,16 +317,9 @@ std::vector<ParamSpec> image_table_params() {
           Param::number("init_std").default_value(0.5).min(0.0).doc("standard deviation of the table's normal initialisation")};
 }
 
-ComponentType cen_model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params,
-                             std::function<std::unique_ptr<Component>(const ComponentContext&)> make) {
-  ComponentTypeBuilder b(name, "model");
-  b.doc(doc);
-  for (auto& p : params) b.param(std::move(p));
-  for (auto& p : common_model_params()) b.param(std::move(p));
-  return b.create(std::move(make));
-}
+}  // namespace
 
-std::vector<ComponentType> cen_model_components() {
+ComponentType cen_type() {
   std::vector<ParamSpec> cen = image_table_params();
   cen.push_back(Param::choice("variant", {"worker", "context", "mixture"}).default_value("mixture").doc(
       "which attribute encoder weights the distance: worker a^w, context a^g, or mixture a^w + a^g"));
@@ -356,75 +349,53 @@ std::vector<ComponentType> cen_model_components() {
   cen.push_back(Param::component("encoder", "model").optional().doc(
       "image encoder on pixels instead of the id table, e.g. {type: torch.small_cnn, in_channels: 3, embedding_dim: 8} "
       "(its embedding_dim must equal this one)"));
+  return model_type("crowd.cen",
+                    "Context Embedding Network (docs/crowd.md): image embeddings x_i (an id table, or `encoder` on "
+                    "pixels) and attribute activations a = ReLU(Q onehot(w)) (worker), ReLU(P Shot(g) + b) (context) "
+                    "or their sum (mixture), for d = ||a * (x_i - x_j)||. Model input: the image field (ids as f32 "
+                    "for the table); crowd.cen_loss also reads worker and members. Train with crowd.cen_loss, "
+                    "score with crowd.cen_score.",
+                    std::move(cen), model_factory<CenModel>());
+}
+
+ComponentType id_table_type() {
   std::vector<ParamSpec> table = image_table_params();
   table.push_back(Param::integer("images").min(1).doc("image ids 0..images-1"));
-  return {
-      cen_model_type("crowd.cen",
-                     "Context Embedding Network (docs/crowd.md): image embeddings x_i (an id table, or `encoder` on "
-                     "pixels) and attribute activations a = ReLU(Q onehot(w)) (worker), ReLU(P Shot(g) + b) (context) "
-                     "or their sum (mixture), for d = ||a * (x_i - x_j)||. Model input: the image field (ids as f32 "
-                     "for the table); crowd.cen_loss also reads worker and members. Train with crowd.cen_loss, "
-                     "score with crowd.cen_score.",
-                     std::move(cen), [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<CenModel>(c); }),
-      cen_model_type("crowd.id_table",
-                     "An embedding table over image ids (the CEN's one-hot image encoder alone): input f32/i64 ids [N] "
-                     "(crowd.grid_reader names: ids), output f32[N,K]. The siamese and triplet baselines of docs/crowd.md.",
-                     std::move(table), [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<IdTable>(c); }),
-      cen_model_type("crowd.unique",
-                     "Runs `model` once per distinct input row of a batch and gathers the rows back: the same embeddings "
-                     "and gradients, ~20x cheaper on pair batches of whole submissions (a pixel siamese or triplet "
-                     "baseline beside a crowd.cen with an encoder).",
-                     {Param::component("model", "model").doc("the wrapped model, e.g. {type: torch.small_cnn, in_channels: 3}")},
-                     [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<Unique>(c); }),
-  };
+  return model_type("crowd.id_table",
+                    "An embedding table over image ids (the CEN's one-hot image encoder alone): input f32/i64 ids [N] "
+                    "(crowd.grid_reader names: ids), output f32[N,K]. The siamese and triplet baselines of docs/crowd.md.",
+                    std::move(table), model_factory<IdTable>());
 }
 
-}  // namespace
-
-std::vector<ComponentType> cen_components() {
-  std::vector<ComponentType> out = cen_model_components();
-  out.push_back(
-      ComponentTypeBuilder("crowd.cen_loss", "loss")
-          .doc("The CEN loss on crowd pair batches (a_image, b_image, pair_label, worker, members; docs/crowd.md): "
-               "gamma l max(0, d - xi_p) + (1 - l) max(0, xi_n - d) + l1 ||a||_1 + l2 (||x_i|| + ||x_j||), d = "
-               "||a * (x_i - x_j)||, mean over the batch. Needs a crowd.cen model.")
-          .param(Param::number("positive_margin").default_value(0.1).min(0.0).doc("xi_p: similar pairs closer than this cost nothing"))
-          .param(Param::number("negative_margin").default_value(1.0).min(0.0).doc("xi_n: dissimilar pairs farther than this cost nothing"))
-          .param(Param::number("positive_weight").default_value(1.0).min(0.0).doc("gamma, the weight of the similar-pair term"))
-          .param(Param::number("l1").default_value(0.001).min(0.0).doc("lambda1, the L1 penalty on the attribute activation a"))
-          .param(Param::number("l2").default_value(0.001).min(0.0).doc("lambda2, the L2 penalty on each image embedding"))
-          .create<CenLoss>());
-  return out;
+ComponentType unique_type() {
+  return model_type("crowd.unique",
+                    "Runs `model` once per distinct input row of a batch and gathers the rows back: the same embeddings "
+                    "and gradients, ~20x cheaper on pair batches of whole submissions (a pixel siamese or triplet "
+                    "baseline beside a crowd.cen with an encoder).",
+                    {Param::component("model", "model").doc("the wrapped model, e.g. {type: torch.small_cnn, in_channels: 3}")},
+                    model_factory<Unique>());
 }
 
-namespace {
-const Registry& cen_loss_registry() {
-  static const Registry registry = [] {
-    Registry r;
-    for (auto& c : cen_components())
-      if (c.kind == "loss") r.add(std::move(c));
-    return r;
-  }();
-  return registry;
-}
-}  // namespace
-
-const Registry& cen_registry() {
-  static const Registry registry = [] {
-    Registry r;
-    for (auto& c : model_components()) r.add(std::move(c));
-    for (auto& c : cen_model_components()) r.add(std::move(c));
-    return r;
-  }();
-  return registry;
-}
-
-std::unique_ptr<Model> build_cen_or_model(const Value& spec, std::uint64_t seed, const std::string& owner) {
-  return build_model(spec, seed, owner, cen_registry());
+ComponentType cen_loss_type() {
+  return ComponentTypeBuilder("crowd.cen_loss", "loss")
+      .doc("The CEN loss on crowd pair batches (a_image, b_image, pair_label, worker, members; docs/crowd.md): "
+           "gamma l max(0, d - xi_p) + (1 - l) max(0, xi_n - d) + l1 ||a||_1 + l2 (||x_i|| + ||x_j||), d = "
+           "||a * (x_i - x_j)||, mean over the batch. Needs a crowd.cen model.")
+      .param(Param::number("positive_margin").default_value(0.1).min(0.0).doc("xi_p: similar pairs closer than this cost nothing"))
+      .param(Param::number("negative_margin").default_value(1.0).min(0.0).doc("xi_n: dissimilar pairs farther than this cost nothing"))
+      .param(Param::number("positive_weight").default_value(1.0).min(0.0).doc("gamma, the weight of the similar-pair term"))
+      .param(Param::number("l1").default_value(0.001).min(0.0).doc("lambda1, the L1 penalty on the attribute activation a"))
+      .param(Param::number("l2").default_value(0.001).min(0.0).doc("lambda2, the L2 penalty on each image embedding"))
+      .create<CenLoss>();
 }
 
 double evaluate_cen_loss(const Value& spec, const Record& batch) {
-  std::unique_ptr<Component> c = cen_loss_registry().instantiate(spec, 1, "evaluate_cen_loss");
+  static const Registry registry = [] {
+    Registry r;
+    r.add(cen_loss_type());
+    return r;
+  }();
+  std::unique_ptr<Component> c = registry.instantiate(spec, 1, "evaluate_cen_loss");
   auto* loss = dynamic_cast<CenLoss*>(c.get());
   if (!loss) throw ConfigError(cat("evaluate_cen_loss: ", spec.str(), " is not crowd.cen_loss"));
   torch::NoGradGuard no_grad;

@@ -100,9 +100,4 @@ torch::Tensor embed_unique(Model& model, const torch::Tensor& x);
 // in [0, n); `what` names the field in the DataError.
 torch::Tensor ids_from(const torch::Tensor& t, std::int64_t n, const std::string& what);
 
-// The registry a CEN snapshot is rebuilt with: the family's models plus crowd.cen and
-// crowd.id_table (torch.embed's family_registry does not know them; see docs/crowd.md).
-const Registry& cen_registry();
-std::unique_ptr<Model> build_cen_or_model(const Value& spec, std::uint64_t seed, const std::string& owner);
-
 }  // namespace embedflow::torchfam

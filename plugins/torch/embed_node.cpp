@@ -29,11 +29,10 @@
 //     save:  {type: io.hdf5_writer, params: {path: out/embeddings.h5, group: embeddings}}
 //   edges: [test.out -> embed.in, embed.out -> save.in]
 #include <filesystem>
-#include <regex>
 
 #include "bridge.hpp"
 #include "catalog.hpp"
-#include "cen.hpp"
+#include "checkpoint.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "mosaic.hpp"
@@ -42,22 +41,6 @@
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
 namespace {
-
-fs::path newest_checkpoint(const fs::path& dir) {
-  static const std::regex re("step-([0-9]+)\\.pt");
-  fs::path best;
-  long long best_step = -1;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, re) && std::stoll(m[1].str()) > best_step) {
-      best_step = std::stoll(m[1].str());
-      best = e.path();
-    }
-  }
-  if (best.empty()) throw ConfigError(cat("checkpoint: no step-*.pt file in ", dir.string()));
-  return best;
-}
 
 // Where weights come from: a checkpoint file or a snapshot record.
 struct WeightsSource {
@@ -100,7 +83,11 @@ class Embed final : public Node {
     mosaic_scale_ = p.integer("mosaic_scale");
     if (!p.string("checkpoint").empty()) {
       fs::path path = p.string("checkpoint");
-      if (fs::is_directory(path)) path = newest_checkpoint(path);
+      if (fs::is_directory(path)) {
+        auto all = list_checkpoints(path);
+        if (all.empty()) throw ConfigError(cat("checkpoint: no step-*.pt file in ", path.string()));
+        path = all.back().second;
+      }
       if (!fs::exists(path)) throw ConfigError(cat("checkpoint '", path.string(), "' does not exist"));
       WeightsSource s;
       s.file = path;
@@ -171,7 +158,7 @@ class Embed final : public Node {
       if (has_model_param_) {
         model_ = ctx_->component<Model>("model");
       } else {
-        model_ = build_cen_or_model(spec_from_text(s.spec), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", s.what));
+        model_ = build_model(spec_from_text(s.spec), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", s.what));
         built_spec_ = s.spec;
       }
     }

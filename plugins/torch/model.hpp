@@ -1,5 +1,6 @@
-// The model interface of the torch family (components of kind "model") and the helpers that
-// move model state in and out of LibTorch archives (checkpoints, snapshots, `weights` files).
+// The model interface of the torch family (components of kind "model", model.cpp) and the helpers
+// that move model state in and out of LibTorch archives (checkpoints, snapshots, `weights` files;
+// model_state.cpp).
 //
 // A Model turns a batch of inputs [N, ...] into embeddings [N, D]. The interface is wider than
 // that so later members of the family fit without changing the trainer: forward_all returns
@@ -13,7 +14,9 @@
 
 #include <embedflow/embedflow.hpp>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,10 +26,21 @@ namespace embedflow::torchfam {
 using TensorMap = std::map<std::string, torch::Tensor>;
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
+using ComponentFactory = std::function<std::unique_ptr<Component>(const ComponentContext&)>;
+
 // device, normalize, freeze, weights: declared by every model type.
 std::vector<ParamSpec> common_model_params();
+// A model component type: its own `params`, then common_model_params().
+ComponentType model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params,
+                         ComponentFactory make);
+template <class T>
+ComponentFactory model_factory() {
+  return [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<T>(c); };
+}
 // "auto" -> CUDA when LibTorch sees a GPU, else CPU; "cuda" without one is a ConfigError.
 torch::Device resolve_device(const std::string& name, const std::string& owner);
+// DataError unless x is an image batch [N,C,H,W] with `channels` channels (channels <= 0: any).
+void expect_images(const torch::Tensor& x, std::int64_t channels, const std::string& owner);
 
 class Model : public Component {
  public:

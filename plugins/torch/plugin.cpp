@@ -1,23 +1,63 @@
 // The torch plugin family: LibTorch models, losses, optimizers and schedules as components, and
 // the torch.train and torch.embed nodes (docs/torch.md). This file compiles without LibTorch.
-#include <torch/version.h>
-
+//
+// register_types is the family's one list of types. It is part of the family's library rather
+// than of the plugin module so that family_registry() can fill a registry of its own with it (for
+// nodes that rebuild models from spec text, and for the test hooks); plugin_entry.cpp hands it
+// to the engine.
 #include "torch_family.hpp"
 
-namespace {
-void register_types(embedflow::Registry& r) {
-  using namespace embedflow::torchfam;
+namespace embedflow::torchfam {
+
+void register_types(Registry& r) {
   r.add(train_type());
   r.add(embed_type());
-  for (auto& c : model_components()) r.add(std::move(c));
-  for (auto& c : loss_components()) r.add(std::move(c));
-  for (auto& c : optimizer_components()) r.add(std::move(c));
-  for (auto& c : schedule_components()) r.add(std::move(c));
+  // models
+  r.add(small_cnn_type());
+  r.add(resnet18_type());
+  r.add(resnet50_type());
+  r.add(mlp_type());
+  r.add(identity_type());
+  r.add(conv_ae_type());
+  r.add(conv_vae_type());
+  r.add(torchscript_type());
+  r.add(concat_type());
+  r.add(blend_type());
+  // losses
+  r.add(contrastive_type());
+  r.add(dual_margin_contrastive_type());
+  r.add(triplet_margin_type());
+  r.add(batch_hard_triplet_type());
+  r.add(semi_hard_triplet_type());
+  r.add(all_pairs_contrastive_type());
+  r.add(reconstruction_type());
+  r.add(kl_divergence_type());
+  r.add(l2_embedding_type());
+  r.add(sum_type());
+  // optimizers and lr schedules
+  r.add(sgd_type());
+  r.add(adam_type());
+  r.add(adamw_type());
+  r.add(constant_type());
+  r.add(step_type());
+  r.add(cosine_type());
+  r.add(warmup_type());
   // Context Embedding Networks: LibTorch code, named after the crowd family they serve.
-  for (auto& c : cen_components()) r.add(std::move(c));
+  r.add(cen_type());
+  r.add(id_table_type());
+  r.add(unique_type());
+  r.add(cen_loss_type());
   r.add(cen_score_type());
   r.add(cen_synthesize_type());
 }
-}  // namespace
 
-EMBEDFLOW_PLUGIN("torch", "0.1.0", "LibTorch " TORCH_VERSION, register_types)
+const Registry& family_registry() {
+  static const Registry registry = [] {
+    Registry r;
+    register_types(r);
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace embedflow::torchfam

@@ -65,30 +65,49 @@ class Warmup final : public Schedule {
 
 }  // namespace
 
-std::vector<ComponentType> schedule_components() {
-  return {
-      ComponentTypeBuilder("torch.constant", "schedule").doc("lr = base lr at every step.").create<Constant>(),
-      ComponentTypeBuilder("torch.step", "schedule")
-          .doc("lr = base lr * gamma^floor(step / step_size) (PyTorch StepLR, stepped per update).")
-          .param(Param::integer("step_size").min(1).doc("updates between decays"))
-          .param(Param::number("gamma").default_value(0.1).range(0.0, 1.0).doc("decay factor"))
-          .create<Step>(),
-      ComponentTypeBuilder("torch.cosine", "schedule")
-          .doc("lr = base lr * (m + (1 - m)(1 + cos(pi t / T)) / 2), t capped at T (PyTorch CosineAnnealingLR "
-               "with eta_min = m * base lr).")
-          .param(Param::integer("steps").default_value(0).min(0).doc("T, the updates to anneal over; 0: the trainer's max_steps"))
-          .param(Param::number("min_factor").default_value(0.0).range(0.0, 1.0).doc("m, the final lr as a fraction of the base lr"))
-          .create<Cosine>(),
-      ComponentTypeBuilder("torch.warmup", "schedule")
-          .doc("Linear warmup from start_factor * base lr to the base lr over `steps` updates (PyTorch LinearLR), then "
-               "the `then` schedule counted from the end of the warmup.")
-          .param(Param::integer("steps").min(1).doc("warmup updates"))
-          .param(Param::number("start_factor").default_value(0.0).range(0.0, 1.0).doc("lr multiplier at the first update"))
-          .param(Param::component("then", "schedule")
-                     .default_value(Value::map({{"type", Value::string("torch.constant")}}))
-                     .doc("schedule after the warmup (torch.cosine, torch.step, ...)"))
-          .create<Warmup>(),
-  };
+bool schedule_needs_total(const Value& spec) {
+  const Value* t = spec.get("type");
+  if (!t || !t->is_string()) return false;
+  if (t->as_string() == "torch.cosine") {
+    const Value* s = spec.get("steps");
+    return !s || (s->is_integer() && s->as_integer() == 0);
+  }
+  if (t->as_string() == "torch.warmup")
+    if (const Value* then = spec.get("then")) return schedule_needs_total(*then);
+  return false;
+}
+
+ComponentType constant_type() {
+  return ComponentTypeBuilder("torch.constant", "schedule").doc("lr = base lr at every step.").create<Constant>();
+}
+
+ComponentType step_type() {
+  return ComponentTypeBuilder("torch.step", "schedule")
+      .doc("lr = base lr * gamma^floor(step / step_size) (PyTorch StepLR, stepped per update).")
+      .param(Param::integer("step_size").min(1).doc("updates between decays"))
+      .param(Param::number("gamma").default_value(0.1).range(0.0, 1.0).doc("decay factor"))
+      .create<Step>();
+}
+
+ComponentType cosine_type() {
+  return ComponentTypeBuilder("torch.cosine", "schedule")
+      .doc("lr = base lr * (m + (1 - m)(1 + cos(pi t / T)) / 2), t capped at T (PyTorch CosineAnnealingLR "
+           "with eta_min = m * base lr).")
+      .param(Param::integer("steps").default_value(0).min(0).doc("T, the updates to anneal over; 0: the trainer's max_steps"))
+      .param(Param::number("min_factor").default_value(0.0).range(0.0, 1.0).doc("m, the final lr as a fraction of the base lr"))
+      .create<Cosine>();
+}
+
+ComponentType warmup_type() {
+  return ComponentTypeBuilder("torch.warmup", "schedule")
+      .doc("Linear warmup from start_factor * base lr to the base lr over `steps` updates (PyTorch LinearLR), then "
+           "the `then` schedule counted from the end of the warmup.")
+      .param(Param::integer("steps").min(1).doc("warmup updates"))
+      .param(Param::number("start_factor").default_value(0.0).range(0.0, 1.0).doc("lr multiplier at the first update"))
+      .param(Param::component("then", "schedule")
+                 .default_value(Value::map({{"type", Value::string("torch.constant")}}))
+                 .doc("schedule after the warmup (torch.cosine, torch.step, ...)"))
+      .create<Warmup>();
 }
 
 }  // namespace embedflow::torchfam

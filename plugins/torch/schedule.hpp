@@ -18,4 +18,8 @@ class Schedule : public Component {
   virtual bool needs_total() const { return false; }
 };
 
+// The same question asked of a spec before any component exists (torch.train's load-time check:
+// a torch.cosine without `steps`, also as a torch.warmup's `then`, needs max_steps).
+bool schedule_needs_total(const Value& spec);
+
 }  // namespace embedflow::torchfam

@@ -1,28 +1,67 @@
 // The torch family's node and component types, declared without LibTorch so plugin.cpp and the
-// tests compile without it (a LibTorch translation unit costs ~50 s here). plugin.cpp registers
-// each one explicitly.
+// tests compile without it (a LibTorch translation unit costs ~50 s here). Each type is declared
+// by a function in the file of its class; plugin.cpp registers each one explicitly.
 #pragma once
 
 #include <embedflow/embedflow.hpp>
 
+#include <cstdint>
 #include <string>
-#include <vector>
 
 namespace embedflow::torchfam {
 
-std::vector<ComponentType> model_components();      // kind "model"     (models.cpp)
-std::vector<ComponentType> loss_components();       // kind "loss"      (losses.cpp)
-std::vector<ComponentType> optimizer_components();  // kind "optimizer" (trainer_node.cpp)
-std::vector<ComponentType> schedule_components();   // kind "schedule"  (schedule.cpp)
-NodeType train_type();                              // torch.train      (trainer_node.cpp)
-NodeType embed_type();                              // torch.embed      (embed_node.cpp)
-// Context Embedding Networks (docs/crowd.md), named crowd.* beside crowd.grid_reader:
-std::vector<ComponentType> cen_components();        // crowd.cen, crowd.id_table (models), crowd.cen_loss (cen.cpp)
-NodeType cen_score_type();                          // crowd.cen_score  (cen_score.cpp)
-NodeType cen_synthesize_type();                     // crowd.cen_synthesize (cen_synth.cpp)
+// Models (kind "model")
+ComponentType small_cnn_type();     // torch.small_cnn    small_cnn.cpp
+ComponentType resnet18_type();      // torch.resnet18     resnet.cpp
+ComponentType resnet50_type();      // torch.resnet50     resnet.cpp
+ComponentType mlp_type();           // torch.mlp          mlp.cpp
+ComponentType identity_type();      // torch.identity     mlp.cpp
+ComponentType conv_ae_type();       // torch.conv_ae      autoencoders.cpp
+ComponentType conv_vae_type();      // torch.conv_vae     autoencoders.cpp
+ComponentType torchscript_type();   // torch.torchscript  torchscript.cpp
+ComponentType concat_type();        // torch.concat       composites.cpp
+ComponentType blend_type();         // torch.blend        composites.cpp
 
-// A registry holding only this family's component types. torch.embed rebuilds a model from the
-// spec text of a snapshot or checkpoint with it (nodes do not see the engine's registry).
+// Losses (kind "loss")
+ComponentType contrastive_type();              // torch.contrastive              pair_losses.cpp
+ComponentType dual_margin_contrastive_type();  // torch.dual_margin_contrastive  pair_losses.cpp
+ComponentType triplet_margin_type();           // torch.triplet_margin           triplet_losses.cpp
+ComponentType batch_hard_triplet_type();       // torch.batch_hard_triplet       batch_losses.cpp
+ComponentType semi_hard_triplet_type();        // torch.semi_hard_triplet        batch_losses.cpp
+ComponentType all_pairs_contrastive_type();    // torch.all_pairs_contrastive    batch_losses.cpp
+ComponentType reconstruction_type();           // torch.reconstruction           autoencoder_losses.cpp
+ComponentType kl_divergence_type();            // torch.kl_divergence            autoencoder_losses.cpp
+ComponentType l2_embedding_type();             // torch.l2_embedding             combined_losses.cpp
+ComponentType sum_type();                      // torch.sum                      combined_losses.cpp
+
+// Optimizers (kind "optimizer", optimizers.cpp) and lr schedules (kind "schedule", schedule.cpp)
+ComponentType sgd_type();       // torch.sgd
+ComponentType adam_type();      // torch.adam
+ComponentType adamw_type();     // torch.adamw
+ComponentType constant_type();  // torch.constant
+ComponentType step_type();      // torch.step
+ComponentType cosine_type();    // torch.cosine
+ComponentType warmup_type();    // torch.warmup
+
+// Nodes
+NodeType train_type();  // torch.train  train_node.cpp
+NodeType embed_type();  // torch.embed  embed_node.cpp
+
+// Context Embedding Networks (docs/crowd.md), named crowd.* beside crowd.grid_reader:
+ComponentType cen_type();         // crowd.cen (model)       cen.cpp
+ComponentType id_table_type();    // crowd.id_table (model)  cen.cpp
+ComponentType unique_type();      // crowd.unique (model)    cen.cpp
+ComponentType cen_loss_type();    // crowd.cen_loss (loss)   cen.cpp
+NodeType cen_score_type();        // crowd.cen_score         cen_score.cpp
+NodeType cen_synthesize_type();   // crowd.cen_synthesize    cen_synth.cpp
+
+// Every type above, one r.add line each (plugin.cpp): the plugin registers them with the engine
+// through it, and family_registry() fills a registry of its own with it.
+void register_types(Registry& r);
+
+// A registry holding this family's types. Nodes rebuild models from the spec text of a snapshot
+// or checkpoint with it (nodes do not see the engine's registry), and the test hooks below build
+// their losses with it.
 const Registry& family_registry();
 
 // Sets LibTorch's intra-op thread count from a node's `threads` parameter (0: the graph's

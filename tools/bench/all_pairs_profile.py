@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Profile of torch.all_pairs_contrastive's two formulations in PyTorch (the same 1.13 kernels as
 the LibTorch the plugin links): the previous one, autograd through cdist (no matrix-product
-shortcut), triu and masked_select, and the current one (plugins/torch/losses.cpp,
-AllPairsFunction): distances from the Gram matrix, analytic backward pass grad = rowsum(W) x - W x.
+shortcut), triu and masked_select, and the current one (AllPairsFunction in
+plugins/torch/batch_losses.cpp): distances from the Gram matrix, analytic backward pass
+grad = rowsum(W) x - W x.
 Prints the best-of-rounds time of forward + backward per formulation and batch shape, the values'
 and gradients' largest differences, and the profiler's top operators of the old formulation.
 With --cli, it also times whole torch.train steps through the embedflow CLI: a 16-d linear model

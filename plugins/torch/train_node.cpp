@@ -46,8 +46,6 @@
 //             loss: {type: torch.batch_hard_triplet, margin: 0.2}, optimizer: {type: torch.adam, lr: 0.001},
 //             epochs: 2, log_dir: out/train, checkpoint_dir: out/train/ckpt, checkpoint_every: 100, threads: 2}}
 //   edges: [data.out -> train.in]
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -55,157 +53,22 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <regex>
 
 #include "bridge.hpp"
 #include "catalog.hpp"
+#include "checkpoint.hpp"
 #include "distributed.hpp"
 #include "loss.hpp"
 #include "metrics_log.hpp"
 #include "model.hpp"
+#include "optimizers.hpp"
 #include "schedule.hpp"
 #include "torch_family.hpp"
+#include "weight_average.hpp"
 
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------------------------------------
-// Optimizer components (kind "optimizer")
-
-class OptimizerFactory : public Component {
- public:
-  explicit OptimizerFactory(const ComponentContext& c) : lr_(c.params().number("lr")), wd_(c.params().number("weight_decay")) {}
-  virtual std::unique_ptr<torch::optim::Optimizer> make(std::vector<torch::Tensor> params) const = 0;
-  double lr() const { return lr_; }
-
- protected:
-  double lr_, wd_;
-};
-
 namespace {
-
-class Sgd final : public OptimizerFactory {
- public:
-  explicit Sgd(const ComponentContext& c)
-      : OptimizerFactory(c), momentum_(c.params().number("momentum")), nesterov_(c.params().boolean("nesterov")),
-        dampening_(c.params().number("dampening")) {
-    if (nesterov_ && (momentum_ <= 0 || dampening_ != 0))
-      throw ConfigError(cat(c.owner(), ": nesterov needs momentum > 0 and dampening 0"));
-  }
-  std::unique_ptr<torch::optim::Optimizer> make(std::vector<torch::Tensor> params) const override {
-    return std::make_unique<torch::optim::SGD>(
-        std::move(params),
-        torch::optim::SGDOptions(lr_).momentum(momentum_).nesterov(nesterov_).dampening(dampening_).weight_decay(wd_));
-  }
-
- private:
-  double momentum_;
-  bool nesterov_;
-  double dampening_;
-};
-
-class Adam final : public OptimizerFactory {
- public:
-  explicit Adam(const ComponentContext& c, bool decoupled)
-      : OptimizerFactory(c), b1_(c.params().number("beta1")), b2_(c.params().number("beta2")),
-        eps_(c.params().number("eps")), amsgrad_(c.params().boolean("amsgrad")), decoupled_(decoupled) {}
-  std::unique_ptr<torch::optim::Optimizer> make(std::vector<torch::Tensor> params) const override {
-    if (decoupled_)
-      return std::make_unique<torch::optim::AdamW>(
-          std::move(params), torch::optim::AdamWOptions(lr_).betas({b1_, b2_}).eps(eps_).weight_decay(wd_).amsgrad(amsgrad_));
-    return std::make_unique<torch::optim::Adam>(
-        std::move(params), torch::optim::AdamOptions(lr_).betas({b1_, b2_}).eps(eps_).weight_decay(wd_).amsgrad(amsgrad_));
-  }
-
- private:
-  double b1_, b2_, eps_;
-  bool amsgrad_, decoupled_;
-};
-
-std::vector<ParamSpec> adam_params(double weight_decay, const char* wd_doc) {
-  return {Param::number("lr").default_value(1e-3).min(0.0).doc("base learning rate (the schedule multiplies it)"),
-          Param::number("beta1").default_value(0.9).range(0.0, 1.0).doc("first-moment decay"),
-          Param::number("beta2").default_value(0.999).range(0.0, 1.0).doc("second-moment decay"),
-          Param::number("eps").default_value(1e-8).min(0.0).doc("denominator epsilon"),
-          Param::number("weight_decay").default_value(weight_decay).min(0.0).doc(wd_doc),
-          Param::boolean("amsgrad").default_value(false).doc("AMSGrad variant")};
-}
-
-ComponentType with_params(ComponentTypeBuilder b, std::vector<ParamSpec> params,
-                          std::function<std::unique_ptr<Component>(const ComponentContext&)> f) {
-  for (auto& p : params) b.param(std::move(p));
-  return b.create(std::move(f));
-}
-
-}  // namespace
-
-std::vector<ComponentType> optimizer_components() {
-  return {
-      ComponentTypeBuilder("torch.sgd", "optimizer")
-          .doc("Stochastic gradient descent with momentum, Nesterov momentum and L2 weight decay (PyTorch's SGD).")
-          .param(Param::number("lr").default_value(0.01).min(0.0).doc("base learning rate (the schedule multiplies it)"))
-          .param(Param::number("momentum").default_value(0.9).range(0.0, 1.0).doc("momentum factor; 0: plain SGD"))
-          .param(Param::boolean("nesterov").default_value(false).doc("Nesterov momentum (needs momentum > 0, dampening 0)"))
-          .param(Param::number("dampening").default_value(0.0).range(0.0, 1.0).doc("momentum dampening"))
-          .param(Param::number("weight_decay").default_value(0.0).min(0.0).doc("L2 penalty added to the gradient"))
-          .create<Sgd>(),
-      with_params(ComponentTypeBuilder("torch.adam", "optimizer").doc("Adam (PyTorch's Adam; weight decay as an L2 gradient term)."),
-                  adam_params(0.0, "L2 penalty added to the gradient"),
-                  [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<Adam>(c, false); }),
-      with_params(ComponentTypeBuilder("torch.adamw", "optimizer").doc("AdamW: Adam with decoupled weight decay (PyTorch's AdamW)."),
-                  adam_params(0.01, "decoupled weight decay"),
-                  [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<Adam>(c, true); }),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// Checkpoint files
-
-namespace {
-
-const char* kCheckpointFormat = "embedflow-torch-checkpoint/1";
-
-std::string checkpoint_name(std::int64_t step) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "step-%08lld.pt", static_cast<long long>(step));
-  return buf;
-}
-
-// Checkpoints in `dir` by step, oldest first.
-std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
-  std::vector<std::pair<std::int64_t, fs::path>> out;
-  if (!fs::is_directory(dir)) return out;
-  static const std::regex re("step-([0-9]+)\\.pt");
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, re)) out.emplace_back(std::stoll(m[1].str()), e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-torch::Tensor metrics_tensor(const std::vector<MetricRow>& rows) {
-  torch::Tensor t = torch::zeros({static_cast<std::int64_t>(rows.size()), 5}, torch::kFloat64);
-  auto a = t.accessor<double, 2>();
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    auto k = static_cast<std::int64_t>(i);
-    a[k][0] = static_cast<double>(rows[i].step);
-    a[k][1] = static_cast<double>(rows[i].epoch);
-    a[k][2] = rows[i].loss;
-    a[k][3] = rows[i].lr;
-    a[k][4] = rows[i].samples_per_s;
-  }
-  return t;
-}
-
-std::vector<MetricRow> metrics_rows(const torch::Tensor& t) {
-  std::vector<MetricRow> rows;
-  auto a = t.accessor<double, 2>();
-  for (std::int64_t i = 0; i < t.size(0); ++i)
-    rows.push_back({static_cast<std::int64_t>(a[i][0]), static_cast<std::int64_t>(a[i][1]), a[i][2], a[i][3], a[i][4]});
-  return rows;
-}
 
 // " (ids 17..4242)" for messages, from the first id-like field of the batch.
 std::string id_range(const Record& r) {
@@ -213,18 +76,6 @@ std::string id_range(const Record& r) {
     if (const Array* a = r.find(f); a && !a->is_string() && a->numel() > 0)
       return cat(", ", f, " ", a->as_int(0), "..", a->as_int(a->numel() - 1));
   return "";
-}
-
-bool schedule_needs_total(const Value& spec) {
-  const Value* t = spec.get("type");
-  if (!t || !t->is_string()) return false;
-  if (t->as_string() == "torch.cosine") {
-    const Value* s = spec.get("steps");
-    return !s || (s->is_integer() && s->as_integer() == 0);
-  }
-  if (t->as_string() == "torch.warmup")
-    if (const Value* then = spec.get("then")) return schedule_needs_total(*then);
-  return false;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -366,7 +217,7 @@ class Train final : public Node {
       group_->broadcast_from_rank0(all);
     }
     // After the broadcast, so every rank averages from rank 0's initial weights.
-    if (ema_decay_ > 0 && ema_.empty()) start_average();
+    if (ema_decay_ > 0 && !average_) average_ = std::make_unique<WeightAverage>(*model_, ema_decay_);
     model_->set_training(true);
   }
 
@@ -458,7 +309,7 @@ class Train final : public Node {
     if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
     optimizer_->step();
     ++step_;
-    if (!ema_.empty()) update_average();
+    if (average_) average_->update(step_);
 
     if (epoch_ != loss_epoch_) {
       loss_epoch_ = epoch_;
@@ -499,33 +350,9 @@ class Train final : public Node {
     window_start_ = Clock::now();  // time spent writing metrics is not charged to the next window
   }
 
-  // The weight average starts at the current weights (the initial ones, or a resumed checkpoint's).
-  void start_average() {
-    ema_.clear();
-    averaged_live_.clear();
-    for (const auto& named : model_->state()) {
-      const bool floating = named.second.is_floating_point();
-      ema_.push_back(floating ? named.second.detach().clone() : torch::Tensor());
-      averaged_live_.push_back(floating ? named.second.detach() : torch::Tensor());  // shares the model's storage
-    }
-  }
-
-  void update_average() {
-    const double t = static_cast<double>(step_);
-    const double decay = std::min(ema_decay_, (1.0 + t) / (10.0 + t));
-    torch::NoGradGuard no_grad;
-    for (std::size_t i = 0; i < ema_.size(); ++i)
-      if (ema_[i].defined()) ema_[i].mul_(decay).add_(averaged_live_[i], 1.0 - decay);
-  }
-
   // What snapshots and checkpoints export as the model: the live state, or with averaging the
   // average in place of every floating-point tensor.
-  NamedTensors exported_state() {
-    NamedTensors state = model_->state();
-    for (std::size_t i = 0; i < ema_.size(); ++i)
-      if (ema_[i].defined()) state[i].second = ema_[i];
-    return state;
-  }
+  NamedTensors exported_state() { return average_ ? average_->exported(*model_) : model_->state(); }
 
   void emit_snapshot(Emitter& out) {
     Record r = make_snapshot(exported_state(), spec_text_, step_, epoch_);
@@ -543,90 +370,58 @@ class Train final : public Node {
       return;
     }
     auto t0 = Clock::now();
-    torch::serialize::OutputArchive a, model, optimizer;
-    a.write("format", c10::IValue(std::string(kCheckpointFormat)));
-    a.write("spec", c10::IValue(spec_text_));
-    a.write("loss_spec", c10::IValue(spec_to_text(ctx_->params().value("loss"))));
-    a.write("optimizer_spec", c10::IValue(spec_to_text(ctx_->params().value("optimizer"))));
-    // The schedule is a function of the step alone: its spec is all the state it has.
-    a.write("schedule_spec", c10::IValue(spec_to_text(ctx_->params().value("schedule"))));
-    a.write("step", c10::IValue(step_));
-    a.write("epoch", c10::IValue(epoch_));
-    a.write("position", c10::IValue(position_));
-    if (!ema_.empty()) {
-      torch::serialize::OutputArchive live;
-      write_model_state(*model_, live);
-      a.write("live_model", live);
-    }
-    write_state(exported_state(), model);
-    a.write("model", model);
-    optimizer_->save(optimizer);
-    a.write("optimizer", optimizer);
-    {
-      auto gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      a.write("rng_torch", gen.get_state(), /*is_buffer=*/true);
-    }
-    a.write("metrics", metrics_tensor(history_), /*is_buffer=*/true);
-    // The open metrics window, so a resumed run's next row averages the same steps.
-    a.write("window", torch::tensor({window_loss_, static_cast<double>(window_samples_),
-                                     static_cast<double>(window_steps_), last_lr_}, torch::kFloat64),
-            /*is_buffer=*/true);
-    // The latest epoch's loss so far, so a resumed run's snapshots report the same `loss`.
-    a.write("epoch_loss", torch::tensor({epoch_loss_sum_, static_cast<double>(epoch_loss_steps_),
-                                         static_cast<double>(loss_epoch_)}, torch::kFloat64),
-            /*is_buffer=*/true);
-    fs::create_directories(checkpoint_dir_);
-    fs::path file = checkpoint_dir_ / checkpoint_name(step_), tmp = file;
-    tmp += ".tmp";
-    a.save_to(tmp.string());
-    fs::rename(tmp, file);  // a killed run never leaves a truncated checkpoint under the final name
+    CheckpointContent c;
+    c.spec = spec_text_;
+    c.loss_spec = spec_to_text(ctx_->params().value("loss"));
+    c.optimizer_spec = spec_to_text(ctx_->params().value("optimizer"));
+    c.schedule_spec = spec_to_text(ctx_->params().value("schedule"));
+    c.progress = progress();
+    c.model = exported_state();
+    if (average_) c.live_model = model_->state();
+    const fs::path file = write_checkpoint(checkpoint_dir_, c, *optimizer_, keep_);
     last_checkpoint_ = step_;
-    if (keep_ > 0) {
-      auto all = list_checkpoints(checkpoint_dir_);
-      for (std::size_t i = 0; i + static_cast<std::size_t>(keep_) < all.size(); ++i) fs::remove(all[i].second);
-    }
     log_debug(ctx_->id(), "checkpoint ", file.string(), " in ",
               std::chrono::duration<double>(Clock::now() - t0).count(), " s");
   }
 
+  // What a checkpoint carries of this trainer's counters and metrics.
+  TrainProgress progress() const {
+    TrainProgress p;
+    p.step = step_;
+    p.epoch = epoch_;
+    p.position = position_;
+    p.metrics = history_;
+    p.window_loss = window_loss_;
+    p.window_samples = window_samples_;
+    p.window_steps = window_steps_;
+    p.last_lr = last_lr_;
+    p.epoch_loss_sum = epoch_loss_sum_;
+    p.epoch_loss_steps = epoch_loss_steps_;
+    p.loss_epoch = loss_epoch_;
+    return p;
+  }
+
   // Step, position and metrics are read in open() so the log files restart from them.
   void read_checkpoint_header() {
-    checkpoint_ = std::make_unique<torch::serialize::InputArchive>();
-    const std::string what = resume_path_.string();
-    try {
-      checkpoint_->load_from(what);
-    } catch (const c10::Error& e) {
-      throw ConfigError(cat("resume: cannot read checkpoint '", what, "': ", e.msg().substr(0, e.msg().find('\n'))));
-    }
-    if (read_string(*checkpoint_, "format", what) != kCheckpointFormat)
-      throw ConfigError(cat("resume: '", what, "' is not a torch.train checkpoint"));
-    std::string spec = read_string(*checkpoint_, "spec", what);
-    if (spec != spec_text_)
-      log_warning(ctx_->id(), "resume: the checkpoint's model spec differs from this graph's:\n  checkpoint: ", spec,
-                  "\n  graph:      ", spec_text_);
-    step_ = read_int(*checkpoint_, "step", what);
+    checkpoint_ = std::make_unique<CheckpointReader>(resume_path_);
+    const std::string& what = checkpoint_->what();
+    if (checkpoint_->spec() != spec_text_)
+      log_warning(ctx_->id(), "resume: the checkpoint's model spec differs from this graph's:\n  checkpoint: ",
+                  checkpoint_->spec(), "\n  graph:      ", spec_text_);
+    const TrainProgress& p = checkpoint_->progress();
+    step_ = p.step;
     resumed_from_ = step_;
     last_checkpoint_ = step_;
-    epoch_ = read_int(*checkpoint_, "epoch", what);
-    resume_position_ = read_int(*checkpoint_, "position", what);
-    torch::Tensor m;
-    checkpoint_->read("metrics", m, true);
-    history_ = metrics_rows(m);
-    torch::Tensor w;
-    checkpoint_->read("window", w, true);
-    auto wa = w.accessor<double, 1>();
-    window_loss_ = wa[0];
-    window_samples_ = static_cast<std::int64_t>(wa[1]);
-    window_steps_ = static_cast<std::int64_t>(wa[2]);
-    last_lr_ = wa[3];
-    torch::Tensor el;
-    if (checkpoint_->try_read("epoch_loss", el, true)) {  // absent from checkpoints older than the field
-      auto ea = el.accessor<double, 1>();
-      epoch_loss_sum_ = ea[0];
-      epoch_loss_steps_ = static_cast<std::int64_t>(ea[1]);
-      loss_epoch_ = static_cast<std::int64_t>(ea[2]);
-    }
+    epoch_ = p.epoch;
+    resume_position_ = p.position;
+    history_ = p.metrics;
+    window_loss_ = p.window_loss;
+    window_samples_ = p.window_samples;
+    window_steps_ = p.window_steps;
+    last_lr_ = p.last_lr;
+    epoch_loss_sum_ = p.epoch_loss_sum;
+    epoch_loss_steps_ = p.epoch_loss_steps;
+    loss_epoch_ = p.loss_epoch;
     if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
     log_info(ctx_->id(), "resuming from ", what, " at step ", step_, " (skipping the first ", resume_position_, " input batches)");
   }
@@ -635,24 +430,17 @@ class Train final : public Node {
     const std::string what = resume_path_.string();
     // A checkpoint written with averaging holds the average as `model` and the weights training
     // goes on from as `live_model`.
-    torch::serialize::InputArchive live;
-    const bool averaged = checkpoint_->try_read("live_model", live);
-    read_model_state(*model_, *checkpoint_, what);
+    const bool averaged = checkpoint_->has_live_model();
+    checkpoint_->read_model(*model_);
     if (ema_decay_ > 0) {
-      start_average();
+      average_ = std::make_unique<WeightAverage>(*model_, ema_decay_);
       if (!averaged) log_info(ctx_->id(), "resume: ", what, " was written without ema_decay; the average starts from its weights");
     } else if (averaged) {
       log_warning(ctx_->id(), "resume: ", what, " was written with ema_decay; this run (ema_decay 0) continues without an average");
     }
-    if (averaged) read_model_state(*model_, live, what + " (live_model)");
-    torch::serialize::InputArchive optimizer;
-    checkpoint_->read("optimizer", optimizer);
-    optimizer_->load(optimizer);
-    torch::Tensor rng;
-    checkpoint_->read("rng_torch", rng, true);
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(rng);
+    if (averaged) checkpoint_->read_live_model(*model_);
+    checkpoint_->read_optimizer(*optimizer_);
+    checkpoint_->restore_rng();
     checkpoint_.reset();
   }
 
@@ -667,8 +455,7 @@ class Train final : public Node {
   bool primary_ = true;                           // rank 0 (or not data parallel): writes files
   std::vector<torch::Tensor> untrained_state_;    // re-sent from rank 0 before each step
   double ema_decay_ = 0;
-  std::vector<torch::Tensor> ema_;                // the weight average, parallel to model_->state(); empty: off
-  std::vector<torch::Tensor> averaged_live_;      // the model's tensors it averages (same storage)
+  std::unique_ptr<WeightAverage> average_;        // null: averaging off
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
   std::vector<std::string> loss_fields_;
@@ -678,7 +465,7 @@ class Train final : public Node {
   bool shuffle_replay_ = true;
   double clip_norm_ = 0, clip_value_ = 0;
   fs::path checkpoint_dir_, resume_path_;
-  std::unique_ptr<torch::serialize::InputArchive> checkpoint_;
+  std::unique_ptr<CheckpointReader> checkpoint_;
   std::unique_ptr<MetricsLog> log_;
   std::vector<RecordPtr> replay_;
   std::vector<MetricRow> history_;

@@ -1,0 +1,125 @@
+// The model base of the torch family (model.hpp): parameters every model takes, device choice,
+// embedding, preparation at the first batch, and the ModuleModel state. Model state I/O is in
+// model_state.cpp; each architecture has its own file (small_cnn.cpp, resnet.cpp, mlp.cpp,
+// autoencoders.cpp, torchscript.cpp, composites.cpp).
+#include <algorithm>
+
+#include "model.hpp"
+#include "torch_family.hpp"
+
+namespace embedflow::torchfam {
+
+namespace nn = torch::nn;
+
+std::vector<ParamSpec> common_model_params() {
+  return {
+      Param::choice("device", {"auto", "cpu", "cuda"}).default_value("auto").doc(
+          "where the model runs: auto picks CUDA when LibTorch sees a GPU, else the CPU; a nested model follows "
+          "the outermost one"),
+      Param::boolean("normalize").default_value(false).doc("L2-normalise each embedding row"),
+      Param::boolean("freeze").default_value(false).doc(
+          "keep the weights fixed: no gradients, always eval mode (batch-norm statistics unchanged)"),
+      Param::path("weights").default_value("").doc(
+          "load weights from a torch.train checkpoint or model snapshot file after building (empty: none)"),
+  };
+}
+
+torch::Device resolve_device(const std::string& name, const std::string& owner) {
+  if (name == "cpu") return torch::kCPU;
+  bool cuda = torch::cuda::is_available();
+  if (name == "cuda" && !cuda)
+    throw ConfigError(cat(owner, ": device cuda was asked for, but LibTorch sees no CUDA device (use auto or cpu)"));
+  return cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+}
+
+ComponentType model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params,
+                         ComponentFactory make) {
+  ComponentTypeBuilder b(name, "model");
+  b.doc(doc);
+  for (auto& p : params) b.param(std::move(p));
+  for (auto& p : common_model_params()) b.param(std::move(p));
+  return b.create(std::move(make));
+}
+
+void expect_images(const torch::Tensor& x, std::int64_t channels, const std::string& owner) {
+  if (x.dim() != 4)
+    throw DataError(cat(owner, ": expects images [N,C,H,W], got a tensor of shape ", x.sizes()));
+  if (channels > 0 && x.size(1) != channels)
+    throw DataError(cat(owner, ": in_channels is ", channels, " but the images have ", x.size(1),
+                        " channels (shape ", x.sizes(), "; u8 images are read as [N,H,W,C])"));
+}
+
+Model::Model(const ComponentContext& ctx) : seed_(ctx.seed()), owner_(ctx.owner()) {
+  const Params& p = ctx.params();
+  device_ = resolve_device(p.string("device"), owner_);
+  normalize_ = p.boolean("normalize");
+  frozen_ = p.boolean("freeze");
+  weights_ = p.string("weights");
+}
+
+void Model::seed_init(std::uint64_t salt) const {
+  torch::manual_seed(derive_seed(seed_, salt) & 0x7fffffffffffffffULL);
+}
+
+torch::Tensor Model::embed(const torch::Tensor& x) {
+  torch::Tensor e;
+  if (frozen_) {
+    torch::NoGradGuard no_grad;
+    e = forward(x);
+  } else {
+    e = forward(x);
+  }
+  return finish_embedding(e);
+}
+
+torch::Tensor Model::finish_embedding(torch::Tensor e) const {
+  if (e.dim() != 2) e = e.flatten(1);
+  if (normalize_) e = nn::functional::normalize(e, nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12));
+  return e;
+}
+
+TensorMap Model::forward_all(const TensorMap& inputs) {
+  auto it = inputs.find("image");
+  if (it == inputs.end()) throw DataError(cat(owner_, ": no 'image' input"));
+  return {{"embedding", embed(it->second)}};
+}
+
+void Model::prepare(const torch::Tensor& sample) {
+  if (prepared_) return;
+  {
+    // Probing the input must not update batch-norm statistics or record a graph.
+    torch::NoGradGuard no_grad;
+    train_mode(false);
+    materialize(sample);
+  }
+  if (!weights_.empty()) {
+    torch::serialize::InputArchive archive;
+    try {
+      archive.load_from(weights_);
+    } catch (const c10::Error& e) {
+      throw ConfigError(cat(owner_, ": cannot read weights '", weights_, "': ", e.msg().substr(0, e.msg().find('\n'))));
+    }
+    read_model_state(*this, archive, weights_);
+  }
+  prepared_ = true;
+}
+
+std::vector<torch::Tensor> Model::trainable_parameters() {
+  if (frozen_) return {};
+  return parameters_for_training();
+}
+
+NamedTensors ModuleModel::state() {
+  NamedTensors s;
+  for (const auto& p : module_->named_parameters(true)) s.emplace_back(p.key(), p.value());
+  for (const auto& b : module_->named_buffers(true)) s.emplace_back(b.key(), b.value());
+  return s;
+}
+
+void set_torch_threads(std::int64_t threads, int graph_threads, const std::string& node) {
+  int n = threads > 0 ? static_cast<int>(threads) : std::max(1, graph_threads);
+  if (torch::get_num_threads() != n) torch::set_num_threads(n);
+  log_debug(node, "LibTorch intra-op threads: ", torch::get_num_threads());
+}
+
+}  // namespace embedflow::torchfam
