@@ -90,6 +90,13 @@ ComponentType reconstruction_type() {
           "mean: per pixel; sum: per image (pixels summed), mean over images"))
       .param(Param::strings("fields").default_value(std::vector<std::string>{}).doc(
           "image fields to reconstruct; empty: every image field of the batch"))
+      .consumes("outputs", "reconstruction: f32[N,...]")
+      .check([](ContractContext& c) {
+        const PortSchema& batch = c.input("batch");
+        if (batch.is_any()) return;
+        for (const auto& f : c.params().strings("fields"))
+          if (!batch.find(f)) c.error(cat("fields names '", f, "', which the batch lacks (batch: ", batch.str(), ")"));
+      })
       .create<Reconstruction>();
 }
 
@@ -101,6 +108,13 @@ ComponentType kl_divergence_type() {
       .param(Param::number("beta").default_value(1.0).min(0.0).doc("beta, the weight of the KL term (beta-VAE)"))
       .param(Param::strings("fields").default_value(std::vector<std::string>{}).doc(
           "image fields whose latents are regularised; empty: every image field of the batch"))
+      .consumes("outputs", "mu: f32[N,...], logvar: f32[N,...]")
+      .check([](ContractContext& c) {
+        const PortSchema& batch = c.input("batch");
+        if (batch.is_any()) return;
+        for (const auto& f : c.params().strings("fields"))
+          if (!batch.find(f)) c.error(cat("fields names '", f, "', which the batch lacks (batch: ", batch.str(), ")"));
+      })
       .create<KlDivergence>();
 }
 

@@ -119,9 +119,11 @@ ComponentType conv_ae_type() {
                     "Convolutional autoencoder: per entry of `channels` a 3x3 stride-2 conv + ReLU, a linear layer to the "
                     "latent (the embedding), and a mirrored decoder (4x4 stride-2 transposed convs, sigmoid). forward_all "
                     "outputs: embedding, mu (= latent), latent, reconstruction f32[N,C,H,W]. For torch.reconstruction.",
-                    autoencoder_params(), [](const ComponentContext& c) -> std::unique_ptr<Component> {
-                      return std::make_unique<ConvAutoencoder>(c, false);
-                    });
+                    autoencoder_params())
+      .consumes("in", "image: f32[N,$in_channels,$image_size,$image_size]")
+      .produces("embedding: f32[N,$latent_dim], mu: f32[N,$latent_dim], latent: f32[N,$latent_dim], "
+                "reconstruction: f32[N,$in_channels,$image_size,$image_size]")
+      .create([](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<ConvAutoencoder>(c, false); });
 }
 
 ComponentType conv_vae_type() {
@@ -130,9 +132,11 @@ ComponentType conv_vae_type() {
                     "while training the decoder sees z = mu + exp(logvar / 2) * eps (reparameterisation), in eval mode "
                     "z = mu. The embedding is mu. forward_all outputs: embedding, mu, logvar, latent (z), reconstruction. "
                     "For torch.reconstruction and torch.kl_divergence.",
-                    autoencoder_params(), [](const ComponentContext& c) -> std::unique_ptr<Component> {
-                      return std::make_unique<ConvAutoencoder>(c, true);
-                    });
+                    autoencoder_params())
+      .consumes("in", "image: f32[N,$in_channels,$image_size,$image_size]")
+      .produces("embedding: f32[N,$latent_dim], mu: f32[N,$latent_dim], logvar: f32[N,$latent_dim], "
+                "latent: f32[N,$latent_dim], reconstruction: f32[N,$in_channels,$image_size,$image_size]")
+      .create([](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<ConvAutoencoder>(c, true); });
 }
 
 }  // namespace embedflow::torchfam

@@ -159,6 +159,9 @@ ComponentType batch_hard_triplet_type() {
            "positive or a negative are skipped.")
       .param(margin_param(0.2, "m"))
       .param(Param::boolean("soft").default_value(false).doc("softplus(d_ap - d_an + m) instead of the hinge"))
+      .consumes("batch", "image: any[N,...]")
+      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
+      .consumes("outputs", "embedding: f32[N,D]")
       .create<BatchHard>();
 }
 
@@ -168,6 +171,9 @@ ComponentType semi_hard_triplet_type() {
            "negative farther than the positive, else the farthest negative (FaceNet; TensorFlow's "
            "triplet_semihard_loss); mean of max(0, d_ap - d_an + m) over all anchor-positive pairs.")
       .param(margin_param(0.2, "m"))
+      .consumes("batch", "image: any[N,...]")
+      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
+      .consumes("outputs", "embedding: f32[N,D]")
       .create<SemiHard>();
 }
 
@@ -178,6 +184,9 @@ ComponentType all_pairs_contrastive_type() {
            "the pairs whose relation is known.")
       .param(Param::number("mu").default_value(0.5).range(0.0, 1.0).doc("mu, the weight of the similar-pair term"))
       .param(margin_param(1.0, "l, the margin of dissimilar pairs"))
+      .consumes("batch", "image: any[N,...]")
+      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
+      .consumes("outputs", "embedding: f32[N,D]")
       .create<AllPairs>();
 }
 

@@ -1,6 +1,8 @@
-// Torch-free facts about the family's components that graph-load checks need: which batch fields
-// each loss consumes, the embedding size a model spec implies, and the spec <-> text round trip
-// used by model snapshots and checkpoints.
+// Torch-free facts the family's declarations and load-time checks share: the batch field groups
+// of the image/torch contract, the model input a batch implies, the embedding size a resolved
+// component contract gives, and the spec <-> text round trip used by model snapshots and
+// checkpoints. What each component consumes and produces is declared beside its class
+// (ComponentTypeBuilder::consumes / produces, embedflow/component.hpp).
 #pragma once
 
 #include <embedflow/embedflow.hpp>
@@ -11,27 +13,26 @@
 
 namespace embedflow::torchfam {
 
-// Batch field groups (docs/torch.md and the image/torch contract).
-inline const std::vector<std::string> kPairFields{"a_image", "b_image", "pair_label"};
-inline const std::vector<std::string> kTripletFields{"anchor_image", "positive_image", "negative_image"};
-// A label batch gives pair relations as class labels or as image.batch_pairs' matrix
-// pair_labels f32[B,B] (1 similar, 0 dissimilar, < 0 or NaN unknown); "a|b" means either field.
-inline const std::vector<std::string> kLabelFields{"image", "label|pair_labels"};
 // Every field that holds model inputs, in the order a joint forward pass concatenates them.
 inline const std::vector<std::string> kImageFields{"image", "a_image", "b_image", "anchor_image", "positive_image",
                                                    "negative_image"};
 
-// Fields a loss spec ({type: torch.contrastive, ...}) needs in every batch ("a|b": one of them);
-// for torch.sum the union of its terms. Unknown types (another family's losses) need nothing
-// we know of.
-std::vector<std::string> loss_fields(const Value& spec);
+// The model input ("in": image: f32[N,C,H,W]) implied by the first image field of `batch`: u8
+// images [N,H,W,C] are read as f32 [N,C,H,W] (image_input). Any when the batch is any or has no
+// image field.
+PortSchema model_input_schema(const PortSchema& batch);
 
-// The embedding dimension a model spec produces, or -1 when only a forward pass can tell
-// (TorchScript, identity).
-std::int64_t embedding_dim_of(const Value& spec);
+// Dim 1 of the produced `embedding` (or of `field`): fixed when the contract says, else unknown.
+Dim produced_dim(const PortSchema& produces, const std::string& field = "embedding");
+// The size a row of the model input's first field flattens to (dims after the batch dim), or -1
+// when a dim is not fixed.
+std::int64_t flattened_size(const PortSchema& input);
+// A field [N, dim] with the batch dim N.
+FieldSchema embedding_field(const std::string& name, Dim dim);
 
-// A validated spec as one line of flow YAML (Value::str) and back.
+// A validated spec as one line of flow YAML (Value::str) and back (through the SDK's YAML
+// parser); DataError naming `what` when the text is not a spec.
 std::string spec_to_text(const Value& spec);
-Value spec_from_text(const std::string& text);
+Value spec_from_text(const std::string& text, const std::string& what = "model spec");
 
 }  // namespace embedflow::torchfam

@@ -355,7 +355,9 @@ ComponentType cen_type() {
                     "or their sum (mixture), for d = ||a * (x_i - x_j)||. Model input: the image field (ids as f32 "
                     "for the table); crowd.cen_loss also reads worker and members. Train with crowd.cen_loss, "
                     "score with crowd.cen_score.",
-                    std::move(cen), model_factory<CenModel>());
+                    std::move(cen))
+      .produces("embedding: f32[N,$embedding_dim]")
+      .create(model_factory<CenModel>());
 }
 
 ComponentType id_table_type() {
@@ -364,7 +366,9 @@ ComponentType id_table_type() {
   return model_type("crowd.id_table",
                     "An embedding table over image ids (the CEN's one-hot image encoder alone): input f32/i64 ids [N] "
                     "(crowd.grid_reader names: ids), output f32[N,K]. The siamese and triplet baselines of docs/crowd.md.",
-                    std::move(table), model_factory<IdTable>());
+                    std::move(table))
+      .produces("embedding: f32[N,$embedding_dim]")
+      .create(model_factory<IdTable>());
 }
 
 ComponentType unique_type() {
@@ -372,8 +376,11 @@ ComponentType unique_type() {
                     "Runs `model` once per distinct input row of a batch and gathers the rows back: the same embeddings "
                     "and gradients, ~20x cheaper on pair batches of whole submissions (a pixel siamese or triplet "
                     "baseline beside a crowd.cen with an encoder).",
-                    {Param::component("model", "model").doc("the wrapped model, e.g. {type: torch.small_cnn, in_channels: 3}")},
-                    model_factory<Unique>());
+                    {Param::component("model", "model").doc("the wrapped model, e.g. {type: torch.small_cnn, in_channels: 3}")})
+      .check([](ContractContext& c) {
+        if (const ComponentContract* inner = c.part("model")) c.contract().produces = inner->produces;
+      })
+      .create(model_factory<Unique>());
 }
 
 ComponentType cen_loss_type() {

@@ -146,7 +146,8 @@ class CenScore final : public Node {
     Member m;
     m.snapshot = snapshot;
     m.what = cat("model snapshot of step ", snapshot->get("step").as_int(0));
-    m.model = build_model(spec_from_text(snapshot->get("spec").string_at(0)), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", m.what));
+    m.model = build_model(spec_from_text(snapshot->get("spec").string_at(0)), ctx_->seed(),
+                          cat("node '", ctx_->id(), "' model from ", m.what), ctx_->registry());
     m.cen = dynamic_cast<CenModel*>(m.model.get());
     if (m.cen && m.cen->has_table()) load(m, torch::zeros({1}));
     return m;

@@ -47,7 +47,8 @@ class CenSynthesize final : public Node {
     set_torch_threads(p.integer("threads"), ctx_->threads(), ctx_->id());
     torch::NoGradGuard no_grad;
     const std::string what = cat("model snapshot of step ", snapshot_->get("step").as_int(0));
-    auto model = build_model(spec_from_text(snapshot_->get("spec").string_at(0)), ctx_->seed(), cat("node '", ctx_->id(), "' model"));
+    auto model = build_model(spec_from_text(snapshot_->get("spec").string_at(0)), ctx_->seed(), cat("node '", ctx_->id(), "' model"),
+                             ctx_->registry());
     auto* cen = dynamic_cast<CenModel*>(model.get());
     if (!cen || !cen->uses_context())
       throw DataError(cat(what, ": grid synthesis needs a crowd.cen with a context encoder (variant context or mixture)"));

@@ -58,6 +58,7 @@ ComponentType l2_embedding_type() {
       .doc("L2 embedding regulariser: weight * mean ||f(x)||^2 over the embeddings of the step (every image "
            "field of the batch). Combine it with any loss through torch.sum.")
       .param(Param::number("weight").default_value(1e-3).min(0.0).doc("regulariser weight"))
+      .consumes("outputs", "embedding: f32[N,D]")
       .create<L2Embedding>();
 }
 
@@ -70,6 +71,10 @@ ComponentType sum_type() {
       .param(Param::component("c", "loss").optional().doc("third term"))
       .param(Param::component("d", "loss").optional().doc("fourth term"))
       .param(Param::numbers("weights").default_value(std::vector<double>{}).doc("weight of each term in order; missing ones are 1"))
+      .check([](ContractContext& c) {
+        // Each term checks what it reads against the same batch and model outputs.
+        for (const char* term : {"a", "b", "c", "d"}) c.part(term);
+      })
       .create<Sum>();
 }
 

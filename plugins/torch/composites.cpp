@@ -2,6 +2,7 @@
 //   torch.concat  concat(I(x), V(x)) of a backbone I and a branch V, updating only V
 //                 (frozen_backbone, T_c^1), both (both, T_c^2), or V alone (branch_only, T_c^3)
 //   torch.blend   a trained head over a frozen model's embeddings (T_b)
+#include "catalog.hpp"
 #include "model.hpp"
 #include "torch_family.hpp"
 
@@ -108,8 +109,22 @@ ComponentType concat_type() {
                     {Param::component("backbone", "model").optional().doc("I, e.g. {type: torch.torchscript, path: resnet50.pt}"),
                      Param::component("branch", "model").doc("V, e.g. {type: torch.resnet18, embedding_dim: 1024}"),
                      Param::choice("mode", {"frozen_backbone", "both", "branch_only"}).default_value("frozen_backbone").doc(
-                         "which parts train (see above)")},
-                    model_factory<Concat>());
+                         "which parts train (see above)")})
+      .check([](ContractContext& c) {
+        // concat(I(x), V(x)): both parts read the same images; the size is the sum of theirs.
+        const ComponentContract* branch = c.part("branch");
+        const ComponentContract* backbone = c.params().string("mode") == "branch_only" ? nullptr : c.part("backbone");
+        Dim v = branch ? produced_dim(branch->produces) : Dim{};
+        Dim d = v;
+        if (backbone) {
+          Dim i = produced_dim(backbone->produces);
+          d = i.kind == Dim::Kind::fixed && v.kind == Dim::Kind::fixed ? Dim{Dim::Kind::fixed, i.value + v.value, ""} : Dim{};
+        }
+        PortSchema out;
+        out.add(embedding_field("embedding", d));
+        c.contract().produces = out;
+      })
+      .create(model_factory<Concat>());
 }
 
 ComponentType blend_type() {
@@ -119,8 +134,23 @@ ComponentType blend_type() {
                     {Param::component("backbone", "model").doc("the frozen model, e.g. a torch.concat with weights: run/ckpt/step-00001000.pt"),
                      Param::component("head", "model")
                          .default_value(model_spec("torch.mlp", {{"embedding_dim", Value::integer(128)}}))
-                         .doc("the trained head over the backbone's embeddings")},
-                    model_factory<Blend>());
+                         .doc("the trained head over the backbone's embeddings")})
+      .check([](ContractContext& c) {
+        // head(backbone(x)): the head reads the backbone's embeddings as its images.
+        const ComponentContract* backbone = c.part("backbone");
+        PortSchema head_input = PortSchema::any();
+        if (backbone && backbone->produces.find("embedding")) {
+          FieldSchema e = *backbone->produces.find("embedding");
+          e.name = "image";
+          head_input = PortSchema();
+          head_input.add(std::move(e));
+        }
+        const ComponentContract* head = c.part("head", {{"in", head_input}});
+        PortSchema out;
+        out.add(embedding_field("embedding", head ? produced_dim(head->produces) : Dim{}));
+        c.contract().produces = out;
+      })
+      .create(model_factory<Blend>());
 }
 
 }  // namespace embedflow::torchfam

@@ -158,7 +158,9 @@ class Embed final : public Node {
       if (has_model_param_) {
         model_ = ctx_->component<Model>("model");
       } else {
-        model_ = build_model(spec_from_text(s.spec), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", s.what));
+        // Through the graph's registry: a snapshot may hold any family's model (crowd.cen, say).
+        model_ = build_model(spec_from_text(s.spec), ctx_->seed(), cat("node '", ctx_->id(), "' model from ", s.what),
+                             ctx_->registry());
         built_spec_ = s.spec;
       }
     }
@@ -301,22 +303,47 @@ NodeType embed_type() {
           c.error(cat("mode ", p.string("mode"), " needs snapshots on the side port `model`"), "mode");
         const PortSchema& in = c.input("in");
         PortSchema out;
+        PortSchema images = PortSchema::any();
         Dim b{Dim::Kind::symbol, -1, "B"};
         if (!in.is_any()) {
           const FieldSchema* img = in.find(p.string("field"));
           if (!img) {
             c.error(cat("the input has no image field '", p.string("field"), "' (input: ", in.str(), ")"), "field");
-          } else if (img->shape && !img->shape->empty()) {
-            b = img->shape->front();
+          } else {
+            if (img->shape && !img->shape->empty()) b = img->shape->front();
+            FieldSchema as_image = *img;
+            as_image.name = "image";
+            images = PortSchema();
+            images.add(std::move(as_image));
           }
           for (const auto& k : p.strings("keep"))
             if (const FieldSchema* f = in.find(k)) out.add(*f);
         }
-        std::int64_t d = p.has("model") ? embedding_dim_of(p.value("model")) : -1;
-        Dim D = d > 0 ? Dim{Dim::Kind::fixed, d, ""} : Dim{Dim::Kind::symbol, -1, "D"};
+        // What the model produces: its own contract when given here, else what the snapshots
+        // arriving on the side port carry (torch.train declares its model's).
+        PortSchema produces = PortSchema::any();
+        if (p.has("model")) {
+          produces = c.component("model", {{"in", model_input_schema(images)}}).produces;
+        } else if (c.connected("model")) {
+          if (const PortSchema* carried = c.input("model").carried("model")) produces = *carried;
+        }
+        auto with_batch_dim = [&](FieldSchema f) {
+          if (f.shape && !f.shape->empty()) f.shape->front() = b;
+          return f;
+        };
+        Dim D = produced_dim(produces);
+        if (D.kind != Dim::Kind::fixed) D = Dim{Dim::Kind::symbol, -1, "D"};
         out.add(FieldSchema{"embedding", DType::f32, std::vector<Dim>{b, D}});
         if (p.string("mode") == "every_snapshot") out.add(FieldSchema{"step", DType::i64, std::vector<Dim>{b}});
-        for (const auto& name : p.strings("outputs")) out.add(FieldSchema{name, DType::f32, std::nullopt});
+        for (const auto& name : p.strings("outputs")) {
+          const FieldSchema* given = produces.is_any() ? nullptr : produces.find(name);
+          if (!produces.is_any() && !given) {
+            std::string have;
+            for (const auto& f : produces.fields()) have += (have.empty() ? "" : ", ") + f.name;
+            c.error(cat("outputs names '", name, "', which the model does not produce (it gives ", have, ")"), "outputs");
+          }
+          out.add(given ? with_batch_dim(*given) : FieldSchema{name, DType::f32, std::nullopt});
+        }
         c.set_output("out", out);
       })
       .example("embed: {type: torch.embed, params: {checkpoint: out/train/ckpt, threads: 2}}")

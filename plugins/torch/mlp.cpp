@@ -1,5 +1,6 @@
 // torch.mlp: flatten, fully connected layers (a head over features, or a small model);
 // torch.identity: flatten, no parameters (losses on precomputed embeddings, tests).
+#include "catalog.hpp"
 #include "model.hpp"
 #include "torch_family.hpp"
 
@@ -70,13 +71,28 @@ ComponentType mlp_type() {
                      Param::integers("hidden").default_value(std::vector<std::int64_t>{}).min(1).doc("hidden layer sizes"),
                      Param::integer("embedding_dim").default_value(64).min(1).doc("D, the output size"),
                      Param::boolean("batchnorm").default_value(false).doc("batch norm after each hidden layer"),
-                     Param::number("dropout").default_value(0.0).range(0.0, 0.99).doc("dropout after each hidden layer")},
-                    model_factory<Mlp>());
+                     Param::number("dropout").default_value(0.0).range(0.0, 0.99).doc("dropout after each hidden layer")})
+      .consumes("in", "image: f32[N,...]")
+      .produces("embedding: f32[N,$embedding_dim]")
+      .check([](ContractContext& c) {
+        std::int64_t in = c.params().integer("in_features");
+        std::int64_t given = flattened_size(c.input("in"));
+        if (in > 0 && given > 0 && in != given)
+          c.error(cat("in_features is ", in, " but its input rows flatten to ", given, " (", c.input("in").str(), ")"));
+      })
+      .create(model_factory<Mlp>());
 }
 
 ComponentType identity_type() {
-  return model_type("torch.identity", "Flattens its input: no parameters (losses on precomputed embeddings).", {},
-                    model_factory<Identity>());
+  return model_type("torch.identity", "Flattens its input: no parameters (losses on precomputed embeddings).", {})
+      .consumes("in", "image: any[N,...]")
+      .check([](ContractContext& c) {
+        std::int64_t d = flattened_size(c.input("in"));
+        PortSchema out;
+        out.add(embedding_field("embedding", d > 0 ? Dim{Dim::Kind::fixed, d, ""} : Dim{}));
+        c.contract().produces = out;
+      })
+      .create(model_factory<Identity>());
 }
 
 }  // namespace embedflow::torchfam

@@ -32,13 +32,12 @@ torch::Device resolve_device(const std::string& name, const std::string& owner) 
   return cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
 }
 
-ComponentType model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params,
-                         ComponentFactory make) {
+ComponentTypeBuilder model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params) {
   ComponentTypeBuilder b(name, "model");
   b.doc(doc);
   for (auto& p : params) b.param(std::move(p));
   for (auto& p : common_model_params()) b.param(std::move(p));
-  return b.create(std::move(make));
+  return b;
 }
 
 void expect_images(const torch::Tensor& x, std::int64_t channels, const std::string& owner) {

@@ -30,9 +30,10 @@ using ComponentFactory = std::function<std::unique_ptr<Component>(const Componen
 
 // device, normalize, freeze, weights: declared by every model type.
 std::vector<ParamSpec> common_model_params();
-// A model component type: its own `params`, then common_model_params().
-ComponentType model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params,
-                         ComponentFactory make);
+// A model component type: its own `params`, then common_model_params(). The caller adds the
+// contract (what it consumes from "in", the image batch, and what it produces) and the factory:
+//   model_type(...).consumes("in", "image: f32[N,$in_channels,H,W]").produces(...).create(model_factory<T>())
+ComponentTypeBuilder model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params);
 template <class T>
 ComponentFactory model_factory() {
   return [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<T>(c); };
@@ -121,8 +122,7 @@ std::int64_t read_int(torch::serialize::InputArchive& a, const std::string& key,
 Record make_snapshot(Model& model, const std::string& spec_text, std::int64_t step, std::int64_t epoch);
 // The same from a given state (the model's names with other values, e.g. a weight average).
 Record make_snapshot(const NamedTensors& state, const std::string& spec_text, std::int64_t step, std::int64_t epoch);
-// Builds a model from a spec through `registry` (default: the family registry).
-std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner);
+// Builds a model from a spec through `registry` (a node's: NodeContext::registry()).
 std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner,
                                    const Registry& registry);
 

@@ -86,10 +86,6 @@ Record make_snapshot(const NamedTensors& model_state, const std::string& spec_te
   return r;
 }
 
-std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner) {
-  return build_model(spec, seed, owner, family_registry());
-}
-
 std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner,
                                    const Registry& registry) {
   std::unique_ptr<Component> c = registry.instantiate(spec, seed, owner);

@@ -57,6 +57,8 @@ ComponentType contrastive_type() {
            "(Hadsell et al.); else z d + (1-z) max(0, m-d). d = ||f(a) - f(b)||.")
       .param(margin_param(1.0, "m, the distance dissimilar pairs are pushed beyond"))
       .param(Param::boolean("squared").default_value(true).doc("squared terms (true) or plain distances (false)"))
+      .consumes("batch", "a_image: any[N,...], b_image: any[N,...], pair_label: any[N]")
+      .consumes("outputs", "embedding: f32[N,D]")
       .create<Contrastive>();
 }
 
@@ -68,6 +70,8 @@ ComponentType dual_margin_contrastive_type() {
       .param(Param::number("negative_margin").default_value(1.0).min(0.0).doc("m_n: dissimilar pairs farther than this cost nothing"))
       .param(Param::number("positive_weight").default_value(1.0).min(0.0).doc("gamma, the weight of the similar-pair term"))
       .param(Param::boolean("squared").default_value(false).doc("square both hinge terms"))
+      .consumes("batch", "a_image: any[N,...], b_image: any[N,...], pair_label: any[N]")
+      .consumes("outputs", "embedding: f32[N,D]")
       .create<DualMargin>();
 }
 

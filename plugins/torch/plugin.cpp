@@ -2,9 +2,8 @@
 // the torch.train and torch.embed nodes (docs/torch.md). This file compiles without LibTorch.
 //
 // register_types is the family's one list of types. It is part of the family's library rather
-// than of the plugin module so that family_registry() can fill a registry of its own with it (for
-// nodes that rebuild models from spec text, and for the test hooks); plugin_entry.cpp hands it
-// to the engine.
+// than of the plugin module so that the test hooks (evaluate_loss) and the tests can fill a
+// registry with it; plugin_entry.cpp hands it to the engine.
 #include "torch_family.hpp"
 
 namespace embedflow::torchfam {
@@ -49,15 +48,6 @@ void register_types(Registry& r) {
   r.add(cen_loss_type());
   r.add(cen_score_type());
   r.add(cen_synthesize_type());
-}
-
-const Registry& family_registry() {
-  static const Registry registry = [] {
-    Registry r;
-    register_types(r);
-    return r;
-  }();
-  return registry;
 }
 
 }  // namespace embedflow::torchfam

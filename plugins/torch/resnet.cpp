@@ -1,5 +1,6 @@
 // torch.resnet18, torch.resnet50: He et al.'s ResNets (2016) written in C++ with torchvision's
 // layer names and initialisation; configurable in_channels, width, stem and embedding_dim.
+#include "catalog.hpp"
 #include "model.hpp"
 #include "torch_family.hpp"
 
@@ -114,14 +115,28 @@ std::vector<ParamSpec> resnet_params() {
 
 }  // namespace
 
+// Without a final linear layer the embedding is the pooled last stage: 8 x width channels for
+// ResNet-18's basic blocks, 32 x width for ResNet-50's bottlenecks (expansion 4).
+ComponentTypeBuilder resnet_contract(ComponentTypeBuilder b, std::int64_t last_stage_factor) {
+  return b.consumes("in", "image: f32[N,$in_channels,H,W]").check([last_stage_factor](ContractContext& c) {
+    std::int64_t d = c.params().integer("embedding_dim");
+    if (d == 0) d = last_stage_factor * c.params().integer("width");
+    PortSchema out;
+    out.add(embedding_field("embedding", Dim{Dim::Kind::fixed, d, ""}));
+    c.contract().produces = out;
+  });
+}
+
 ComponentType resnet18_type() {
-  return model_type("torch.resnet18", "ResNet-18 (basic blocks [2,2,2,2]) defined in C++, torchvision's layer names and initialisation.",
-                    resnet_params(), [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<ResNet>(c, false); });
+  return resnet_contract(model_type("torch.resnet18", "ResNet-18 (basic blocks [2,2,2,2]) defined in C++, torchvision's layer names and initialisation.",
+                                    resnet_params()), 8)
+      .create([](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<ResNet>(c, false); });
 }
 
 ComponentType resnet50_type() {
-  return model_type("torch.resnet50", "ResNet-50 (bottleneck blocks [3,4,6,3]) defined in C++, torchvision's layer names and initialisation.",
-                    resnet_params(), [](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<ResNet>(c, true); });
+  return resnet_contract(model_type("torch.resnet50", "ResNet-50 (bottleneck blocks [3,4,6,3]) defined in C++, torchvision's layer names and initialisation.",
+                                    resnet_params()), 32)
+      .create([](const ComponentContext& c) -> std::unique_ptr<Component> { return std::make_unique<ResNet>(c, true); });
 }
 
 }  // namespace embedflow::torchfam

@@ -81,8 +81,10 @@ ComponentType small_cnn_type() {
        Param::integers("channels").default_value(std::vector<std::int64_t>{32, 64}).min(1).doc("output channels of each conv block"),
        Param::integer("hidden").default_value(128).min(0).doc("hidden units before the embedding layer; 0: none"),
        Param::integer("embedding_dim").default_value(64).min(1).doc("D, the embedding size"),
-       Param::boolean("batchnorm").default_value(true).doc("batch norm after each convolution")},
-      model_factory<SmallCnn>());
+       Param::boolean("batchnorm").default_value(true).doc("batch norm after each convolution")})
+      .consumes("in", "image: f32[N,$in_channels,H,W]")
+      .produces("embedding: f32[N,$embedding_dim], features: f32[N,?]")
+      .create(model_factory<SmallCnn>());
 }
 
 }  // namespace embedflow::torchfam

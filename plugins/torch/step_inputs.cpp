@@ -93,10 +93,12 @@ std::vector<torch::Tensor> StepInputs::embed(const std::vector<std::string>& fie
 }
 
 double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
-  std::unique_ptr<Component> c = family_registry().instantiate(spec, 1, "evaluate_loss");
+  Registry types;
+  register_types(types);
+  std::unique_ptr<Component> c = types.instantiate(spec, 1, "evaluate_loss");
   auto* loss = dynamic_cast<Loss*>(c.get());
   if (!loss) throw ConfigError(cat(spec.str(), " is not a loss"));
-  std::unique_ptr<Model> identity = build_model(Value::map({{"type", Value::string("torch.identity")}}), 1, "evaluate_loss");
+  std::unique_ptr<Model> identity = build_model(Value::map({{"type", Value::string("torch.identity")}}), 1, "evaluate_loss", types);
   const Value* type = spec.get("type");
   StepInputs in(*identity, batch, torch::kCPU, type && type->is_string() ? type->as_string() : "");
   std::map<std::string, torch::Tensor> leaves;

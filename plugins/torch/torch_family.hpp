@@ -56,20 +56,17 @@ NodeType cen_score_type();        // crowd.cen_score         cen_score.cpp
 NodeType cen_synthesize_type();   // crowd.cen_synthesize    cen_synth.cpp
 
 // Every type above, one r.add line each (plugin.cpp): the plugin registers them with the engine
-// through it, and family_registry() fills a registry of its own with it.
+// through it. Nodes that rebuild a model from a snapshot's spec text use the graph's registry
+// (NodeContext::registry), which holds every loaded family's types.
 void register_types(Registry& r);
-
-// A registry holding this family's types. Nodes rebuild models from the spec text of a snapshot
-// or checkpoint with it (nodes do not see the engine's registry), and the test hooks below build
-// their losses with it.
-const Registry& family_registry();
 
 // Sets LibTorch's intra-op thread count from a node's `threads` parameter (0: the graph's
 // --threads). LibTorch here starts with one thread, so every torch node calls this in open().
 void set_torch_threads(std::int64_t threads, int graph_threads, const std::string& node);
 
-// Test and documentation hook: evaluates a loss component (spec as written in YAML) on a batch
-// whose image fields already hold embeddings f32[B,D] (the model is the identity). Returns the
+// Test and documentation hook: evaluates a loss component (spec as written in YAML, built from
+// this family's types) on a batch whose image fields already hold embeddings f32[B,D] (the
+// model is the identity). Returns the
 // loss and, when `grads` is given, d loss / d field for each embedding field, as f32 arrays.
 double evaluate_loss(const Value& spec, const Record& batch, Record* grads = nullptr);
 

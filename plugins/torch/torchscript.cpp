@@ -51,7 +51,10 @@ ComponentType torchscript_type() {
                     "A user's TorchScript module (.pt from torch.jit.script or torch.jit.trace and .save), e.g. an "
                     "ImageNet ResNet-50 backbone. Its forward takes f32[N,C,H,W] and returns a tensor (or a tuple whose "
                     "first element is one), flattened to [N,D]. freeze: true keeps its weights and statistics fixed.",
-                    {Param::path("path").doc("the TorchScript file")}, model_factory<TorchScript>());
+                    {Param::path("path").doc("the TorchScript file")})
+      .consumes("in", "image: f32[N,...]")
+      .produces("embedding: f32[N,?]")  // only a forward pass can tell
+      .create(model_factory<TorchScript>());
 }
 
 }  // namespace embedflow::torchfam

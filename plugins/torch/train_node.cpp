@@ -93,7 +93,6 @@ class Train final : public Node {
     schedule_ = ctx.component<Schedule>("schedule");
     spec_text_ = spec_to_text(p.value("model"));
     loss_name_ = p.value("loss").get("type")->as_string();
-    loss_fields_ = loss_fields(p.value("loss"));
     epochs_ = p.integer("epochs");
     shuffle_replay_ = p.boolean("shuffle_replay");
     max_steps_ = p.integer("max_steps");
@@ -179,19 +178,13 @@ class Train final : public Node {
   // and restore a checkpoint when resuming.
   void setup(const Record& first) {
     std::string field;
-    for (const auto& f : loss_fields_)
-      if (std::find(kImageFields.begin(), kImageFields.end(), f) != kImageFields.end()) {
+    for (const auto& f : kImageFields)
+      if (first.find(f)) {
         field = f;
         break;
       }
     if (field.empty())
-      for (const auto& f : kImageFields)
-        if (first.find(f)) {
-          field = f;
-          break;
-        }
-    if (field.empty() || !first.find(field))
-      throw DataError(cat("the first batch has no image field (", loss_name_, " needs ", loss_fields_.size(), " fields; batch: ",
+      throw DataError(cat("the first batch has no image field (", loss_name_, " needs one of them; batch: ",
                           first.describe(), ")"));
     torch::Tensor sample = image_input(to_tensor(first.get(field)));
     model_->prepare(sample.narrow(0, 0, std::min<std::int64_t>(2, sample.size(0))));
@@ -458,7 +451,6 @@ class Train final : public Node {
   std::unique_ptr<WeightAverage> average_;        // null: averaging off
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
-  std::vector<std::string> loss_fields_;
   double labelled_fraction_ = 1.0;
   std::int64_t threads_ = 0, epochs_ = 1, max_steps_ = 0, log_every_ = 1, checkpoint_every_ = 0, keep_ = 0,
                snapshot_every_ = 0;
@@ -542,21 +534,15 @@ NodeType train_type() {
       .check([](SchemaContext& c) {
         const Params& p = c.params();
         const PortSchema& in = c.input("in");
-        const std::vector<std::string> need = loss_fields(p.value("loss"));
+        // The model reads the batch's images; the loss reads the batch and the model's outputs.
+        // Their contracts report what does not fit at the parameter; snapshots carry what the
+        // model produces on to torch.embed and whatever reads its embeddings.
+        ComponentContract model = c.component("model", {{"in", model_input_schema(in)}});
+        c.component("loss", {{"batch", in}, {"outputs", model.produces}});
+        PortSchema snapshots = c.output("model");
+        snapshots.set_carried("model", model.produces);
+        c.set_output("model", snapshots);
         if (!in.is_any()) {
-          std::string missing, all;
-          for (const auto& f : need) {
-            std::size_t bar = f.find('|');
-            std::string shown = bar == std::string::npos ? f : cat(f.substr(0, bar), " (or ", f.substr(bar + 1), ")");
-            all += (all.empty() ? "" : ", ") + shown;
-            bool present = bar == std::string::npos ? in.find(f) != nullptr
-                                                    : in.find(f.substr(0, bar)) || in.find(f.substr(bar + 1));
-            if (!present) missing += (missing.empty() ? "" : ", ") + shown;
-          }
-          if (!missing.empty())
-            c.error(cat("loss ", p.value("loss").get("type")->as_string(), " consumes ", all, " but the input lacks ", missing,
-                        " (input: ", in.str(), ")"),
-                    "loss");
           for (const auto& f : kImageFields)
             if (const FieldSchema* fs = in.find(f); fs && fs->dtype && *fs->dtype != DType::f32 && *fs->dtype != DType::u8 &&
                                                     *fs->dtype != DType::f64)

@@ -31,6 +31,8 @@ ComponentType triplet_margin_type() {
       .param(margin_param(1.0, "m"))
       .param(Param::boolean("soft").default_value(false).doc("softplus instead of the hinge (use margin 0 for Hermans' soft margin)"))
       .param(Param::boolean("swap").default_value(false).doc("distance swap: d_an = min(d_an, d_pn) (Balntas et al.; PyTorch's swap)"))
+      .consumes("batch", "anchor_image: any[N,...], positive_image: any[N,...], negative_image: any[N,...]")
+      .consumes("outputs", "embedding: f32[N,D]")
       .create<TripletMargin>();
 }
 

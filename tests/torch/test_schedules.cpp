@@ -16,7 +16,9 @@ namespace {
 std::unique_ptr<torchfam::Schedule> make(const std::string& yaml_type, Value::Map params) {
   Value::Map m{{"type", Value::string(yaml_type)}};
   for (auto& p : params) m.push_back(std::move(p));
-  auto c = torchfam::family_registry().instantiate(Value::map(std::move(m)), 1, "test");
+  Registry types;
+  torchfam::register_types(types);
+  auto c = types.instantiate(Value::map(std::move(m)), 1, "test");
   auto* s = dynamic_cast<torchfam::Schedule*>(c.get());
   REQUIRE(s);
   c.release();

@@ -335,14 +335,66 @@ TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][tra
                         Catch::Contains("last checkpoint: step 3"));
 }
 
-TEST_CASE("images that do not fit the model are a located data error", "[torch][train][cli]") {
+TEST_CASE("images that do not fit the model fail validation at the model parameter", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-bad-images");
   auto r = run_graph(dir, "rgb_model.yaml",
                      train_graph(path_of("train.h5"), "model: {type: torch.small_cnn, in_channels: 3}, "
                                                       "loss: {type: torch.batch_hard_triplet}, threads: 1"));
   INFO(r.err);
-  CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Catch::Contains("node 'train'") && Catch::Contains("in_channels is 3 but the images have 1 channels"));
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("rgb_model.yaml:5:") && Catch::Contains("node 'train': param 'model': torch.small_cnn reads in: "
+                                                                        "field 'image' dim 1: expects 3, upstream gives 1"));
+}
+
+TEST_CASE("component contracts: a trained model's size reaches its evaluator before any data flows", "[torch][validate][cli]") {
+  fs::path dir = scratch_dir("torch-contracts");
+  // A 32-d trained model's embeddings against a pixel gallery (torch.identity: 1 x 28 x 28 = 784).
+  auto graph = [&](const std::string& gallery_model, const std::string& loss = "{type: torch.batch_hard_triplet}") {
+    return train_graph(path_of("train.h5"),
+                       "model: {type: torch.small_cnn, channels: [8], hidden: 0, embedding_dim: 32}, loss: " + loss +
+                           ", max_steps: 2, threads: 1",
+                       "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 64}}\n"
+                       "  query: {type: torch.embed, params: {keep: [label]}}\n"
+                       "  pixels: {type: torch.embed, params: {model: " + gallery_model + ", keep: [label]}}\n"
+                       "  eval:  {type: eval.retrieval, params: {out: " + (dir / "r").string() + "}}\n",
+                       "  - train.model -> query.model\n  - test -> query.in\n  - test -> pixels.in\n"
+                       "  - query -> eval.query\n  - pixels -> eval.gallery\n");
+  };
+  write_file(dir / "mismatch.yaml", graph("{type: torch.identity}"));
+  auto r = run_cli({"validate", (dir / "mismatch.yaml").string()});
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("node 'eval': edge 'pixels -> eval.gallery': field 'embedding' dim D: is 784 here but 32"));
+  CHECK_THAT(r.err, Catch::Contains("1 problem found"));
+  // The same size on both sides validates; a composite's size is the sum of its parts' (16 + 16).
+  write_file(dir / "same.yaml", graph("{type: torch.small_cnn, embedding_dim: 32}"));
+  CHECK(run_cli({"validate", (dir / "same.yaml").string()}).exit_code == 0);
+  write_file(dir / "concat.yaml", graph("{type: torch.concat, mode: both, backbone: {type: torch.small_cnn, embedding_dim: 16}, "
+                                        "branch: {type: torch.mlp, embedding_dim: 16}}"));
+  CHECK(run_cli({"validate", (dir / "concat.yaml").string()}).exit_code == 0);
+  write_file(dir / "concat_bad.yaml", graph("{type: torch.concat, mode: both, backbone: {type: torch.small_cnn, embedding_dim: 16}, "
+                                            "branch: {type: torch.mlp, embedding_dim: 8}}"));
+  auto c = run_cli({"validate", (dir / "concat_bad.yaml").string()});
+  CHECK(c.exit_code == 2);
+  CHECK_THAT(c.err, Catch::Contains("dim D: is 24 here but 32"));
+  // A loss that reads model outputs this model does not give, and fields the batch lacks.
+  write_file(dir / "kl.yaml", graph("{type: torch.identity}", "{type: torch.sum, a: {type: torch.contrastive}, b: {type: torch.kl_divergence}}"));
+  auto kl = run_cli({"validate", (dir / "kl.yaml").string()});
+  CHECK(kl.exit_code == 2);
+  CHECK_THAT(kl.err, Catch::Contains("param 'loss': torch.sum param 'a' (torch.contrastive) reads batch: needs field 'a_image'"));
+  CHECK_THAT(kl.err, Catch::Contains("param 'loss': torch.sum param 'b' (torch.kl_divergence) reads outputs: needs field 'mu'"));
+  // torch.embed's named outputs must be outputs of its model.
+  write_file(dir / "outputs.yaml",
+             "nodes:\n"
+             "  test: {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 64}}\n"
+             "  embed: {type: torch.embed, params: {model: {type: torch.conv_ae}, outputs: [reconstruction, logvar]}}\n"
+             "  show: {type: core.sink}\n"
+             "edges: [test -> embed.in, embed -> show]\n");
+  auto o = run_cli({"validate", (dir / "outputs.yaml").string()});
+  CHECK(o.exit_code == 2);
+  CHECK_THAT(o.err, Catch::Contains("outputs names 'logvar', which the model does not produce (it gives embedding, mu, latent, "
+                                    "reconstruction)"));
+  CHECK_THAT(o.err, Catch::Contains("1 problem found"));
 }
 
 TEST_CASE("TorchScript import: same embeddings as Python; freeze keeps the weights", "[torch][torchscript][cli]") {
@@ -612,8 +664,8 @@ TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][
   INFO(r.out << r.err);
   CHECK(r.exit_code == 2);
   const std::string all = r.out + r.err;
-  CHECK_THAT(all, Catch::Contains("loss torch.contrastive consumes a_image, b_image, pair_label but the input lacks "
-                                  "a_image, b_image, pair_label"));
+  CHECK_THAT(all, Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'a_image'"));
+  CHECK_THAT(all, Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'pair_label'"));
   CHECK_THAT(all, Catch::Contains("resume: auto looks for checkpoints in checkpoint_dir"));
   CHECK_THAT(all, Catch::Contains("torch.cosine schedule without `steps`"));
   CHECK_THAT(all, Catch::Contains("bad.yaml:5:"));  // located at the train node's line
