@@ -5,62 +5,11 @@
 #include <queue>
 #include <set>
 
+#include "embedflow/node_check.hpp"
+
 namespace embedflow::engine {
 
 namespace {
-
-// The view a node type's check hook gets of its node during validation.
-class CheckContext final : public SchemaContext {
- public:
-  CheckContext(ResolvedNode& node, const Registry& registry, std::vector<Diagnostic>& problems)
-      : node_(node), registry_(registry), problems_(problems) {}
-  const std::string& node_id() const override { return node_.id(); }
-  const Params& params() const override { return node_.params; }
-  const PortSchema& input(const std::string& port) const override {
-    int i = node_.type->input_index(port);
-    if (i < 0) throw ConfigError(cat("check hook of ", node_.type->name, " asked for unknown input '", port, "'"));
-    return node_.input_schemas[static_cast<std::size_t>(i)];
-  }
-  bool connected(const std::string& port) const override {
-    int i = node_.type->input_index(port);
-    if (i >= 0) return !node_.in_edges[static_cast<std::size_t>(i)].empty();
-    int o = node_.type->output_index(port);
-    return o >= 0 && !node_.out_edges[static_cast<std::size_t>(o)].empty();
-  }
-  const PortSchema& output(const std::string& port) const override {
-    int o = node_.type->output_index(port);
-    if (o < 0) throw ConfigError(cat("check hook of ", node_.type->name, " asked for unknown output '", port, "'"));
-    return node_.output_schemas[static_cast<std::size_t>(o)];
-  }
-  void set_output(const std::string& port, PortSchema schema) override {
-    int o = node_.type->output_index(port);
-    if (o < 0) throw ConfigError(cat("check hook of ", node_.type->name, " set unknown output '", port, "'"));
-    node_.output_schemas[static_cast<std::size_t>(o)] = std::move(schema);
-  }
-  void error(const std::string& message, const std::string& param) override {
-    SourceLocation where = node_.spec->where;
-    if (!param.empty() && node_.spec->params.is_map())
-      if (const Value* v = node_.spec->params.get(param))
-        if (v->where().known()) where = v->where();
-    problems_.push_back(Diagnostic{where, node_.id(), message});
-  }
-  ComponentContract component(const std::string& param, const ContractInputs& inputs) override {
-    if (!node_.params.has(param)) return ComponentContract{};
-    return component_spec(node_.params.value(param), inputs, cat("param '", param, "'"), param);
-  }
-  ComponentContract component_spec(const Value& spec, const ContractInputs& inputs, const std::string& what,
-                                   const std::string& param) override {
-    std::vector<std::string> found;
-    ComponentContract contract = resolve_contract(registry_, spec, inputs, found);
-    for (const auto& msg : found) error(cat(what, ": ", msg), param);
-    return contract;
-  }
-
- private:
-  ResolvedNode& node_;
-  const Registry& registry_;
-  std::vector<Diagnostic>& problems_;
-};
 
 std::string port_list(const std::vector<PortSpec>& ports) {
   std::string s;
@@ -336,12 +285,18 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
     for (std::size_t p = 0; p < rn.type->outputs.size(); ++p)
       rn.output_schemas[p] = substitute(rn.type->outputs[p].schema, param_ints, rn.bindings);
     if (rn.type->check) {
-      CheckContext ctx(rn, registry, problems);
-      try {
-        rn.type->check(ctx);
-      } catch (const std::exception& ex) {
-        problems.push_back(Diagnostic{rn.spec->where, rn.id(), ex.what()});
-      }
+      CheckedNode checked;
+      checked.type = rn.type;
+      checked.id = rn.id();
+      checked.params = &rn.params;
+      checked.written = &rn.spec->params;
+      checked.where = rn.spec->where;
+      checked.inputs = rn.input_schemas;
+      checked.outputs = std::move(rn.output_schemas);
+      for (const auto& edges : rn.in_edges) checked.input_connected.push_back(!edges.empty());
+      for (const auto& edges : rn.out_edges) checked.output_connected.push_back(!edges.empty());
+      run_check_hook(checked, registry, problems);
+      rn.output_schemas = std::move(checked.outputs);
     }
   }
   return g;

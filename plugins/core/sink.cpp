@@ -12,40 +12,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "core_types.hpp"
 
 namespace embedflow::core {
 namespace {
-
-std::string format_array(const Array& a) {
-  constexpr std::int64_t kShown = 8;
-  std::ostringstream s;
-  if (a.is_string()) {
-    if (a.rank() == 0) return "\"" + a.string_at(0) + "\"";
-    s << "[";
-    for (std::int64_t i = 0; i < std::min(a.numel(), kShown); ++i) s << (i ? ", " : "") << "\"" << a.string_at(i) << "\"";
-    s << (a.numel() > kShown ? ", ...]" : "]");
-    return s.str();
-  }
-  if (a.numel() > kShown) return a.describe();
-  auto one = [&](std::int64_t i) {
-    if (a.dtype() == DType::f32 || a.dtype() == DType::f64) s << a.as_double(i);
-    else s << a.as_int(i);
-  };
-  if (a.rank() == 0) {
-    one(0);
-    return s.str();
-  }
-  s << "[";
-  for (std::int64_t i = 0; i < a.numel(); ++i) {
-    if (i) s << ", ";
-    one(i);
-  }
-  s << "]";
-  return s.str();
-}
 
 class Sink final : public Node {
  public:
@@ -69,13 +40,7 @@ class Sink final : public Node {
       }
     }
     if (!print_) return;
-    std::string line = "{";
-    bool first = true;
-    for (const auto& [name, value] : in->fields()) {
-      line += (first ? "" : ", ") + name + ": " + format_array(value);
-      first = false;
-    }
-    line += "}\n";
+    const std::string line = format_record(*in) + "\n";
     if (file_.is_open()) file_ << line;
     else std::cout << line;
   }

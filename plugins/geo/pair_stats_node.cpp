@@ -223,7 +223,12 @@ NodeType pair_stats_type() {
   return NodeTypeBuilder("geo.pair_stats")
       .doc("Writes photo-pair statistics to a directory: exact pair counts within radii (grid counting), distance "
            "histograms and a density heat map (PNG), the table of sampled sets, and summary.json.")
-      .example("nodes:\n  stats: {type: geo.pair_stats, params: {out: out/stats}}\n")
+      .example("seed: 1\n"
+               "nodes:\n"
+               "  photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv, on_bad_row: skip}}\n"
+               "  stats:  {type: geo.pair_stats, params: {out: out/pair_stats_example, radii: [1, 10, 100], histogram_pairs: 1000}}\n"
+               "edges:\n"
+               "  - photos.out -> stats.photos\n")
       .param(Param::path("out").not_fingerprinted().doc("output directory (created if missing)"))
       .param(Param::numbers("radii").default_value(std::vector<double>{1.0, 10.0}).range(0, 100000)
                  .doc("radii (metres) for the exact count of photo pairs within them"))

@@ -8,10 +8,17 @@ namespace embedflow {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::info)};
 std::mutex g_mutex;
+LogSink g_sink;  // guarded by g_mutex
 }  // namespace
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+
+LogSink set_log_sink(LogSink sink) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::swap(g_sink, sink);
+  return sink;
+}
 
 void log_message(LogLevel level, std::string_view source, std::string_view message) {
   if (static_cast<int>(level) < g_level.load()) return;
@@ -28,6 +35,10 @@ void log_message(LogLevel level, std::string_view source, std::string_view messa
   line += message;
   line += "\n";
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_sink) {
+    g_sink(level, line);
+    return;
+  }
   // A progress line may be on screen: clear it so the log line is readable.
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);

@@ -1,5 +1,8 @@
 #include "embedflow/record.hpp"
 
+#include <algorithm>
+#include <sstream>
+
 namespace embedflow {
 
 Record& Record::set(std::string name, Array value) {
@@ -52,6 +55,48 @@ std::string Record::describe() const {
     s += fields_[i].first + ": " + fields_[i].second.describe();
   }
   return s + "}";
+}
+
+namespace {
+
+std::string format_array(const Array& a) {
+  constexpr std::int64_t kShown = 8;
+  std::ostringstream s;
+  if (a.is_string()) {
+    if (a.rank() == 0) return "\"" + a.string_at(0) + "\"";
+    s << "[";
+    for (std::int64_t i = 0; i < std::min(a.numel(), kShown); ++i) s << (i ? ", " : "") << "\"" << a.string_at(i) << "\"";
+    s << (a.numel() > kShown ? ", ...]" : "]");
+    return s.str();
+  }
+  if (a.numel() > kShown) return a.describe();
+  auto one = [&](std::int64_t i) {
+    if (a.dtype() == DType::f32 || a.dtype() == DType::f64) s << a.as_double(i);
+    else s << a.as_int(i);
+  };
+  if (a.rank() == 0) {
+    one(0);
+    return s.str();
+  }
+  s << "[";
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    if (i) s << ", ";
+    one(i);
+  }
+  s << "]";
+  return s.str();
+}
+
+}  // namespace
+
+std::string format_record(const Record& record) {
+  std::string line = "{";
+  bool first = true;
+  for (const auto& [name, value] : record.fields()) {
+    line += (first ? "" : ", ") + name + ": " + format_array(value);
+    first = false;
+  }
+  return line + "}";
 }
 
 }  // namespace embedflow

@@ -1,22 +1,19 @@
-// Helpers shared by the image tests: graph files in scratch dirs, the CLI, Python oracles.
+// Helpers shared by the image tests: graphs run in the test's process, Python oracles.
 #pragma once
 
 #include <string>
 
-#include "cli.hpp"
+#include "harness.hpp"
 
 namespace embedflow::test {
 
 inline const char* kFashion = "/usr/share/datasets/fashion-mnist";
 
-// Writes `yaml` to dir/name and runs it with the CLI.
-inline Result run_graph(const std::filesystem::path& dir, const std::string& name, const std::string& yaml,
-                        std::vector<std::string> extra = {}) {
-  const auto path = dir / name;
-  write_file(path, yaml);
-  std::vector<std::string> args{"run", path.string(), "--quiet"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return run_cli(args);
+// Runs `yaml` in this process (GraphRunner) on `threads` worker threads (0: every core), with
+// --set style `sets` ("seed=22", "read.on_bad_image=skip"); `name` names it in messages.
+inline GraphRun run_graph(const std::string& name, const std::string& yaml, int threads = 0,
+                          const std::vector<std::string>& sets = {}) {
+  return GraphRunner(plugins(), yaml, name).threads(threads).run(sets);
 }
 
 // Python prelude: IDX parsing with gzip + numpy, independent of the C++ reader.

@@ -118,15 +118,15 @@ TEST_CASE("pk_batch: P distinct classes, K rows each, replacement only for small
 TEST_CASE("class_batches on Fashion-MNIST classes 0-4: stratified, full coverage per epoch, epochs differ") {
   const fs::path dir = scratch_dir("image_class_batches");
   const std::string out = (dir / "batches.h5").string();
-  Result r = run_graph(dir, "g.yaml", R"(
+  GraphRun r = run_graph("g.yaml", R"(
 seed: 4
 nodes:
   train:   {type: image.idx_reader, params: {split: train, classes: "0-4", batch_size: -1}}
   batches: {type: image.class_batches, params: {classes_per_batch: 5, per_class: 8, epochs: 2}}
   save:    {type: io.hdf5_writer, params: {path: )" + out + R"(}}
 edges: [train.out -> batches.table, batches.out -> save.in]
-)", {"--threads", "2"});
-  INFO(r.err);
+)", 2);
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   Result py = run_python(std::string(kIdxPython) + R"PY(
 images, labels = fashion("train")
@@ -149,7 +149,7 @@ print("ok")
   INFO(py.out << py.err);
   CHECK(py.exit_code == 0);
   // The same seed gives the same batches; the table port rejects a per-record stream.
-  Result bad = run_graph(dir, "bad.yaml", R"(
+  GraphRun bad = run_graph("bad.yaml", R"(
 nodes:
   train:   {type: image.idx_reader, params: {split: test, limit: 10}}
   batches: {type: image.class_batches}
@@ -157,8 +157,8 @@ nodes:
 edges: [train.out -> batches.table, batches.out -> count.in]
 )");
   CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.err, Catch::Contains("table field 'id' is a scalar") && Catch::Contains("batch_size: -1"));
-  Result few = run_graph(dir, "few.yaml", R"(
+  CHECK_THAT(bad.error, Catch::Contains("table field 'id' is a scalar") && Catch::Contains("batch_size: -1"));
+  GraphRun few = run_graph("few.yaml", R"(
 nodes:
   train:   {type: image.idx_reader, params: {split: test, classes: "0-2", batch_size: -1}}
   batches: {type: image.class_batches, params: {classes_per_batch: 4}}
@@ -166,13 +166,13 @@ nodes:
 edges: [train.out -> batches.table, batches.out -> count.in]
 )");
   CHECK(few.exit_code == 1);
-  CHECK_THAT(few.err, Catch::Contains("the table has 3 classes but classes_per_batch is 4"));
+  CHECK_THAT(few.error, Catch::Contains("the table has 3 classes but classes_per_batch is 4"));
 }
 
 TEST_CASE("pk_batches and batch_pairs through a graph") {
   const fs::path dir = scratch_dir("image_pk");
   const std::string pk = (dir / "pk.h5").string(), pairs = (dir / "pairs.h5").string(), matrix = (dir / "matrix.h5").string();
-  Result r = run_graph(dir, "g.yaml", R"(
+  GraphRun r = run_graph("g.yaml", R"(
 seed: 9
 nodes:
   test:   {type: image.idx_reader, params: {split: test, batch_size: -1}}
@@ -183,8 +183,8 @@ nodes:
   matrix: {type: image.batch_pairs}
   smat:   {type: io.hdf5_writer, params: {path: )" + matrix + R"(}}
 edges: [test.out -> pk.table, pk.out -> save.in, pk.out -> list.in, list.out -> slist.in, pk.out -> matrix.in, matrix.out -> smat.in]
-)", {"--threads", "2"});
-  INFO(r.err);
+)", 2);
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   Result py = run_python(std::string(kIdxPython) + R"PY(
 images, labels = fashion("test")
@@ -236,7 +236,7 @@ with h5py.File(sys.argv[3], "w") as f:
 )PY", {pairs, trips, (dir / "unknown.h5").string()});
   REQUIRE(gen.exit_code == 0);
   const std::string pout = (dir / "pout.h5").string(), tout = (dir / "tout.h5").string();
-  Result r = run_graph(dir, "g.yaml", R"(
+  GraphRun r = run_graph("g.yaml", R"(
 nodes:
   images: {type: image.idx_reader, params: {split: test, batch_size: -1}}
   tensor: {type: image.to_tensor}
@@ -248,8 +248,8 @@ nodes:
   tsave:  {type: io.hdf5_writer, params: {path: )" + tout + R"(}}
 edges: [images.out -> tensor.in, tensor.out -> pjoin.table, tensor.out -> tjoin.table, pairs.out -> pjoin.pairs,
         trips.out -> tjoin.triplets, pjoin.out -> psave.in, tjoin.out -> tsave.in]
-)", {"--threads", "2"});
-  INFO(r.err);
+)", 2);
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   Result py = run_python(std::string(kIdxPython) + R"PY(
 images, labels = fashion("test")
@@ -273,7 +273,7 @@ print("ok")
   INFO(py.out << py.err);
   CHECK(py.exit_code == 0);
 
-  Result unknown = run_graph(dir, "unknown.yaml", R"(
+  GraphRun unknown = run_graph("unknown.yaml", R"(
 nodes:
   images: {type: image.idx_reader, params: {split: test, batch_size: -1}}
   pairs:  {type: io.hdf5_reader, params: {path: )" + (dir / "unknown.h5").string() + R"(, batch_size: 2}}
@@ -282,9 +282,9 @@ nodes:
 edges: [images.out -> join.table, pairs.out -> join.pairs, join.out -> count.in]
 )");
   CHECK(unknown.exit_code == 1);
-  CHECK_THAT(unknown.err, Catch::Contains("node 'join'") && Catch::Contains("anchor id 10001 is not in the image table (10000 images, ids 0..9999)"));
+  CHECK_THAT(unknown.error, Catch::Contains("node 'join'") && Catch::Contains("anchor id 10001 is not in the image table (10000 images, ids 0..9999)"));
   // Duplicate ids in the table (a reader running two epochs into a collect) are refused.
-  Result dup = run_graph(dir, "dup.yaml", R"(
+  GraphRun dup = run_graph("dup.yaml", R"(
 nodes:
   images: {type: image.idx_reader, params: {split: test, limit: 5, epochs: 2}}
   table:  {type: image.collect}
@@ -294,5 +294,5 @@ nodes:
 edges: [images.out -> table.in, table.out -> join.table, pairs.out -> join.pairs, join.out -> count.in]
 )");
   CHECK(dup.exit_code == 1);
-  CHECK_THAT(dup.err, Catch::Contains("id 0 appears twice in the image table"));
+  CHECK_THAT(dup.error, Catch::Contains("id 0 appears twice in the image table"));
 }

@@ -1,14 +1,12 @@
-// Readers through the CLI: image.idx_reader against gzip + numpy parsing of the same files,
-// truncated / corrupt IDX files, image.files_reader on PNG and JPEG files written with OpenCV
-// (directory tree and CSV), corrupt and missing files in error and skip modes.
+// Readers in graphs run in the test's process: image.idx_reader against gzip + numpy parsing of
+// the same files, truncated / corrupt IDX files, image.files_reader on PNG and JPEG files written
+// with OpenCV (directory tree and CSV), corrupt and missing files in error and skip modes.
 #include <catch2/catch.hpp>
 
 #include <fstream>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
-
-#include <embedflow/hdf5/stream_file.hpp>
 
 #include "core/arrays.hpp"
 #include "core/idx.hpp"
@@ -21,13 +19,13 @@ namespace fs = std::filesystem;
 TEST_CASE("idx_reader streams the test split exactly as gzip + numpy parse it") {
   const fs::path dir = scratch_dir("image_idx");
   const std::string out = (dir / "test.h5").string();
-  Result r = run_graph(dir, "g.yaml", R"(
+  GraphRun r = run_graph("g.yaml", R"(
 nodes:
   read: {type: image.idx_reader, params: {split: test, batch_size: 1000}}
   save: {type: io.hdf5_writer, params: {path: )" + out + R"(}}
 edges: [read.out -> save.in]
 )");
-  INFO(r.err);
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   Result py = run_python(std::string(kIdxPython) + R"PY(
 images, labels = fashion("test")
@@ -48,14 +46,14 @@ print(" ".join(str(c) for c in counts))
 TEST_CASE("idx_reader: train split per record with a class filter, limit and shuffle, against numpy") {
   const fs::path dir = scratch_dir("image_idx_train");
   const std::string out = (dir / "train.h5").string();
-  Result r = run_graph(dir, "g.yaml", R"(
+  GraphRun r = run_graph("g.yaml", R"(
 seed: 3
 nodes:
   read: {type: image.idx_reader, params: {split: train, classes: "5-9", limit: 3000, shuffle: true, id_offset: 100}}
   save: {type: io.hdf5_writer, params: {path: )" + out + R"(}}
 edges: [read.out -> save.in]
 )");
-  INFO(r.err);
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   Result py = run_python(std::string(kIdxPython) + R"PY(
 images, labels = fashion("train")
@@ -93,23 +91,23 @@ gzip.open(d + "/magic.gz", "wb").write(b"\x00\x00\x08\x01" + src[4:])
   CHECK(read_idx((dir / "short.gz").string(), 3, 200).data.dim(0) == 200);
   // Through the CLI: exit 1, the message names the node, the file and the record.
   const std::string labels = std::string(kFashion) + "/t10k-labels-idx1-ubyte.gz";
-  Result r = run_graph(dir, "g.yaml", R"(
+  GraphRun r = run_graph("g.yaml", R"(
 nodes:
   read: {type: image.idx_reader, params: {images: )" + (dir / "short.gz").string() + ", labels: " + labels + R"(}}
   count: {type: core.sink, params: {mode: count}}
 edges: [read.out -> count.in]
 )");
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Catch::Contains("node 'read'") && Catch::Contains("short.gz: truncated at record 250"));
+  CHECK_THAT(r.error, Catch::Contains("node 'read'") && Catch::Contains("short.gz: truncated at record 250"));
   // A wrong magic is caught at validation, before anything runs (exit 2).
-  Result v = run_graph(dir, "v.yaml", R"(
+  GraphRun v = run_graph("v.yaml", R"(
 nodes:
   read: {type: image.idx_reader, params: {images: )" + (dir / "magic.gz").string() + ", labels: " + labels + R"(}}
   count: {type: core.sink, params: {mode: count}}
 edges: [read.out -> count.in]
 )");
   CHECK(v.exit_code == 2);
-  CHECK_THAT(v.err, Catch::Contains("bad IDX magic"));
+  CHECK_THAT(v.error, Catch::Contains("bad IDX magic"));
 }
 
 namespace {
@@ -128,13 +126,6 @@ void write_tree(const fs::path& root, const std::vector<std::string>& classes, i
   }
 }
 
-std::vector<embedflow::RecordPtr> read_h5(const std::string& path) {
-  std::vector<embedflow::RecordPtr> out;
-  embedflow::hdf5::StreamFileReader r(path);
-  r.read_port("data", [&](const embedflow::RecordPtr& rec) { out.push_back(rec); });
-  return out;
-}
-
 cv::Mat as_mat(const embedflow::Array& a) { return embedflow::image::image_view(a).clone(); }
 
 bool same(const cv::Mat& a, const cv::Mat& b) {
@@ -149,20 +140,17 @@ TEST_CASE("files_reader: directory tree, labels from class names, ids from the s
   const fs::path dir = scratch_dir("image_files_dir");
   const fs::path tree = dir / "tree";
   write_tree(tree, {"3", "7"}, 5);
-  const std::string out = (dir / "out.h5").string();
-  Result r = run_graph(dir, "g.yaml", R"(
+  GraphRun r = GraphRunner(plugins(), R"(
 nodes:
   read: {type: image.files_reader, params: {dir: )" + tree.string() + R"(, mode: color}}
-  save: {type: io.hdf5_writer, params: {path: )" + out + R"(}}
-edges: [read.out -> save.in]
-)", {"--threads", "2"});
-  INFO(r.err);
+)").collect("read").threads(2).run();
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   std::vector<std::string> names;
   const auto entries = embedflow::image::list_directory(tree.string(), names);
   REQUIRE(entries.size() == 10);
   CHECK(names == std::vector<std::string>{"3", "7"});
-  const auto records = read_h5(out);
+  const auto& records = r.records("read");
   REQUIRE(records.size() == 10);
   for (std::size_t i = 0; i < records.size(); ++i) {
     const auto& rec = *records[i];
@@ -205,16 +193,15 @@ TEST_CASE("files_reader: CSV list, grey + resize, classes; corrupt and missing f
   write_file(dir / "good.csv", good_csv);
   write_file(dir / "list.csv", csv);
 
-  const std::string out = (dir / "out.h5").string();
-  auto graph = [&](const std::string& list, const std::string& extra) {
-    return "nodes:\n  read: {type: image.files_reader, params: {csv: " + (dir / list).string() +
-           ", height: 28, width: 28" + extra + "}}\n  save: {type: io.hdf5_writer, params: {path: " + out +
-           "}}\nedges: [read.out -> save.in]\n";
+  auto graph = [&](const std::string& name, const std::string& list, const std::string& extra) {
+    return GraphRunner(plugins(), "nodes:\n  read: {type: image.files_reader, params: {csv: " + (dir / list).string() +
+                                      ", height: 28, width: 28" + extra + "}}\n", name)
+        .collect("read");
   };
-  Result r = run_graph(dir, "good.yaml", graph("good.csv", ", classes: \"1-2\", batch_size: 3"));
-  INFO(r.err);
+  GraphRun r = graph("good.yaml", "good.csv", ", classes: \"1-2\", batch_size: 3").run();
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
-  const auto batches = read_h5(out);
+  const auto& batches = r.records("read");
   REQUIRE(batches.size() == 3);  // 8 images of classes 1 and 2 in batches of 3
   int seen = 0;
   for (const auto& b : batches) {
@@ -235,19 +222,19 @@ TEST_CASE("files_reader: CSV list, grey + resize, classes; corrupt and missing f
   CHECK(seen == 8);
 
   // Error mode: the corrupt file stops the run naming it and its CSV line.
-  Result bad = run_graph(dir, "bad.yaml", graph("list.csv", ""));
+  GraphRun bad = graph("bad.yaml", "list.csv", "").run();
   CHECK(bad.exit_code == 1);
-  CHECK_THAT(bad.err, Catch::Contains("img/0/bad.png") && Catch::Contains("list.csv:14") && Catch::Contains("not a decodable image"));
+  CHECK_THAT(bad.error, Catch::Contains("img/0/bad.png") && Catch::Contains("list.csv:14") && Catch::Contains("not a decodable image"));
   // Only the missing file left: it is named too.
-  Result missing = run_graph(dir, "missing.yaml", graph("list.csv", ", classes: [1]"));
+  GraphRun missing = graph("missing.yaml", "list.csv", ", classes: [1]").run();
   CHECK(missing.exit_code == 1);
-  CHECK_THAT(missing.err, Catch::Contains("img/1/missing.png") && Catch::Contains("list.csv:15") && Catch::Contains("cannot open"));
+  CHECK_THAT(missing.error, Catch::Contains("img/1/missing.png") && Catch::Contains("list.csv:15") && Catch::Contains("cannot open"));
   // Skip mode: both are skipped and counted; the 12 good images arrive.
-  Result skip = run_cli({"run", (dir / "bad.yaml").string(), "--set", "read.on_bad_image=skip"});
-  INFO(skip.err);
+  GraphRun skip = graph("bad.yaml", "list.csv", "").run({"read.on_bad_image=skip"});
+  INFO(skip.message());
   CHECK(skip.exit_code == 0);
-  CHECK_THAT(skip.err, Catch::Contains("skipped 2 unreadable files") && Catch::Contains("bad.png"));
-  CHECK(read_h5(out).size() == 12);
+  CHECK_THAT(skip.log, Catch::Contains("skipped 2 unreadable files") && Catch::Contains("bad.png"));
+  CHECK(skip.records("read").size() == 12);
 }
 
 TEST_CASE("files_reader: images of different sizes cannot share a batch; the error names both files") {
@@ -255,8 +242,8 @@ TEST_CASE("files_reader: images of different sizes cannot share a batch; the err
   write_tree(dir / "a", {"0"}, 2, 20, 24);
   write_tree(dir / "b", {"0"}, 1, 30, 24);
   fs::rename(dir / "b/0/0.png", dir / "a/0/9.png");
-  Result r = run_graph(dir, "g.yaml", "nodes:\n  read: {type: image.files_reader, params: {dir: " + (dir / "a").string() +
+  GraphRun r = run_graph("g.yaml", "nodes:\n  read: {type: image.files_reader, params: {dir: " + (dir / "a").string() +
                                           ", batch_size: 4}}\n  count: {type: core.sink, params: {mode: count}}\nedges: [read.out -> count.in]\n");
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Catch::Contains("9.png is [30,24,1]") && Catch::Contains("0.png in the same batch is [20,24,1]"));
+  CHECK_THAT(r.error, Catch::Contains("9.png is [30,24,1]") && Catch::Contains("0.png in the same batch is [20,24,1]"));
 }

@@ -2,6 +2,7 @@
 // prefixed with the level and the node id that logged them.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,12 @@ void set_log_level(LogLevel level);
 LogLevel log_level();
 // Writes one line "[level] source: message" to stderr (thread-safe, whole lines).
 void log_message(LogLevel level, std::string_view source, std::string_view message);
+
+// Where whole lines ("[level] source: message\n") go instead of stderr: the test harness
+// (embedflow/testing/capture.hpp) collects them. Called one line at a time, under the log's lock.
+using LogSink = std::function<void(LogLevel level, std::string_view line)>;
+// Installs `sink` (an empty one restores stderr); returns the sink it replaces.
+LogSink set_log_sink(LogSink sink);
 
 template <class... Args>
 void log_info(std::string_view source, Args&&... args) {

@@ -41,4 +41,9 @@ using RecordPtr = std::shared_ptr<const Record>;
 
 inline RecordPtr share(Record r) { return std::make_shared<const Record>(std::move(r)); }
 
+// One line of values, as core.sink prints a record: "{index: 3, value: 1.5, tags: ["a", "b"]}".
+// Arrays of more than 8 elements show as their dtype and shape ("u8[28,28,1]"), string columns as
+// their first 8 strings; floats print with 6 significant digits.
+std::string format_record(const Record& record);
+
 }  // namespace embedflow
