@@ -1,691 +1,281 @@
+// geo.pair_sampler: weakly labelled pairs or triplets from geotags, per anchor with budgets.
+//
+// Input `photos`: batches with id i64, lat/lon f64 (degrees), time i64 (unix s), user str, and
+// optionally path str (enables duplicate-file removal). The node collects the whole stream,
+// then, at end of stream, builds a nanoflann KD-tree over unique locations (local metric
+// projection, exact great-circle test on candidates) and samples every anchor:
+//   positives: up to k_pos photos within positive_radius_m (positives: radius), or frames of
+//              the same time-lapse sequence (positives: timelapse: one user, consecutive frames
+//              at most timelapse_gap_s apart and within positive_radius_m, >= timelapse_min_frames);
+//   negatives: up to k_neg photos at least negative_min_m away, and at most negative_max_m when
+//              it is > 0 (a ring, e.g. P_{10,[30,100]}).
+// Constraints: the dataset window [date_from, date_to); same_month / same_year / max_time_gap_s
+// relative to the anchor (on positives and negatives); positive_user any / same / different.
+// Duplicates (same coordinates and user, times <= duplicate_time_s apart; identical image files)
+// are dropped before sampling.
+// Output `out`: output: pairs -> anchor, other i64[N], distance_m f64[N], label i64[N] (1 similar,
+// 0 dissimilar); output: triplets -> anchor, positive, negative i64[N], positive_m, negative_m
+// f64[N] (min(#pos, #neg) per anchor). Anchors without a positive emit nothing.
+// Output `summary`: one record at the end (name, positive, negative, time_frame, other str[1],
+// size, anchors, photos i64[1]) for geo.pair_stats' dataset table.
+// Caveats: holds the photo columns in memory (~40 bytes a photo); output is grouped by location,
+// not shuffled; each anchor's draws are seeded from (node seed, photo id), so results do not
+// depend on --threads.
+//
+//   seed: 7
+//   nodes:
+//     photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv, on_bad_row: skip}}
+//     pairs:  {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000, k_pos: 2, k_neg: 2}}
+//     stats:  {type: geo.pair_stats, params: {out: out/pair_sampler_example, histogram_pairs: 1000}}
+//   edges:
+//     - photos.out -> pairs.photos
+//     - pairs.summary -> stats.sets
+#include <cstdio>
+
+#include "embedflow/embedflow.hpp"
+#include "geo_types.hpp"
 #include "pair_sampler.hpp"
-
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <fstream>
-#include <numeric>
-
-#include <tbb/parallel_for.h>
-#include <tbb/parallel_sort.h>
-#include <tbb/task_arena.h>
-
-#include "embedflow/error.hpp"
-#include "embedflow/rng.hpp"
-#include "geodesy.hpp"
-#include "spatial_index.hpp"
+#include "photo_csv.hpp"
 
 namespace embedflow::geo {
-
-std::int32_t UserInterner::intern(const std::string& name) {
-  auto [it, inserted] = ids_.try_emplace(name, static_cast<std::int32_t>(ids_.size()));
-  return it->second;
-}
-
-TripletRows to_triplets(const PairRows& rows) {
-  TripletRows t;
-  std::size_t i = 0;
-  while (i < rows.size()) {
-    std::size_t j = i;
-    while (j < rows.size() && rows.anchor[j] == rows.anchor[i] && rows.label[j] == 1) ++j;
-    std::size_t k = j;
-    while (k < rows.size() && rows.anchor[k] == rows.anchor[i] && rows.label[k] == 0) ++k;
-    const std::size_t n = std::min(j - i, k - j);
-    for (std::size_t m = 0; m < n; ++m) {
-      t.anchor.push_back(rows.anchor[i]);
-      t.positive.push_back(rows.other[i + m]);
-      t.negative.push_back(rows.other[j + m]);
-      t.positive_m.push_back(rows.distance_m[i + m]);
-      t.negative_m.push_back(rows.distance_m[j + m]);
-    }
-    i = k > i ? k : i + 1;
-  }
-  return t;
-}
-
 namespace {
 
-// A small counter-based generator: seeding it per anchor costs one multiply, where seeding a
-// mt19937_64 per anchor would dominate the run.
-class AnchorRng {
+const char* kPairsSchema = "anchor: i64[N], other: i64[N], distance_m: f64[N], label: i64[N]";
+const char* kTripletsSchema =
+    "anchor: i64[N], positive: i64[N], negative: i64[N], positive_m: f64[N], negative_m: f64[N]";
+
+bool parse_date_param(const Params& p, const std::string& name, std::int64_t& out) {
+  const std::string& text = p.string(name);
+  if (text.empty()) return true;
+  return parse_time(text, TimeFormat::iso8601, out);
+}
+
+std::string metres(double m) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g m", m);
+  return buf;
+}
+
+class PairSamplerNode : public Node {
  public:
-  explicit AnchorRng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() { return mix64(state_ += 0x9e3779b97f4a7c15ULL); }
-  // Uniform in [0, n) (Lemire's multiply-shift; bias below 2^-40 for our n).
-  std::uint64_t below(std::uint64_t n) {
-    return static_cast<std::uint64_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    const Params& p = ctx.params();
+    c_.positive_radius_m = p.number("positive_radius_m");
+    c_.negative_min_m = p.number("negative_min_m");
+    c_.negative_max_m = p.number("negative_max_m");
+    c_.k_pos = static_cast<int>(p.integer("k_pos"));
+    c_.k_neg = static_cast<int>(p.integer("k_neg"));
+    parse_date_param(p, "date_from", c_.date_from);
+    parse_date_param(p, "date_to", c_.date_to);
+    c_.same_month = p.boolean("same_month");
+    c_.same_year = p.boolean("same_year");
+    c_.max_time_gap_s = p.integer("max_time_gap_s");
+    const std::string& pu = p.string("positive_user");
+    c_.positive_user = pu == "same" ? UserRule::same : pu == "different" ? UserRule::different : UserRule::any;
+    c_.mode = p.string("positives") == "timelapse" ? PositiveMode::timelapse : PositiveMode::radius;
+    c_.timelapse_gap_s = p.integer("timelapse_gap_s");
+    c_.timelapse_min_frames = static_cast<int>(p.integer("timelapse_min_frames"));
+    c_.duplicate_time_s = p.integer("duplicate_time_s");
+    c_.duplicate_files = p.boolean("duplicate_files");
+    c_.image_root = p.string("image_root");
+    c_.seed = ctx.seed();
+    c_.threads = ctx.threads();
+    triplets_ = p.string("output") == "triplets";
+    batch_size_ = static_cast<std::size_t>(p.integer("batch_size"));
+    name_ = p.string("name").empty() ? ctx.id() : p.string("name");
+  }
+
+  void process(std::size_t, const RecordPtr& record, Emitter&) override {
+    const Record& r = *record;
+    const Array& id = r.get("id");
+    const Array& lat = r.get("lat");
+    const Array& lon = r.get("lon");
+    const Array& time = r.get("time");
+    const Array& user = r.get("user");
+    const Array* path = r.find("path");
+    const std::int64_t n = id.numel();
+    const auto* ids = id.data<std::int64_t>();
+    const auto* la = lat.data<double>();
+    const auto* lo = lon.data<double>();
+    const auto* t = time.data<std::int64_t>();
+    const bool has_path = path && c_.duplicate_files;
+    if (has_path) photos_.path.resize(photos_.id.size());  // earlier batches had none
+    for (std::int64_t i = 0; i < n; ++i) {
+      // Photos outside the dataset window are dropped here, so a one-month set never holds the
+      // whole collection in memory.
+      if (t[i] < c_.date_from || t[i] >= c_.date_to) {
+        ++outside_dates_;
+        continue;
+      }
+      photos_.id.push_back(ids[i]);
+      photos_.lat.push_back(la[i]);
+      photos_.lon.push_back(lo[i]);
+      photos_.time.push_back(t[i]);
+      photos_.user.push_back(users_.intern(user.string_at(i)));
+      if (has_path) photos_.path.push_back(path->string_at(i));
+    }
+  }
+
+  void close(Emitter& out) override {
+    if (!photos_.path.empty()) photos_.path.resize(photos_.id.size());
+    PairSampler sampler(photos_, c_);
+    photos_ = PhotoSet();  // the sampler keeps what it needs; three full-size sets may close at once
+    users_ = UserInterner();
+    std::int64_t rows = 0;
+    sampler.run(
+        [&](PairRows&& block) {
+          if (triplets_) {
+            TripletRows t = to_triplets(block);
+            rows += static_cast<std::int64_t>(t.size());
+            emit_triplets(t, out);
+          } else {
+            rows += static_cast<std::int64_t>(block.size());
+            emit_pairs(block, out);
+          }
+        },
+        [&] { return ctx_->stop_requested(); });
+    const SamplerStats& s = sampler.stats();
+    log_info(ctx_->id(), s.input + outside_dates_, " photos: ", s.outside_dates + outside_dates_, " outside the dates, ", s.duplicates, " duplicates, ",
+             s.duplicate_files, " duplicate files; ", s.kept, " kept at ", s.unique_locations, " locations; ",
+             s.anchors_with_positive, " of ", s.anchors, " anchors have positives; ", rows, " rows (",
+             s.positives, " positives, ", s.negatives, " negatives); index ", s.build_seconds, " s, sampling ",
+             s.sample_seconds, " s");
+    if (c_.mode == PositiveMode::timelapse)
+      log_info(ctx_->id(), s.timelapse_sequences, " time-lapse sequences with ", s.timelapse_frames, " frames");
+    emit_summary(s, rows, out);
   }
 
  private:
-  std::uint64_t state_;
-};
-
-// A run of candidates: elements map[i] (or i itself when map is null) for i in [begin, end).
-// `inverse` (map's inverse permutation) finds an element's slot without scanning.
-struct Range {
-  std::uint32_t begin, end;
-  const std::uint32_t* map;
-  const std::uint32_t* inverse = nullptr;
-  bool unsure = false;  // a KD-tree leaf only partly in the region: members need the exact test
-  std::uint32_t at(std::uint64_t i) const { return map ? map[begin + i] : static_cast<std::uint32_t>(begin + i); }
-  std::uint32_t size() const { return end - begin; }
-  // Offset of element e in this range, or -1.
-  std::int64_t find(std::uint32_t e) const {
-    const std::uint32_t slot = map ? (inverse ? inverse[e] : UINT32_MAX) : e;
-    return slot >= begin && slot < end ? static_cast<std::int64_t>(slot - begin) : -1;
+  void emit_pairs(const PairRows& b, Emitter& out) {
+    for (std::size_t i = 0; i < b.size(); i += batch_size_) {
+      const std::size_t j = std::min(b.size(), i + batch_size_);
+      const auto n = static_cast<std::int64_t>(j - i);
+      Record r;
+      r.set("anchor", Array::from_vector<std::int64_t>({n}, {b.anchor.begin() + i, b.anchor.begin() + j}));
+      r.set("other", Array::from_vector<std::int64_t>({n}, {b.other.begin() + i, b.other.begin() + j}));
+      r.set("distance_m", Array::from_vector<double>({n}, {b.distance_m.begin() + i, b.distance_m.begin() + j}));
+      r.set("label", Array::from_vector<std::int64_t>({n}, {b.label.begin() + i, b.label.begin() + j}));
+      out.emit(0, std::move(r));
+    }
   }
-};
 
-struct Window {
-  std::int64_t begin = INT64_MIN, end = INT64_MAX;  // [begin, end)
-  void clip(std::int64_t b, std::int64_t e) { begin = std::max(begin, b); end = std::min(end, e); }
-};
+  void emit_triplets(const TripletRows& b, Emitter& out) {
+    for (std::size_t i = 0; i < b.size(); i += batch_size_) {
+      const std::size_t j = std::min(b.size(), i + batch_size_);
+      const auto n = static_cast<std::int64_t>(j - i);
+      Record r;
+      r.set("anchor", Array::from_vector<std::int64_t>({n}, {b.anchor.begin() + i, b.anchor.begin() + j}));
+      r.set("positive", Array::from_vector<std::int64_t>({n}, {b.positive.begin() + i, b.positive.begin() + j}));
+      r.set("negative", Array::from_vector<std::int64_t>({n}, {b.negative.begin() + i, b.negative.begin() + j}));
+      r.set("positive_m", Array::from_vector<double>({n}, {b.positive_m.begin() + i, b.positive_m.begin() + j}));
+      r.set("negative_m", Array::from_vector<double>({n}, {b.negative_m.begin() + i, b.negative_m.begin() + j}));
+      out.emit(0, std::move(r));
+    }
+  }
 
-// Candidates as a union of ranges with prefix sums, so rank -> element is a binary search.
-struct Candidates {
-  std::vector<Range> ranges;
-  std::vector<std::uint64_t> prefix;
-  void clear() { ranges.clear(); }
-  // Appends positions [b, e), merging with the previous range when adjacent.
-  void add_positions(std::uint32_t b, std::uint32_t e, bool unsure = false) {
-    if (b == e) return;
-    if (!ranges.empty() && !ranges.back().map && ranges.back().end == b && ranges.back().unsure == unsure)
-      ranges.back().end = e;
+  void emit_summary(const SamplerStats& s, std::int64_t rows, Emitter& out) {
+    const Params& p = ctx_->params();
+    std::string positive = c_.mode == PositiveMode::timelapse
+                               ? cat("time-lapse frames <= ", c_.timelapse_gap_s, " s apart, <= ", metres(c_.positive_radius_m))
+                               : cat("<= ", metres(c_.positive_radius_m));
+    std::string negative = c_.negative_max_m > 0 ? cat(metres(c_.negative_min_m), " .. ", metres(c_.negative_max_m))
+                                                 : cat(">= ", metres(c_.negative_min_m));
+    std::string frame;
+    if (!p.string("date_from").empty() || !p.string("date_to").empty())
+      frame = cat(p.string("date_from").empty() ? "..." : p.string("date_from"), " to ",
+                  p.string("date_to").empty() ? "..." : p.string("date_to"));
     else
-      ranges.push_back(Range{b, e, nullptr, nullptr, unsure});
+      frame = "all";
+    std::vector<std::string> other;
+    if (c_.same_month) other.push_back("same month");
+    if (c_.same_year) other.push_back("same year");
+    if (c_.max_time_gap_s > 0) other.push_back(cat("time gap <= ", c_.max_time_gap_s, " s"));
+    if (c_.positive_user == UserRule::same) other.push_back("same-user positives");
+    if (c_.positive_user == UserRule::different) other.push_back("different-user positives");
+    if (c_.mode == PositiveMode::timelapse) other.push_back(cat("time-lapse (", s.timelapse_sequences, s.timelapse_sequences == 1 ? " sequence, " : " sequences, ",
+                                                      s.timelapse_frames, " frames)"));
+    std::string other_text;
+    for (const auto& o : other) other_text += (other_text.empty() ? "" : ", ") + o;
+    Record r;
+    r.set("name", Array::strings({name_}));
+    r.set("positive", Array::strings({positive}));
+    r.set("negative", Array::strings({negative}));
+    r.set("time_frame", Array::strings({frame}));
+    r.set("other", Array::strings({other_text}));
+    r.set("size", Array::from_vector<std::int64_t>({1}, {rows}));
+    r.set("anchors", Array::from_vector<std::int64_t>({1}, {s.anchors_with_positive}));
+    r.set("photos", Array::from_vector<std::int64_t>({1}, {s.kept}));
+    out.emit(1, std::move(r));
   }
-  std::size_t range_of(std::uint64_t rank) const {
-    return static_cast<std::size_t>(std::upper_bound(prefix.begin(), prefix.end(), rank) - prefix.begin()) - 1;
-  }
-  void finish() {
-    prefix.resize(ranges.size() + 1);
-    prefix[0] = 0;
-    for (std::size_t r = 0; r < ranges.size(); ++r) prefix[r + 1] = prefix[r] + ranges[r].size();
-  }
-  std::uint64_t total() const { return prefix.back(); }
-  std::uint32_t element(std::uint64_t rank) const {
-    const std::size_t r = static_cast<std::size_t>(std::upper_bound(prefix.begin(), prefix.end(), rank) - prefix.begin()) - 1;
-    return ranges[r].at(rank - prefix[r]);
-  }
-  std::uint64_t rank_of(std::uint32_t e) const {
-    for (std::size_t r = 0; r < ranges.size(); ++r) {
-      const std::int64_t off = ranges[r].find(e);
-      if (off >= 0) return prefix[r] + static_cast<std::uint64_t>(off);
-    }
-    return UINT64_MAX;
-  }
+
+  NodeContext* ctx_ = nullptr;
+  SamplerConfig c_;
+  bool triplets_ = false;
+  std::size_t batch_size_ = 0;
+  std::string name_;
+  PhotoSet photos_;
+  std::int64_t outside_dates_ = 0;
+  UserInterner users_;
 };
-
-// Floyd's sampling of min(k, n) distinct ranks out of the candidates with rank `skip` (the
-// anchor itself, or UINT64_MAX) cut out. Appends elements to `out`.
-void draw_exact(const Candidates& c, std::uint64_t skip, int k, AnchorRng& rng, std::vector<std::uint32_t>& out) {
-  const std::uint64_t n = c.total() - (skip != UINT64_MAX);
-  const std::uint64_t want = std::min<std::uint64_t>(static_cast<std::uint64_t>(std::max(k, 0)), n);
-  thread_local std::vector<std::uint64_t> ranks;
-  ranks.clear();
-  for (std::uint64_t j = n - want; j < n; ++j) {
-    const std::uint64_t t = rng.below(j + 1);
-    ranks.push_back(std::find(ranks.begin(), ranks.end(), t) == ranks.end() ? t : j);
-  }
-  for (std::uint64_t r : ranks) out.push_back(c.element(r >= skip ? r + 1 : r));
-}
-
-// Up to k distinct elements passing `accept` (never `self`), uniformly: rejection first, which
-// is cheap whenever most candidates pass; exact enumeration when nearly all are rejected.
-// Appends to `out`; returns true when enumeration was needed.
-template <class Accept>
-bool draw_filtered(const Candidates& c, std::uint32_t self, int k, AnchorRng& rng, Accept&& accept,
-                   std::vector<std::uint32_t>& out, std::vector<std::uint32_t>& pool) {
-  const std::uint64_t total = c.total();
-  if (total == 0 || k <= 0) return false;
-  const std::size_t first = out.size();
-  auto chosen = [&](std::uint32_t e) { return std::find(out.begin() + first, out.end(), e) != out.end(); };
-  const int attempts = 8 * k + 32;
-  for (int a = 0; a < attempts && static_cast<int>(out.size() - first) < k; ++a) {
-    const std::uint32_t e = c.element(rng.below(total));
-    if (e != self && !chosen(e) && accept(e)) out.push_back(e);
-  }
-  if (static_cast<int>(out.size() - first) >= k) return false;
-  out.resize(first);
-  pool.clear();
-  for (const Range& r : c.ranges)
-    for (std::uint32_t i = 0; i < r.size(); ++i) {
-      const std::uint32_t e = r.at(i);
-      if (e != self && accept(e)) pool.push_back(e);
-    }
-  const std::uint64_t n = pool.size();
-  const std::uint64_t want = std::min<std::uint64_t>(k, n);
-  for (std::uint64_t j = n - want; j < n; ++j) {
-    const std::uint64_t t = rng.below(j + 1);
-    const std::uint32_t e = pool[t];
-    out.push_back(chosen(e) ? pool[j] : e);
-  }
-  return true;
-}
-
-std::uint64_t hash_file(const std::string& path, std::uint64_t& size) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(cat(path, ": cannot read image file for duplicate detection"));
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  std::vector<char> buf(1 << 16);
-  size = 0;
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    const auto got = static_cast<std::size_t>(in.gcount());
-    size += got;
-    for (std::size_t i = 0; i < got; ++i) {
-      h ^= static_cast<unsigned char>(buf[i]);
-      h *= 0x100000001b3ULL;
-    }
-  }
-  return mix64(h ^ size);
-}
 
 }  // namespace
 
-struct PairSampler::Impl {
-  LocationGroups groups;  // kept photos by (location, time)
-  std::unique_ptr<LocationIndex> index;
-  // Per position p in groups.order:
-  std::vector<std::int64_t> time, id;
-  std::vector<std::int32_t> user;
-  std::vector<std::uint32_t> loc;
-  // Within each location, positions by (user, time).
-  std::vector<std::uint32_t> by_user, by_user_inv;
-  // All photos by time, for open-ended negative pools: what a draw needs sits in one cache line,
-  // since these draws land anywhere in memory.
-  struct NegEntry {
-    double lat, lon, cos_lat;  // radians
-    std::int64_t id;
-  };
-  std::vector<NegEntry> by_time;
-  std::vector<std::int64_t> by_time_t;
-  // Time-lapse sequences: members by (sequence, time); seq_of[p] = -1 outside any.
-  std::vector<std::int32_t> seq_of;
-  std::vector<std::uint32_t> seq_members, seq_start;
-};
-
-PairSampler::PairSampler(const PhotoSet& photos, SamplerConfig config)
-    : impl_(std::make_unique<Impl>()), config_(std::move(config)) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const SamplerConfig& c = config_;
-  if (c.positive_radius_m < 0) throw ConfigError(cat("positive_radius_m ", c.positive_radius_m, " must be >= 0"));
-  if (c.negative_max_m > 0 && c.negative_max_m < c.negative_min_m)
-    throw ConfigError(cat("negative_max_m ", c.negative_max_m, " is below negative_min_m ", c.negative_min_m));
-  if (c.negative_min_m <= c.positive_radius_m)
-    throw ConfigError(cat("negative_min_m ", c.negative_min_m, " must exceed positive_radius_m ", c.positive_radius_m,
-                          ", or a photo could be both a positive and a negative"));
-  const std::size_t n = photos.size();
-  if (photos.lat.size() != n || photos.lon.size() != n || photos.time.size() != n || photos.user.size() != n)
-    throw ConfigError("PairSampler: photo columns differ in length");
-  Impl& m = *impl_;
-  stats_.input = static_cast<std::int64_t>(n);
-
-  tbb::task_arena arena(c.threads > 0 ? c.threads : tbb::task_arena::automatic);
-  arena.execute([&] {
-    // Sort keys by value, not indices into the columns: the comparisons then stay in cache.
-    struct Key {
-      double lat, lon;
-      std::int64_t time;
-      std::int32_t user;
-      std::uint32_t idx;
-    };
-    std::vector<Key> keys;
-    keys.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (photos.time[i] >= c.date_from && photos.time[i] < c.date_to)
-        keys.push_back({photos.lat[i], photos.lon[i], photos.time[i], photos.user[i], static_cast<std::uint32_t>(i)});
-      else
-        ++stats_.outside_dates;
-    }
-    tbb::parallel_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-      if (a.lat != b.lat) return a.lat < b.lat;
-      if (a.lon != b.lon) return a.lon < b.lon;
-      if (a.user != b.user) return a.user < b.user;
-      if (a.time != b.time) return a.time < b.time;
-      return a.idx < b.idx;
-    });
-    auto same_place = [](const Key& a, const Key& b) { return a.lat == b.lat && a.lon == b.lon; };
-    // Duplicates: a burst of the same shot uploaded twice, or re-posted frames.
-    if (c.duplicate_time_s >= 0) {
-      std::size_t w = 0;
-      std::int64_t last_time = 0;
-      for (std::size_t r = 0; r < keys.size(); ++r) {
-        const Key& k = keys[r];
-        if (w > 0 && same_place(k, keys[w - 1]) && k.user == keys[w - 1].user && k.time - last_time <= c.duplicate_time_s) {
-          ++stats_.duplicates;
-          continue;
-        }
-        last_time = k.time;
-        keys[w++] = k;
-      }
-      keys.resize(w);
-    }
-    if (c.duplicate_files && !photos.path.empty()) {
-      std::vector<std::uint32_t> with_path;
-      for (const Key& k : keys)
-        if (!photos.path[k.idx].empty()) with_path.push_back(k.idx);
-      std::vector<std::pair<std::uint64_t, std::uint64_t>> hashes(with_path.size());
-      tbb::parallel_for(std::size_t(0), with_path.size(), [&](std::size_t i) {
-        const std::string& rel = photos.path[with_path[i]];
-        const std::string full = (!c.image_root.empty() && rel.front() != '/') ? c.image_root + "/" + rel : rel;
-        std::uint64_t size = 0;
-        hashes[i].first = hash_file(full, size);
-        hashes[i].second = size;
-      });
-      std::vector<std::uint32_t> order(with_path.size());
-      std::iota(order.begin(), order.end(), 0u);
-      std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return hashes[a] != hashes[b] ? hashes[a] < hashes[b] : with_path[a] < with_path[b];
-      });
-      // The earliest row of each identical file stays.
-      std::vector<char> drop(n, 0);
-      for (std::size_t i = 1; i < order.size(); ++i)
-        if (hashes[order[i]] == hashes[order[i - 1]]) drop[with_path[order[i]]] = 1;
-      std::size_t w = 0;
-      for (const Key& k : keys) {
-        if (drop[k.idx]) { ++stats_.duplicate_files; continue; }
-        keys[w++] = k;
-      }
-      keys.resize(w);
-    }
-    stats_.kept = static_cast<std::int64_t>(keys.size());
-
-    {
-      LocationGroups by_coords;
-      for (std::size_t r = 0; r < keys.size(); ++r)
-        if (r == 0 || !same_place(keys[r], keys[r - 1])) {
-          by_coords.lat.push_back(keys[r].lat);
-          by_coords.lon.push_back(keys[r].lon);
-          by_coords.start.push_back(static_cast<std::uint32_t>(r));
-        }
-      by_coords.start.push_back(static_cast<std::uint32_t>(keys.size()));
-      // Within a location, photos go by time.
-      tbb::parallel_for(std::size_t(0), by_coords.size(), [&](std::size_t u) {
-        std::sort(keys.begin() + by_coords.start[u], keys.begin() + by_coords.start[u + 1], [](const Key& a, const Key& b) {
-          return a.time != b.time ? a.time < b.time : a.idx < b.idx;
-        });
-      });
-      by_coords.order.resize(keys.size());
-      for (std::size_t r = 0; r < keys.size(); ++r) by_coords.order[r] = keys[r].idx;
-      std::vector<Key>().swap(keys);
-      m.index = std::make_unique<LocationIndex>(by_coords.lat, by_coords.lon);
-      // Locations take the tree's numbering, so a subtree is a contiguous run of photos.
-      const auto& ord = m.index->order();
-      const std::size_t U = ord.size();
-      m.groups.lat.resize(U); m.groups.lon.resize(U); m.groups.start.resize(U + 1);
-      m.groups.order.resize(by_coords.order.size());
-      std::uint32_t w = 0;
-      for (std::size_t t = 0; t < U; ++t) {
-        const std::uint32_t u = ord[t];
-        m.groups.lat[t] = by_coords.lat[u];
-        m.groups.lon[t] = by_coords.lon[u];
-        m.groups.start[t] = w;
-        for (std::uint32_t i = by_coords.start[u]; i < by_coords.start[u + 1]; ++i) m.groups.order[w++] = by_coords.order[i];
-      }
-      m.groups.start[U] = w;
-    }
-    stats_.unique_locations = static_cast<std::int64_t>(m.groups.size());
-    const std::size_t N = m.groups.order.size();
-    m.time.resize(N); m.id.resize(N); m.user.resize(N); m.loc.resize(N);
-    for (std::size_t u = 0; u < m.groups.size(); ++u)
-      for (std::uint32_t p = m.groups.start[u]; p < m.groups.start[u + 1]; ++p) {
-        const std::uint32_t i = m.groups.order[p];
-        m.time[p] = photos.time[i];
-        m.id[p] = photos.id[i];
-        m.user[p] = photos.user[i];
-        m.loc[p] = static_cast<std::uint32_t>(u);
-      }
-    std::vector<std::uint32_t>().swap(m.groups.order);  // input indices are not needed past here
-    auto user_time = [&](std::uint32_t a, std::uint32_t b) {
-      if (m.user[a] != m.user[b]) return m.user[a] < m.user[b];
-      if (m.time[a] != m.time[b]) return m.time[a] < m.time[b];
-      return a < b;
-    };
-    // The (user, time) order inside each location serves same-user positives only.
-    if (c.positive_user == UserRule::same) {
-      m.by_user.resize(N);
-      std::iota(m.by_user.begin(), m.by_user.end(), 0u);
-      tbb::parallel_for(std::size_t(0), m.groups.size(), [&](std::size_t u) {
-        std::sort(m.by_user.begin() + m.groups.start[u], m.by_user.begin() + m.groups.start[u + 1], user_time);
-      });
-      m.by_user_inv.resize(N);
-      for (std::size_t i = 0; i < N; ++i) m.by_user_inv[m.by_user[i]] = static_cast<std::uint32_t>(i);
-    }
-    {
-      std::vector<std::uint32_t> by_time(N);
-      std::iota(by_time.begin(), by_time.end(), 0u);
-      tbb::parallel_sort(by_time.begin(), by_time.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return m.time[a] != m.time[b] ? m.time[a] < m.time[b] : a < b;
-      });
-      m.by_time_t.resize(N);
-      m.by_time.resize(N);
-      tbb::parallel_for(std::size_t(0), N, [&](std::size_t i) {
-        const std::uint32_t p = by_time[i];
-        const double la = m.groups.lat[m.loc[p]] * kDegToRad;
-        m.by_time_t[i] = m.time[p];
-        m.by_time[i] = {la, m.groups.lon[m.loc[p]] * kDegToRad, std::cos(la), m.id[p]};
-      });
-    }
-
-    if (c.mode == PositiveMode::timelapse) {
-      std::vector<std::uint32_t> seq(N);
-      std::iota(seq.begin(), seq.end(), 0u);
-      tbb::parallel_sort(seq.begin(), seq.end(), user_time);
-      m.seq_of.assign(N, -1);
-      std::size_t i = 0;
-      while (i < N) {
-        std::size_t j = i + 1;
-        while (j < N && m.user[seq[j]] == m.user[seq[i]] && m.time[seq[j]] - m.time[seq[j - 1]] <= c.timelapse_gap_s &&
-               m.index->distance_m(m.loc[seq[j]], m.loc[seq[j - 1]]) <= c.positive_radius_m)
-          ++j;
-        if (static_cast<int>(j - i) >= c.timelapse_min_frames) {
-          const auto s = static_cast<std::int32_t>(m.seq_start.size());
-          m.seq_start.push_back(static_cast<std::uint32_t>(m.seq_members.size()));
-          for (std::size_t k = i; k < j; ++k) {
-            m.seq_of[seq[k]] = s;
-            m.seq_members.push_back(seq[k]);
-          }
-        }
-        i = j;
-      }
-      m.seq_start.push_back(static_cast<std::uint32_t>(m.seq_members.size()));
-      stats_.timelapse_sequences = static_cast<std::int64_t>(m.seq_start.size() - 1);
-      stats_.timelapse_frames = static_cast<std::int64_t>(m.seq_members.size());
-    }
-  });
-  stats_.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-PairSampler::~PairSampler() = default;
-
-void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::function<bool()>& stop) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const SamplerConfig& c = config_;
-  const Impl& m = *impl_;
-  const std::size_t U = m.groups.size();
-  const bool ring = c.negative_max_m > 0;
-  const bool windowed = c.same_month || c.same_year || c.max_time_gap_s > 0;
-
-  // Blocks of whole locations, so each ball query is shared by the location's photos.
-  std::vector<std::uint32_t> block_start{0};
-  {
-    std::size_t acc = 0;
-    for (std::size_t u = 0; u < U; ++u) {
-      acc += m.groups.count(u);
-      if (acc >= c.block_anchors) { block_start.push_back(static_cast<std::uint32_t>(u + 1)); acc = 0; }
-    }
-    if (block_start.back() != U) block_start.push_back(static_cast<std::uint32_t>(U));
-  }
-  const std::size_t n_blocks = block_start.size() - 1;
-
-  struct BlockOut {
-    PairRows rows;
-    std::int64_t anchors = 0, with_pos = 0, pos = 0, neg = 0, fallbacks = 0;
-  };
-
-  // Without time windows or user rules every photo of a location sees the same candidates, so
-  // they are gathered once per location as runs of the tree, never point by point.
-  const bool shared_positives = c.mode == PositiveMode::radius && !windowed && c.positive_user == UserRule::any;
-  const double hav_negative = hav_of_distance(c.negative_min_m);
-
-  // Open-ended negatives: uniform over the time window [lo, hi) of by_time, at least
-  // negative_min_m away (the anchor itself, at distance 0, never qualifies). Rejection first;
-  // exact enumeration when nearly every photo lies within negative_min_m.
-  auto draw_far = [&](std::uint32_t lo, std::uint32_t hi, double la, double lo_rad, int k, AnchorRng& rng,
-                      std::vector<std::pair<std::uint32_t, double>>& picks, std::vector<std::uint32_t>& pool) {
-    const double cl = std::cos(la);
-    const std::uint64_t n = hi - lo;
-    if (n == 0 || k <= 0) return false;
-    auto hav_to = [&](std::uint32_t i) {
-      const auto& e = m.by_time[i];
-      return haversine_term(la, lo_rad, cl, e.lat, e.lon, e.cos_lat);
-    };
-    auto taken = [&](std::uint32_t i) {
-      return std::any_of(picks.begin(), picks.end(), [&](const auto& p) { return p.first == i; });
-    };
-    const int attempts = 8 * k + 32;
-    for (int t = 0; t < attempts && static_cast<int>(picks.size()) < k; ++t) {
-      const auto i = static_cast<std::uint32_t>(lo + rng.below(n));
-      const double h = hav_to(i);
-      if (h >= hav_negative && !taken(i)) picks.emplace_back(i, h);
-    }
-    if (static_cast<int>(picks.size()) >= k) return false;
-    picks.clear();
-    pool.clear();
-    for (std::uint32_t i = lo; i < hi; ++i)
-      if (hav_to(i) >= hav_negative) pool.push_back(i);
-    const std::uint64_t avail = pool.size();
-    const std::uint64_t want = std::min<std::uint64_t>(k, avail);
-    for (std::uint64_t j = avail - want; j < avail; ++j) {
-      const std::uint32_t i = pool[rng.below(j + 1)];
-      const std::uint32_t pick = taken(i) ? pool[j] : i;
-      picks.emplace_back(pick, hav_to(pick));
-    }
-    return true;
-  };
-
-  // A region (ball or ring) around one location, shared by its photos. A query leaves leaves
-  // that straddle the boundary unresolved; when they hold few of the candidates, draws come from
-  // the superset and straddling members get the exact test (rejection keeps the draw uniform);
-  // otherwise, or when rejection runs out of attempts, the leaves are resolved point by point.
-  struct Region {
-    double r_min = 0, r_max = 0, h_min = -1, h_max = 0;
-    LocationIndex::Runs runs, unsure;
-    Candidates cand;
-    bool exact = true;
-    std::uint64_t own_base = UINT64_MAX;  // rank of the location's first photo when it is inside
-  };
-  auto fill = [&](Region& g, std::uint32_t u) {
-    g.cand.clear();
-    std::size_t j = 0;
-    for (const auto& [t0, t1] : g.runs) {
-      while (j < g.unsure.size() && g.unsure[j].first < t0) {
-        g.cand.add_positions(m.groups.start[g.unsure[j].first], m.groups.start[g.unsure[j].second], true);
-        ++j;
-      }
-      g.cand.add_positions(m.groups.start[t0], m.groups.start[t1]);
-    }
-    for (; j < g.unsure.size(); ++j)
-      g.cand.add_positions(m.groups.start[g.unsure[j].first], m.groups.start[g.unsure[j].second], true);
-    g.cand.finish();
-    g.exact = g.unsure.empty();
-    g.own_base = g.exact ? g.cand.rank_of(m.groups.start[u]) : UINT64_MAX;
-  };
-  auto prepare = [&](Region& g, std::uint32_t u, double r_min, double r_max) {
-    g.r_min = r_min;
-    g.r_max = r_max;
-    g.h_min = r_min > 0 ? hav_of_distance(r_min) : -1.0;
-    g.h_max = hav_of_distance(r_max);
-    m.index->query_runs(m.groups.lat[u], m.groups.lon[u], r_min, r_max, g.runs, &g.unsure);
-    std::uint64_t sure = 0, unsure = 0;
-    for (const auto& [t0, t1] : g.runs) sure += m.groups.start[t1] - m.groups.start[t0];
-    for (const auto& [t0, t1] : g.unsure) unsure += m.groups.start[t1] - m.groups.start[t0];
-    if (unsure > 0 && static_cast<double>(unsure) > c.unsure_fraction * static_cast<double>(sure + unsure))
-      m.index->resolve(m.groups.lat[u], m.groups.lon[u], r_min, r_max, g.runs, g.unsure);
-    fill(g, u);
-  };
-  // Up to k distinct members other than `self` (a photo position of location u, or UINT32_MAX).
-  auto draw_region = [&](Region& g, std::uint32_t u, std::uint32_t self, int k, AnchorRng& rng,
-                         std::vector<std::uint32_t>& out) {
-    if (!g.exact) {
-      const std::size_t first = out.size();
-      const std::uint64_t total = g.cand.total();
-      const int attempts = 8 * k + 32;
-      for (int t = 0; t < attempts && static_cast<int>(out.size() - first) < k; ++t) {
-        const std::uint64_t rank = rng.below(total);
-        const std::size_t r = g.cand.range_of(rank);
-        const std::uint32_t e = g.cand.ranges[r].at(rank - g.cand.prefix[r]);
-        if (e == self || std::find(out.begin() + first, out.end(), e) != out.end()) continue;
-        if (g.cand.ranges[r].unsure && !m.index->within(u, m.loc[e], g.h_min, g.h_max)) continue;
-        out.push_back(e);
-      }
-      if (static_cast<int>(out.size() - first) >= k) return;
-      // Too few accepted to tell whether more exist: settle the region exactly from here on.
-      out.resize(first);
-      m.index->resolve(m.groups.lat[u], m.groups.lon[u], g.r_min, g.r_max, g.runs, g.unsure);
-      fill(g, u);
-    }
-    const std::uint64_t skip =
-        self != UINT32_MAX && g.own_base != UINT64_MAX ? g.own_base + (self - m.groups.start[u]) : UINT64_MAX;
-    draw_exact(g.cand, skip, k, rng, out);
-  };
-
-  auto sample_block = [&](std::size_t b, BlockOut& out) {
-    Region pos_region, ring_region;
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> runs;
-    std::vector<std::uint32_t> ball, chosen, pool;
-    std::vector<std::pair<std::uint32_t, double>> far;  // open-ended negatives: (by_time slot, hav)
-    Candidates pos, neg;
-    for (std::uint32_t u = block_start[b]; u < block_start[b + 1]; ++u) {
-      const std::uint32_t loc_begin = m.groups.start[u], loc_end = m.groups.start[u + 1];
-      if (c.mode == PositiveMode::timelapse) {
-        bool any = false;
-        for (std::uint32_t p = loc_begin; p < loc_end && !any; ++p) any = m.seq_of[p] >= 0;
-        if (!any) continue;
-      }
-      if (shared_positives) {
-        prepare(pos_region, u, 0, c.positive_radius_m);
-        if (pos_region.cand.total() <= 1) {  // only the location's single photo: no positives
-          out.anchors += loc_end - loc_begin;
-          continue;
-        }
-      } else if (c.mode == PositiveMode::radius) {
-        m.index->query(m.groups.lat[u], m.groups.lon[u], 0, c.positive_radius_m, ball);
-      }
-      if (ring && !windowed) {
-        prepare(ring_region, u, c.negative_min_m, c.negative_max_m);
-      } else if (ring) {
-        m.index->query_runs(m.groups.lat[u], m.groups.lon[u], c.negative_min_m, c.negative_max_m, runs);
-      }
-
-      for (std::uint32_t a = loc_begin; a < loc_end; ++a) {
-        if (c.mode == PositiveMode::timelapse && m.seq_of[a] < 0) continue;
-        ++out.anchors;
-        AnchorRng rng(derive_seed(c.seed, static_cast<std::uint64_t>(m.id[a])));
-        Window w;
-        if (c.same_month) { const auto i = month_of(m.time[a]); w.clip(i.begin, i.end); }
-        if (c.same_year) { const auto i = year_of(m.time[a]); w.clip(i.begin, i.end); }
-        if (c.max_time_gap_s > 0) w.clip(m.time[a] - c.max_time_gap_s, m.time[a] + c.max_time_gap_s + 1);
-        auto time_range = [&](std::uint32_t b0, std::uint32_t b1, Candidates& into) {
-          // Positions in [b0, b1) are one location's photos, sorted by time.
-          const auto lo = std::lower_bound(m.time.begin() + b0, m.time.begin() + b1, w.begin) - m.time.begin();
-          const auto hi = std::lower_bound(m.time.begin() + lo, m.time.begin() + b1, w.end) - m.time.begin();
-          into.add_positions(static_cast<std::uint32_t>(lo), static_cast<std::uint32_t>(hi));
-        };
-
-        chosen.clear();
-        far.clear();
-        if (shared_positives) {
-          draw_region(pos_region, u, a, c.k_pos, rng, chosen);
-        } else if (c.mode == PositiveMode::timelapse) {
-          const std::int32_t s = m.seq_of[a];
-          const std::uint32_t s0 = m.seq_start[s], s1 = m.seq_start[s + 1];
-          Window fw = w;
-          fw.clip(m.time[a] - c.timelapse_gap_s, m.time[a] + c.timelapse_gap_s + 1);
-          auto t_of = [&](std::uint32_t i) { return m.time[m.seq_members[i]]; };
-          std::uint32_t lo = s0, hi = s1;
-          while (lo < s1 && t_of(lo) < fw.begin) ++lo;  // sequences are short; linear is fine
-          while (hi > lo && t_of(hi - 1) >= fw.end) --hi;
-          pos.clear();
-          pos.ranges.push_back(Range{lo, hi, m.seq_members.data()});
-          pos.finish();
-          const std::uint32_t la = m.loc[a];
-          draw_filtered(pos, a, c.k_pos, rng,
-                        [&](std::uint32_t e) { return m.index->distance_m(la, m.loc[e]) <= c.positive_radius_m; },
-                        chosen, pool);
-        } else {
-          pos.clear();
-          for (std::uint32_t v : ball) {
-            const std::uint32_t b0 = m.groups.start[v], b1 = m.groups.start[v + 1];
-            if (c.positive_user == UserRule::same) {
-              // by_user is sorted by (user, time) inside the location.
-              auto first = m.by_user.begin() + b0, last = m.by_user.begin() + b1;
-              const std::int32_t ua = m.user[a];
-              auto lo = std::partition_point(first, last, [&](std::uint32_t e) {
-                return m.user[e] < ua || (m.user[e] == ua && m.time[e] < w.begin);
-              });
-              auto hi = std::partition_point(lo, last, [&](std::uint32_t e) {
-                return m.user[e] == ua && m.time[e] < w.end;
-              });
-              if (hi > lo)
-                pos.ranges.push_back(Range{static_cast<std::uint32_t>(lo - m.by_user.begin()),
-                                           static_cast<std::uint32_t>(hi - m.by_user.begin()), m.by_user.data(),
-                                           m.by_user_inv.data()});
-            } else {
-              time_range(b0, b1, pos);
-            }
-          }
-          pos.finish();
-          if (c.positive_user == UserRule::different) {
-            const std::int32_t ua = m.user[a];
-            draw_filtered(pos, a, c.k_pos, rng, [&](std::uint32_t e) { return m.user[e] != ua; }, chosen, pool);
-          } else {
-            draw_exact(pos, pos.rank_of(a), c.k_pos, rng, chosen);
-          }
-        }
-        if (chosen.empty()) continue;
-        const std::size_t n_pos = chosen.size();
-
-        bool fallback = false;
-        if (ring) {
-          if (windowed) {
-            neg.clear();
-            for (auto [t0, t1] : runs)
-              for (std::uint32_t v = t0; v < t1; ++v) time_range(m.groups.start[v], m.groups.start[v + 1], neg);
-            neg.finish();
-          }
-          if (windowed) draw_exact(neg, UINT64_MAX, c.k_neg, rng, chosen);
-          else draw_region(ring_region, u, UINT32_MAX, c.k_neg, rng, chosen);
-        } else {
-          std::uint32_t lo = 0, hi = static_cast<std::uint32_t>(m.by_time.size());
-          if (windowed) {
-            lo = static_cast<std::uint32_t>(std::lower_bound(m.by_time_t.begin(), m.by_time_t.end(), w.begin) - m.by_time_t.begin());
-            hi = static_cast<std::uint32_t>(std::lower_bound(m.by_time_t.begin() + lo, m.by_time_t.end(), w.end) - m.by_time_t.begin());
-          }
-          fallback = draw_far(lo, hi, m.groups.lat[m.loc[a]] * kDegToRad, m.groups.lon[m.loc[a]] * kDegToRad, c.k_neg,
-                              rng, far, pool);
-        }
-        out.fallbacks += fallback;
-        ++out.with_pos;
-        out.pos += static_cast<std::int64_t>(n_pos);
-        out.neg += static_cast<std::int64_t>(chosen.size() - n_pos + far.size());
-        for (std::size_t i = 0; i < chosen.size(); ++i) {
-          const std::uint32_t e = chosen[i];
-          out.rows.anchor.push_back(m.id[a]);
-          out.rows.other.push_back(m.id[e]);
-          out.rows.label.push_back(i < n_pos ? 1 : 0);
-          out.rows.distance_m.push_back(m.index->distance_m(m.loc[a], m.loc[e]));
-        }
-        for (const auto& [i, h] : far) {
-          out.rows.anchor.push_back(m.id[a]);
-          out.rows.other.push_back(m.by_time[i].id);
-          out.rows.label.push_back(0);
-          out.rows.distance_m.push_back(distance_of_hav(h));
-        }
-      }
-    }
-  };
-
-  tbb::task_arena arena(c.threads > 0 ? c.threads : tbb::task_arena::automatic);
-  const std::size_t wave = static_cast<std::size_t>(std::max(1, arena.max_concurrency())) * 4;
-  for (std::size_t w0 = 0; w0 < n_blocks; w0 += wave) {
-    if (stop && stop()) break;
-    const std::size_t w1 = std::min(n_blocks, w0 + wave);
-    std::vector<BlockOut> outs(w1 - w0);
-    arena.execute([&] {
-      tbb::parallel_for(w0, w1, [&](std::size_t b) { sample_block(b, outs[b - w0]); });
-    });
-    for (BlockOut& o : outs) {
-      stats_.anchors += o.anchors;
-      stats_.anchors_with_positive += o.with_pos;
-      stats_.positives += o.pos;
-      stats_.negatives += o.neg;
-      stats_.negative_fallbacks += o.fallbacks;
-      if (o.rows.size() > 0) sink(std::move(o.rows));
-    }
-  }
-  stats_.sample_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+NodeType pair_sampler_type() {
+  return NodeTypeBuilder("geo.pair_sampler")
+      .doc("Samples similar/dissimilar photo pairs or triplets per anchor from geotags (KD-tree, exact great-circle "
+           "distances, time and user constraints, duplicate removal).")
+      .example("nodes:\n  pairs: {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000}}\n")
+      .param(Param::number("positive_radius_m").default_value(10.0).range(0, 100000)
+                 .doc("r+: positives lie within this great-circle distance of the anchor (metres)"))
+      .param(Param::number("negative_min_m").default_value(2000.0).min(0)
+                 .doc("r-: negatives lie at least this far from the anchor (metres)"))
+      .param(Param::number("negative_max_m").default_value(0.0).range(0, 100000)
+                 .doc("> 0: ring negatives, at most this far (metres); 0: no upper bound"))
+      .param(Param::integer("k_pos").default_value(4).min(1).doc("positives drawn per anchor (fewer when fewer exist)"))
+      .param(Param::integer("k_neg").default_value(4).min(0).doc("negatives drawn per anchor"))
+      .param(Param::string("date_from").default_value("").doc("ISO 8601: drop photos taken before this (inclusive bound)"))
+      .param(Param::string("date_to").default_value("").doc("ISO 8601: drop photos taken at or after this"))
+      .param(Param::boolean("same_month").default_value(false).doc("partners taken in the anchor's calendar month"))
+      .param(Param::boolean("same_year").default_value(false).doc("partners taken in the anchor's calendar year"))
+      .param(Param::integer("max_time_gap_s").default_value(0).min(0)
+                 .doc("> 0: partners taken at most this many seconds from the anchor"))
+      .param(Param::choice("positive_user", {"any", "same", "different"}).default_value("any")
+                 .doc("positives by the anchor's user, by another user, or either"))
+      .param(Param::choice("positives", {"radius", "timelapse"}).default_value("radius")
+                 .doc("radius: within positive_radius_m; timelapse: frames of the anchor's time-lapse sequence"))
+      .param(Param::integer("timelapse_gap_s").default_value(3600).min(1)
+                 .doc("time-lapse: consecutive frames at most this far apart, and positives within it of the anchor"))
+      .param(Param::integer("timelapse_min_frames").default_value(100).min(2)
+                 .doc("time-lapse: shortest run of one user's frames that counts as a sequence"))
+      .param(Param::integer("duplicate_time_s").default_value(1).min(-1)
+                 .doc("drop photos at the same coordinates by the same user within this many seconds; -1 keeps them"))
+      .param(Param::boolean("duplicate_files").default_value(true)
+                 .doc("drop photos whose image file (path column) is identical to an earlier one"))
+      .param(Param::string("image_root").default_value("").doc("directory prefixed to relative image paths"))
+      .param(Param::choice("output", {"pairs", "triplets"}).default_value("pairs")
+                 .doc("pairs: one row per (anchor, partner) with a label; triplets: (anchor, positive, negative)"))
+      .param(Param::integer("batch_size").default_value(65536).min(1).doc("rows per emitted batch"))
+      .param(Param::string("name").default_value("").doc("set name in the summary (default: the node id)"))
+      .input("photos", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B]",
+             "photo batches (a path str[B] field enables duplicate-file removal)")
+      .output("out", kPairsSchema, "pair or triplet batches")
+      .output("summary", "name: str[1], positive: str[1], negative: str[1], time_frame: str[1], other: str[1], size: i64[1]",
+              "one record at the end describing the set, for geo.pair_stats")
+      .check([](SchemaContext& c) {
+        const Params& p = c.params();
+        const double rp = p.number("positive_radius_m"), rn = p.number("negative_min_m"), rx = p.number("negative_max_m");
+        if (rn <= rp) c.error(cat("negative_min_m (", rn, ") must exceed positive_radius_m (", rp, ")"), "negative_min_m");
+        if (rx > 0 && rx < rn) c.error(cat("negative_max_m (", rx, ") is below negative_min_m (", rn, ")"), "negative_max_m");
+        std::int64_t from = INT64_MIN, to = INT64_MAX;
+        if (!parse_date_param(p, "date_from", from))
+          c.error(cat("date_from '", p.string("date_from"), "' is not an ISO 8601 date"), "date_from");
+        if (!parse_date_param(p, "date_to", to))
+          c.error(cat("date_to '", p.string("date_to"), "' is not an ISO 8601 date"), "date_to");
+        if (from != INT64_MIN && to != INT64_MAX && from >= to) c.error("date_from must be before date_to", "date_to");
+        c.set_output("out", PortSchema::parse(p.string("output") == "triplets" ? kTripletsSchema : kPairsSchema));
+      })
+      .create<PairSamplerNode>();
 }
 
 }  // namespace embedflow::geo

@@ -3,7 +3,7 @@
 #include <opencv2/core/version.hpp>
 
 #include "embedflow/plugin.hpp"
-#include "geo_nodes.hpp"
+#include "geo_types.hpp"
 
 namespace {
 void register_types(embedflow::Registry& r) {

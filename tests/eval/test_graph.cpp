@@ -183,10 +183,10 @@ TEST_CASE("each eval and metric node's example graph runs as pasted", "[eval][gr
   // reads data/reid_128.h5 and the judgement CSVs relative to the working directory.
   const fs::path dir = reid_data_dir();
   const std::vector<std::string> files = {
-      "eval/retrieval_node.cpp",   "eval/clustering_node.cpp",     "eval/report_node.cpp",
-      "eval/triplet_accuracy_node.cpp", "eval/pair_prediction_node.cpp", "metric/mahalanobis_node.cpp",
-      "metric/pca_node.cpp",       "metric/lmnn_node.cpp",         "metric/sgd_mahalanobis_node.cpp",
-      "metric/transform_node.cpp", "eval/scatter_node.cpp",        "eval/neighbour_average_node.cpp"};
+      "eval/retrieval.cpp",   "eval/clustering.cpp",     "eval/report.cpp",
+      "eval/triplet_accuracy.cpp", "eval/pair_prediction.cpp", "metric/mahalanobis.cpp",
+      "metric/pca.cpp",       "metric/lmnn.cpp",         "metric/sgd_mahalanobis.cpp",
+      "metric/transform.cpp", "eval/scatter.cpp",        "eval/neighbour_average.cpp"};
   for (const auto& file : files) {
     const std::string text = read_file(source_dir() + "/plugins/" + file);
     std::string yaml;

@@ -198,7 +198,7 @@ TEST_CASE("each geo node's example graph runs as pasted", "[geo][graph]") {
   // The YAML in a node file's opening comment runs from "seed:" to the end of the comment; it
   // names repository paths, so they are rebased onto the source tree and a scratch directory.
   const fs::path out = scratch_dir("geo_examples");
-  for (const char* file : {"csv_photos_node.cpp", "pair_sampler_node.cpp", "pair_stats_node.cpp"}) {
+  for (const char* file : {"csv_photos.cpp", "pair_sampler.cpp", "pair_stats.cpp"}) {
     std::ifstream in(source_dir() + "/plugins/geo/" + file);
     REQUIRE(in);
     std::string line, yaml;

@@ -20,7 +20,7 @@
 #include <random>
 
 #include "embedflow/embedflow.hpp"
-#include "geo_nodes.hpp"
+#include "geo_types.hpp"
 #include "geodesy.hpp"
 
 namespace embedflow::geo {

@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "embedflow/embedflow.hpp"
-#include "geo_nodes.hpp"
+#include "geo_types.hpp"
 #include "photo_csv.hpp"
 
 namespace embedflow::geo {

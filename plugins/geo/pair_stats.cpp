@@ -25,7 +25,7 @@
 #include <fstream>
 
 #include "embedflow/embedflow.hpp"
-#include "geo_nodes.hpp"
+#include "geo_types.hpp"
 #include "geodesy.hpp"
 #include "pair_count.hpp"
 #include "plots.hpp"
