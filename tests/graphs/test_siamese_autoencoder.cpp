@@ -1,4 +1,4 @@
-// graphs/siamese_autoencoder.yaml end to end on a short run (issue 8): the four models train on
+// graphs/siamese_autoencoder.yaml end to end on a short run: the four models train on
 // the same class-stratified batches and are evaluated on held-out classes; the table has one row
 // per model whose figures agree with independent computations in NumPy / scikit-learn from the
 // latents, images and reconstructions the graph exports to HDF5; the scatter plots and mosaics

@@ -1,4 +1,4 @@
-// Autoencoder models and losses (issue 8): torch.reconstruction and torch.kl_divergence against a
+// Autoencoder models and losses: torch.reconstruction and torch.kl_divergence against a
 // hand computation and against python3-torch (F.mse_loss, F.binary_cross_entropy, the closed-form
 // KL and its autograd gradients) on fixed tensors, through evaluate_loss with "output.<name>"
 // fields standing for the model's named outputs; then torch.conv_ae / torch.conv_vae training on

@@ -4,7 +4,7 @@
 It trains the graph's siamese small CNN (three 3x3 conv + batch norm + ReLU + 2x2 max-pool blocks
 of 32, 64 and 128 channels, a 128-unit hidden layer, a 64-d head) on Fashion-MNIST classes 0-4 and
 scores MAP@R and P@1 of the conv features (what the graph retrieves with) on the test images of
-classes 5-9, cosine distance: the issue 5 protocol. The weak labels are simulated from the class
+classes 5-9, cosine distance: the main job's protocol. The weak labels are simulated from the class
 labels as the geo pairs are at p = 0: positives are two images of one class, negatives two random
 images (about 20% share a class, as photos of one class in two far-apart neighbourhoods do).
 

@@ -1,6 +1,6 @@
 // Benchmark: replaying Fashion-MNIST (60k train images 28x28 u8 + labels) from an HDF5 stream
 // file, against h5py reading the same file and against decoding the IDX .gz source again, all in
-// one run on the same machine. Targets (issue 3): sequential >= 1.0x h5py, >= 5x IDX decode;
+// one run on the same machine. Targets: sequential >= 1.0x h5py, >= 5x IDX decode;
 // shuffled >= 0.5x sequential.
 //
 //   build/bin/bench_hdf5_replay [--data /usr/share/datasets/fashion-mnist] [--out DIR]

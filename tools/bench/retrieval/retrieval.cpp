@@ -1,4 +1,4 @@
-// Benchmark (issue 6): exact retrieval evaluation at scale through the eval core, against faiss
+// Benchmark: exact retrieval evaluation at scale through the eval core, against faiss
 // in the same run, and LMNN on 3k x 64-d.
 //
 //   1. Seeded synthetic re-id data: --gallery items of --gallery/10 identities (5 per camera, 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""faiss + numpy peer for tools/bench/retrieval (issue 6).
+"""faiss + numpy peer for tools/bench/retrieval.
 
 Reads the raw arrays bench_retrieval wrote into DIR (float32 features, int64 labels and cameras,
 and our per-query first ranks and APs), then, best of REPEATS rounds:

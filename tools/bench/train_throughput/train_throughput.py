@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Training throughput of torch.small_cnn on Fashion-MNIST, batch 256, three ways in one run
-(issue 5, item 9), every side with the same LibTorch/PyTorch intra-op thread count:
+every side with the same LibTorch/PyTorch intra-op thread count:
 
   (a) embedflow graph end to end, with augmentation:
         image.idx_reader (shuffled, batches of 256) -> image.augment (random resized crop, flip,
