@@ -2,6 +2,8 @@
 // and bounded memory. The core node types' own behaviour is tested in tests/core.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -122,7 +124,12 @@ TEST_CASE("SIGINT and SIGTERM drain the graph, close outputs and exit 130 / 143"
 edges: [numbers.out -> show.in]
 )");
   Child child = spawn_cli({"run", (dir / "g.yaml").string(), "-q"});
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // Signal once records flow (the handler is installed by then); a fixed sleep raced plugin
+  // loading on a loaded machine.
+  std::error_code ec;
+  for (int i = 0; i < 300 && !(std::filesystem::exists(printed, ec) && std::filesystem::file_size(printed, ec) > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   kill(child.pid, sig);
   Result r = wait_child(child);
   CHECK(r.exit_code == 128 + sig);
