@@ -716,7 +716,8 @@ TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoin
                   "", ""));
   // contrastive needs pair fields, which a label batch lacks: validation says so before running.
   CHECK(blend.exit_code == 2);
-  CHECK_THAT(blend.err, Catch::Contains("torch.contrastive consumes a_image, b_image, pair_label"));
+  CHECK_THAT(blend.err, Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'a_image'") &&
+                            Catch::Contains("needs field 'pair_label'"));
   blend = run_graph(
       dir, "blend.yaml",
       train_graph(path_of("train.h5"),
