@@ -3,7 +3,7 @@
 //   torch.kl_divergence    beta KL(N(mu, exp(logvar)) || N(0, I)) from "mu" and "logvar"
 #include "catalog.hpp"
 #include "loss_formulas.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

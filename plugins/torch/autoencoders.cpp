@@ -1,7 +1,7 @@
 // torch.conv_ae, torch.conv_vae: convolutional autoencoder and variational autoencoder for square
 // images (the embedding is the latent, mu for the VAE); forward_all adds the reconstruction.
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "loss_formulas.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

@@ -13,7 +13,7 @@
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "loss.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

@@ -40,7 +40,7 @@
 #include "catalog.hpp"
 #include "cen.hpp"
 #include "loss.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

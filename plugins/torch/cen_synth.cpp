@@ -30,7 +30,7 @@
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "cen.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

@@ -2,7 +2,7 @@
 // torch.l2_embedding, the embedding-norm regulariser usually added to another loss through it.
 #include "catalog.hpp"
 #include "loss_formulas.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

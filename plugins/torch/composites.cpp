@@ -4,7 +4,7 @@
 //   torch.blend   a trained head over a frozen model's embeddings (T_b)
 #include "catalog.hpp"
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

@@ -2,7 +2,7 @@
 // torch.identity: flatten, no parameters (losses on precomputed embeddings, tests).
 #include "catalog.hpp"
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

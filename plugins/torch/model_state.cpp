@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

@@ -1,6 +1,6 @@
 // torch.sgd, torch.adam, torch.adamw: PyTorch's optimizers as components (optimizers.hpp).
 #include "optimizers.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

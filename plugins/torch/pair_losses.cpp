@@ -2,7 +2,7 @@
 //   torch.contrastive               z d^2 + (1-z) max(0, m-d)^2 (Hadsell et al.), or unsquared
 //   torch.dual_margin_contrastive   gamma z max(0, d - m_p) + (1-z) max(0, m_n - d), optionally squared
 #include "loss_formulas.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

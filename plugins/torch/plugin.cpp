@@ -4,7 +4,7 @@
 // register_types is the family's one list of types. It is part of the family's library rather
 // than of the plugin module so that the test hooks (evaluate_loss) and the tests can fill a
 // registry with it; plugin_entry.cpp hands it to the engine.
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

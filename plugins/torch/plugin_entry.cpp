@@ -2,6 +2,6 @@
 // libembedflow_torch.so.
 #include <torch/version.h>
 
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 EMBEDFLOW_PLUGIN("torch", "0.1.0", "LibTorch " TORCH_VERSION, embedflow::torchfam::register_types)

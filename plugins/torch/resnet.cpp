@@ -2,7 +2,7 @@
 // layer names and initialisation; configurable in_channels, width, stem and embedding_dim.
 #include "catalog.hpp"
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "schedule.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

@@ -1,7 +1,7 @@
 // torch.small_cnn: conv blocks (3x3 conv, batch norm, ReLU, 2x2 max pool) and an MLP head, for
 // 28x28 images; the head's input size is taken from the first batch.
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

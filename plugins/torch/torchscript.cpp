@@ -1,6 +1,6 @@
 // torch.torchscript: a user's TorchScript .pt backbone (torch.jit.script or trace, then save).
 #include "model.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 

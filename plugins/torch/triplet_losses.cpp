@@ -1,7 +1,7 @@
 // torch.triplet_margin on (anchor_image, positive_image, negative_image): hinge or soft margin
 // on d_ap - d_an + m, with PyTorch's distance swap as an option.
 #include "loss_formulas.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace {

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "cli.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 using namespace embedflow;
 using namespace embedflow::test;

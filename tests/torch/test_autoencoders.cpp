@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "cli.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace fs = std::filesystem;
 using namespace embedflow;

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "cli.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 using namespace embedflow;
 using embedflow::test::run_python;

@@ -6,7 +6,7 @@
 
 #include "cli.hpp"
 #include "schedule.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 using namespace embedflow;
 using embedflow::test::run_python;

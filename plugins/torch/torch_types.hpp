@@ -44,8 +44,8 @@ ComponentType cosine_type();    // torch.cosine
 ComponentType warmup_type();    // torch.warmup
 
 // Nodes
-NodeType train_type();  // torch.train  train_node.cpp
-NodeType embed_type();  // torch.embed  embed_node.cpp
+NodeType train_type();  // torch.train  train.cpp
+NodeType embed_type();  // torch.embed  embed.cpp
 
 // Context Embedding Networks (docs/crowd.md), named crowd.* beside crowd.grid_reader:
 ComponentType cen_type();         // crowd.cen (model)       cen.cpp

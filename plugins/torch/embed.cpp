@@ -36,7 +36,7 @@
 #include "loss.hpp"
 #include "model.hpp"
 #include "mosaic.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;

@@ -63,7 +63,7 @@
 #include "model.hpp"
 #include "optimizers.hpp"
 #include "schedule.hpp"
-#include "torch_family.hpp"
+#include "torch_types.hpp"
 #include "weight_average.hpp"
 
 namespace embedflow::torchfam {
