@@ -1,4 +1,4 @@
-// Context Embedding Networks (issue 7, docs/crowd.md; the paper is /work/shared/seeds/002_*.txt):
+// Context Embedding Networks (docs/crowd.md):
 // the model class shared by the CEN translation units (cen.cpp: components; cen_score.cpp and
 // cen_synth.cpp: nodes). Includes LibTorch.
 //

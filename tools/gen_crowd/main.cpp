@@ -1,5 +1,5 @@
 // gen_crowd: a crowd simulator over images with known attributes, for Context Embedding Networks
-// (issue 7, docs/crowd.md). It renders an attribute dataset (or takes Fashion-MNIST), samples
+// (docs/crowd.md). It renders an attribute dataset (or takes Fashion-MNIST), samples
 // grids of S = rows x cols images, lets simulated workers with prior attribute biases, context
 // sway, varying granularity and noise cluster them (crowd.hpp), and writes:
 //
