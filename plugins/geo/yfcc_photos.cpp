@@ -20,7 +20,7 @@
 //
 //   seed: 1
 //   nodes:
-//     photos: {type: geo.yfcc_photos, params: {path: tests/geo/data/yfcc_sample.tsv, images: photos, on_bad_row: skip}}
+//     photos: {type: geo.yfcc_photos, params: {path: tests/geo/data/yfcc_sample.tsv, on_bad_row: skip}}
 //     stats:  {type: geo.pair_stats, params: {out: out/yfcc_example, histogram_pairs: 1000}}
 //   edges:
 //     - photos.out -> stats.photos
