@@ -62,7 +62,7 @@ Scene make_scene(std::uint64_t seed, const std::string& key, bool street) {
   s.street = street;
   // One hue family per scene, so its photos share colours whatever the view.
   const double hue = d.uniform(0, 360);
-  const double sat = street ? d.uniform(0.15, 0.4) : d.uniform(0.35, 0.8);
+  const double sat = street ? d.uniform(0.2, 0.6) : d.uniform(0.35, 0.8);
   const int n = street ? 9 + d.below(4) : 6 + d.below(4);
   const double hero = street ? -1 : d.uniform(0, 360);
   double az = d.uniform(0, 360);
@@ -106,7 +106,7 @@ Scene make_scene(std::uint64_t seed, const std::string& key, bool street) {
                    [](const Structure& a, const Structure& b) { return a.layer < b.layer; });
   const int trees = street ? d.below(3) : 2 + d.below(6);
   for (int i = 0; i < trees; ++i) s.trees.push_back({d.uniform(0, 360), d.uniform(5, 12)});
-  s.ground = street ? hsv(d.uniform(0, 60), 0.1, d.uniform(0.25, 0.45)) : hsv(hue + d.uniform(-60, 60), d.uniform(0.1, 0.4), d.uniform(0.3, 0.7));
+  s.ground = street ? hsv(d.uniform(0, 360), d.uniform(0.05, 0.3), d.uniform(0.25, 0.55)) : hsv(hue + d.uniform(-60, 60), d.uniform(0.1, 0.4), d.uniform(0.3, 0.7));
   s.ground_line = hsv(hue + 90, 0.2, d.uniform(0.6, 0.9));
   return s;
 }
