@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -45,6 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <opencv2/core/utility.hpp>
 #include <opencv2/imgcodecs.hpp>
 
 #include "embedflow/rng.hpp"
@@ -287,6 +289,12 @@ struct PhotoInfo {
   bool timelapse;
 };
 
+void append_int(std::string& s, std::int64_t v) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  s.append(buf, end);
+}
+
 // CSV field: quoted when it holds a comma, quote or newline.
 void put_csv_text(std::string& s, const std::string& text) {
   if (text.find_first_of(",\"\n\r") == std::string::npos) { s += text; return; }
@@ -315,7 +323,7 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
   Row prev{};
   bool have_prev = false;
   std::int64_t prev_source = -1;
-  std::string title, description, user;
+  std::string title, description, user, id;
   for (std::size_t i = begin; i < end; ++i) {
     const Kind kind = static_cast<Kind>(p.kinds[i] >> 32);
     const std::uint64_t param = p.kinds[i] & 0xffffffffULL;
@@ -362,20 +370,30 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
     prev_source = source;
     have_prev = true;
 
-    if (r.user < 0) user = "timelapse@N01";
-    else user = std::to_string(10000000 + r.user * 7919 % 90000000) + "@N0" + static_cast<char>('0' + r.user % 8);
+    // The strings are reused across rows: allocations would dominate the 6M-row run.
+    if (r.user < 0) {
+      user.assign("timelapse@N01");
+    } else {
+      user.clear();
+      append_int(user, 10000000 + r.user * 7919 % 90000000);
+      user += "@N0";
+      user += static_cast<char>('0' + r.user % 8);
+    }
     // Titles and descriptions exercise CSV quoting: commas, quotes, the odd newline.
     if (r.landmark != SIZE_MAX) {
-      title = kLandmarks[r.landmark].name;
+      title.assign(kLandmarks[r.landmark].name);
       if (g.uniform() < 0.3) title += ", at night";
     } else if (kind == kTimelapse) {
-      title = "Barclays construction frame " + std::to_string(param);
+      title.assign("Barclays construction frame ");
+      append_int(title, static_cast<std::int64_t>(param));
     } else {
-      title = "IMG_" + std::to_string(g.below(10000));
+      title.assign("IMG_");
+      append_int(title, static_cast<std::int64_t>(g.below(10000)));
     }
     const double u = g.uniform();
-    description = u < 0.02 ? "she said \"look up\", then\nwe left" : u < 0.15 ? "New York, NY" : u < 0.25 ? "summer trip" : "";
-    const std::string id = std::to_string(i + 1);
+    description.assign(u < 0.02 ? "she said \"look up\", then\nwe left" : u < 0.15 ? "New York, NY" : u < 0.25 ? "summer trip" : "");
+    id.clear();
+    append_int(id, static_cast<std::int64_t>(i + 1));
 
     if (p.yfcc) {
       // yfcc100m_dataset, Webscope layout: 23 tab-separated columns.
@@ -653,6 +671,9 @@ int main(int argc, char** argv) {
       scenes[static_cast<std::size_t>(s.scene)] = gen_photos::make_scene(seed, s.scene_key, false);
       scene_made[static_cast<std::size_t>(s.scene)] = 1;
     }
+  // The photos are rendered in parallel here; OpenCV's own pool inside each call would only
+  // oversubscribe the cores.
+  cv::setNumThreads(1);
   const int width = image_size, height = static_cast<int>(std::lround(image_size * 0.75));
   const cv::Mat noise = gen_photos::make_noise(seed, width, height);
   std::atomic<bool> failed{false};
