@@ -345,3 +345,52 @@ print(f"p0 positives same-class {pos0:.3f}, p0.4 {pos40:.3f}, moved {moved:.3f}"
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
 }
+
+TEST_CASE("geo.yfcc_photos on 20k generated YFCC100M rows equals Python's csv and urllib reading", "[geo][graph][yfcc]") {
+  const fs::path dir = scratch_dir("geo_yfcc_oracle");
+  const fs::path tsv = dir / "yfcc.tsv";
+  const Result gen = run_process({GEN_PHOTOS, "--rows", "20000", "--seed", "6", "--out", tsv.string(), "--format", "yfcc"});
+  INFO(gen.err);
+  REQUIRE(gen.exit_code == 0);
+  const fs::path graph = dir / "g.yaml";
+  write_file(graph, "seed: 1\nnodes:\n"
+                    "  photos: {type: geo.yfcc_photos, params: {path: " + tsv.string() + ", images: /photos, batch_size: 3000}}\n"
+                    "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
+                    "edges: [photos.out -> save]\n");
+  const Result r = run_cli({"run", graph.string(), "--no-cache"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // The oracle: Python's csv module (tab, no quoting), urllib's percent-decoding and datetime.
+  const Result check = run_python(R"(
+import csv, sys, h5py, numpy as np
+from datetime import datetime, timezone
+from urllib.parse import unquote_plus
+tsv, h5 = sys.argv[1:3]
+ids, lat, lon, t, user, acc, title, desc = [], [], [], [], [], [], [], []
+rows = 0
+with open(tsv, newline="") as f:
+    for c in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+        rows += 1
+        assert len(c) == 23, c
+        if c[22] != "0" or not c[10] or not c[11] or int(c[12]) < 16:
+            continue
+        ids.append(int(c[0])); lon.append(float(c[10])); lat.append(float(c[11])); acc.append(int(c[12]))
+        t.append(int(datetime.strptime(c[3], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()))
+        user.append(c[1]); title.append(unquote_plus(c[6])); desc.append(unquote_plus(c[7]))
+with h5py.File(h5) as f:
+    g = f["photos"]
+    assert np.array_equal(g["id"][:], ids), "id"
+    assert np.array_equal(g["lat"][:], lat) and np.array_equal(g["lon"][:], lon), "coordinates"
+    assert np.array_equal(g["time"][:], t), "time"
+    assert np.array_equal(g["accuracy"][:], acc), "accuracy"
+    assert [u.decode() for u in g["user"][:]] == user, "user"
+    assert [x.decode() for x in g["title"][:]] == title, "title"
+    assert [x.decode() for x in g["description"][:]] == desc, "description"
+    assert [p.decode() for p in g["path"][:]] == [f"/photos/{i}.jpg" for i in ids], "path"
+print("rows", rows, "kept", len(ids), "quoted", sum('"' in x for x in desc), "newlines", sum("\n" in x for x in desc))
+)", {tsv.string(), (dir / "photos.h5").string()});
+  INFO(check.out << check.err);
+  REQUIRE(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("rows 20000 kept"));
+  CHECK_THAT(r.err, Catch::Contains(" of 20000 rows emitted; 0 outside bbox, "));
+}
