@@ -4,11 +4,12 @@
 // user str[B], accuracy i64[B] (-1 when the file has no accuracy column), title str[B] and
 // description str[B] (when text: true), path str[B] (when the file has a path column).
 // Columns are found by header name (id, lat, lon, time, user required; accuracy, title,
-// description, path optional); fields follow RFC 4180 quoting, so titles may hold commas,
-// quotes and newlines. Times are ISO 8601 (an offset is honoured; none means UTC) or unix seconds.
+// description, path optional; `image` is another name for path); fields follow RFC 4180
+// quoting, so titles may hold commas, quotes and newlines. Times are ISO 8601 (an offset is honoured; none means UTC) or unix seconds.
 // Caveats: a malformed row stops the run with file:line unless on_bad_row: skip, which skips
 // and counts it (logged at the end with the first few locations). Rows outside `bbox` or below
-// `min_accuracy` are dropped and counted. Relative paths are relative to the working directory.
+// `min_accuracy` are dropped and counted. The `path` parameter is relative to the working
+// directory; relative paths in the file's path column are relative to the file's folder.
 //
 //   seed: 1
 //   nodes:
@@ -49,21 +50,7 @@ class CsvPhotosNode : public Node {
       report();
       return false;
     }
-    const auto n = static_cast<std::int64_t>(cols_.size());
-    Record r;
-    r.set("id", Array::from_vector<std::int64_t>({n}, std::move(cols_.id)));
-    r.set("lat", Array::from_vector<double>({n}, std::move(cols_.lat)));
-    r.set("lon", Array::from_vector<double>({n}, std::move(cols_.lon)));
-    r.set("time", Array::from_vector<std::int64_t>({n}, std::move(cols_.time)));
-    r.set("user", Array::strings(std::move(cols_.user)));
-    r.set("accuracy", Array::from_vector<std::int64_t>({n}, std::move(cols_.accuracy)));
-    if (!cols_.title.empty() || n == 0) {
-      r.set("title", Array::strings(std::move(cols_.title)));
-      r.set("description", Array::strings(std::move(cols_.description)));
-    }
-    if (reader_->has_path_column()) r.set("path", Array::strings(std::move(cols_.path)));
-    cols_ = PhotoColumns();
-    out.emit(std::move(r));
+    out.emit(photo_record(cols_, reader_->has_path_column()));
     return true;
   }
 
@@ -72,8 +59,7 @@ class CsvPhotosNode : public Node {
     if (reported_) return;
     reported_ = true;
     const CsvReadStats& s = reader_->stats();
-    log_info(id_, reader_->path(), ": ", s.emitted, " of ", s.rows, " rows emitted; ", s.outside_bbox,
-             " outside bbox, ", s.low_accuracy, " below min_accuracy, ", s.bad_rows, " bad rows skipped");
+    log_info(id_, reader_->path(), ": ", describe(s));
     if (s.bad_rows > 0) {
       std::string first;
       for (const auto& b : s.first_bad) first += "\n  " + b;
@@ -95,7 +81,7 @@ NodeType csv_photos_type() {
       .doc("Streams photo metadata (id, lat, lon, time, user, accuracy, text, path) from a CSV file in batches.")
       .example("nodes:\n  photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv}}\n")
       .source()
-      .param(Param::path("path").doc("CSV file with a header row (id, lat, lon, time, user; optional accuracy, title, description, path)"))
+      .param(Param::path("path").doc("CSV file with a header row (id, lat, lon, time, user; optional accuracy, title, description, path or image)"))
       .param(Param::integer("batch_size").default_value(65536).min(1).doc("photos per emitted batch"))
       .param(Param::choice("on_bad_row", {"error", "skip"}).default_value("error")
                  .doc("error: a malformed row stops the run naming file:line; skip: skip it and count it"))

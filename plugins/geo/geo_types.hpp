@@ -9,5 +9,6 @@ NodeType csv_photos_type();
 NodeType pair_sampler_type();
 NodeType pair_stats_type();
 NodeType synthetic_geotags_type();
+NodeType yfcc_photos_type();
 
 }  // namespace embedflow::geo

@@ -11,6 +11,7 @@ void register_types(embedflow::Registry& r) {
   r.add(embedflow::geo::pair_sampler_type());
   r.add(embedflow::geo::pair_stats_type());
   r.add(embedflow::geo::synthetic_geotags_type());
+  r.add(embedflow::geo::yfcc_photos_type());
 }
 }  // namespace
 

@@ -610,3 +610,54 @@ TEST_CASE("draws are uniform over photos, not over locations", "[geo][sampler]")
   }
   }
 }
+
+TEST_CASE("YFCC100M layouts: the column count picks Webscope or Multimedia Commons, templates name columns", "[geo][csv][yfcc]") {
+  const fs::path dir = test::scratch_dir("geo_yfcc_core");
+  // The Webscope fixture's first two rows, and the same rows in the 25-column layout (a line
+  // number first, the photo hash after the id).
+  std::ifstream in(test::source_dir() + "/tests/geo/data/yfcc_sample.tsv");
+  std::string row1, row2;
+  std::getline(in, row1);
+  std::getline(in, row2);
+  auto commons = [](const std::string& row, int line, const std::string& hash) {
+    const std::size_t tab = row.find('\t');
+    return std::to_string(line) + "\t" + row.substr(0, tab) + "\t" + hash + row.substr(tab);
+  };
+  test::write_file(dir / "commons.tsv", commons(row1, 0, "4e2f7a26a1dfbf165a7e30bdabf7e72a") + "\n" +
+                                            commons(row2, 1, "9b1c0d2e3f405162738495a6b7c8d9e0") + "\n");
+  test::write_file(dir / "webscope.tsv", row1 + "\n" + row2 + "\n");
+  CsvReadOptions o;
+  o.delimiter = '\t';
+  o.quoting = false;
+  o.missing_coordinates_bad = false;
+  o.url_decode_text = true;
+  o.time_format = TimeFormat::iso8601;
+  o.layouts = {yfcc_columns(YfccLayout::webscope), yfcc_columns(YfccLayout::commons)};
+  o.image_template = "/img/{hash}.jpg";
+  {
+    PhotoCsvReader r((dir / "commons.tsv").string(), o);
+    CHECK(r.layout_name() == "YFCC100M, Multimedia Commons copy, 25 columns");
+    PhotoColumns c;
+    REQUIRE(r.next(10, c));
+    CHECK(c.id == std::vector<std::int64_t>{6185218911, 6185218912});
+    CHECK(c.path == std::vector<std::string>{"/img/4e2f7a26a1dfbf165a7e30bdabf7e72a.jpg", "/img/9b1c0d2e3f405162738495a6b7c8d9e0.jpg"});
+    CHECK(c.title[0] == "Brooklyn Bridge, at dawn");
+    CHECK(c.user[1] == "39019111@N00");
+    CHECK(c.lat[1] == 40.706120);
+  }
+  // {hash} exists only in the 25-column layout.
+  CHECK_THROWS_WITH(PhotoCsvReader((dir / "webscope.tsv").string(), o),
+                    Catch::Contains("unknown placeholder {hash}; known: id, nickname, server, farm, secret"));
+  o.image_template = "photos/{farm}/{server}/{id}_{secret}.{extension_original}";
+  const PhotoColumns w = read_photos_csv((dir / "webscope.tsv").string(), o);
+  REQUIRE(w.size() == 2);
+  CHECK(w.path[0] == "photos/8/7205/6185218911_a1b2c3d4e5.jpg");
+  // A file of neither layout says what was expected.
+  test::write_file(dir / "other.tsv", "1\t2\t3\n");
+  CHECK_THROWS_WITH(read_photos_csv((dir / "other.tsv").string(), o),
+                    Catch::Contains(":1: first row has 3 fields; expected 23 (YFCC100M, Webscope release, 23 columns) or 25"));
+  // A path or image column in a CSV is relative to the CSV's folder.
+  test::write_file(dir / "with_images.csv", "id,lat,lon,time,user,image\n1,40.7,-73.9,2013-06-14,a,pics/1.jpg\n2,40.7,-73.9,2013-06-14,b,/abs/2.jpg\n");
+  const PhotoColumns p = read_photos_csv((dir / "with_images.csv").string(), CsvReadOptions{});
+  CHECK(p.path == std::vector<std::string>{(dir / "pics" / "1.jpg").string(), "/abs/2.jpg"});
+}

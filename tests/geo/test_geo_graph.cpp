@@ -198,7 +198,7 @@ TEST_CASE("each geo node's example graph runs as pasted", "[geo][graph]") {
   // The YAML in a node file's opening comment runs from "seed:" to the end of the comment; it
   // names repository paths, so they are rebased onto the source tree and a scratch directory.
   const fs::path out = scratch_dir("geo_examples");
-  for (const char* file : {"csv_photos.cpp", "pair_sampler.cpp", "pair_stats.cpp"}) {
+  for (const char* file : {"csv_photos.cpp", "yfcc_photos.cpp", "pair_sampler.cpp", "pair_stats.cpp"}) {
     std::ifstream in(source_dir() + "/plugins/geo/" + file);
     REQUIRE(in);
     std::string line, yaml;
@@ -222,6 +222,62 @@ TEST_CASE("each geo node's example graph runs as pasted", "[geo][graph]") {
   }
   CHECK(fs::exists(out / "pair_sampler_example" / "datasets.md"));
   CHECK(fs::exists(out / "pair_stats_example" / "density.png"));
+  CHECK(fs::exists(out / "yfcc_example" / "datasets.md"));
+}
+
+TEST_CASE("geo.yfcc_photos on a handmade YFCC100M sample: kept rows, counted drops, located bad rows", "[geo][graph][yfcc]") {
+  // tests/geo/data/yfcc_sample.tsv: 20 rows in the Webscope layout. Kept (accuracy 16, photos,
+  // geotagged): 10. Dropped and counted: accuracy 12, 15 and 6; one without coordinates; one
+  // video. Bad: line 10 latitude 'forty', 11 date 'not+a+date', 13 marker 2, 17 a truncated
+  // row of 15 columns, 18 id '61852189x7'.
+  const fs::path dir = scratch_dir("geo_yfcc_graph");
+  const std::string tsv = source_dir() + "/tests/geo/data/yfcc_sample.tsv";
+  const fs::path graph = dir / "g.yaml";
+  write_file(graph, "seed: 1\nnodes:\n"
+                    "  photos: {type: geo.yfcc_photos, params: {path: " + tsv + ", images: /data/yfcc, batch_size: 4}}\n"
+                    "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
+                    "edges: [photos.out -> save]\n");
+  const Result fail = run_cli({"run", graph.string(), "--no-cache"});
+  CHECK(fail.exit_code == 1);
+  CHECK_THAT(fail.err, Catch::Contains(tsv + ":10: lat 'forty' is not a latitude"));
+
+  const Result r = run_cli({"run", graph.string(), "--no-cache", "--set", "photos.on_bad_row=skip"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("10 of 20 rows emitted; 1 without coordinates, 1 videos, 0 outside bbox, "
+                                    "3 below min_accuracy, 5 bad rows skipped"));
+  CHECK_THAT(r.err, Catch::Contains(":11: time 'not+a+date'"));
+  CHECK_THAT(r.err, Catch::Contains(":13: photo/video marker '2' is not 0 or 1"));
+  CHECK_THAT(r.err, Catch::Contains(":17: expected 23 fields, got 15"));
+  CHECK_THAT(r.err, Catch::Contains(":18: id '61852189x7'"));
+  const Result check = run_python(R"(
+import sys, h5py
+with h5py.File(sys.argv[1]) as f:
+    g = f["photos"]
+    print(list(g["id"][:]))
+    print([p.decode() for p in g["path"][:]])
+    print(g["title"][0].decode(), "|", g["description"][0].decode(), "|", g["user"][0].decode())
+    print(g["lat"][0], g["lon"][0], g["time"][0], list(g["accuracy"][:]))
+)", {(dir / "photos.h5").string()});
+  INFO(check.err);
+  REQUIRE(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("[6185218911, 6185218912, 6185218916, 6185218917, 6185218919, 6185218922, 6185218924, "
+                                        "6185218926, 6185218928, 6185218930]"));
+  CHECK_THAT(check.out, Catch::Contains("['/data/yfcc/6185218911.jpg', '/data/yfcc/6185218912.jpg'"));
+  CHECK_THAT(check.out, Catch::Contains("Brooklyn Bridge, at dawn | walked over \"early\" | 39019111@N00"));
+  // 2012-02-16 09:56:37 read as UTC.
+  CHECK_THAT(check.out, Catch::Contains("40.706086 -73.996864 1329386197 [16, 16, 16, 16, 16, 16, 16, 16, 16, 16]"));
+
+  // min_accuracy 0 keeps every geotagged photo; the template names Flickr's own file layout.
+  const Result all = run_cli({"run", graph.string(), "--no-cache", "--set", "photos.on_bad_row=skip", "--set",
+                              "photos.min_accuracy=0"});
+  INFO(all.err);
+  REQUIRE(all.exit_code == 0);
+  CHECK_THAT(all.err, Catch::Contains("13 of 20 rows emitted"));
+
+  const Result both = run_cli({"validate", graph.string(), "--set", "photos.image_path=\"{farm}/{id}_{secret}.jpg\""});
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.err, Catch::Contains("give either images"));
 }
 
 TEST_CASE("synthetic geotags: classes live apart, fuzziness mixes positives, output is deterministic", "[geo][graph]") {
@@ -288,4 +344,53 @@ print(f"p0 positives same-class {pos0:.3f}, p0.4 {pos40:.3f}, moved {moved:.3f}"
 )", {dir.string()});
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("geo.yfcc_photos on 20k generated YFCC100M rows equals Python's csv and urllib reading", "[geo][graph][yfcc]") {
+  const fs::path dir = scratch_dir("geo_yfcc_oracle");
+  const fs::path tsv = dir / "yfcc.tsv";
+  const Result gen = run_process({GEN_PHOTOS, "--rows", "20000", "--seed", "6", "--out", tsv.string(), "--format", "yfcc"});
+  INFO(gen.err);
+  REQUIRE(gen.exit_code == 0);
+  const fs::path graph = dir / "g.yaml";
+  write_file(graph, "seed: 1\nnodes:\n"
+                    "  photos: {type: geo.yfcc_photos, params: {path: " + tsv.string() + ", images: /photos, batch_size: 3000}}\n"
+                    "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
+                    "edges: [photos.out -> save]\n");
+  const Result r = run_cli({"run", graph.string(), "--no-cache"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  // The oracle: Python's csv module (tab, no quoting), urllib's percent-decoding and datetime.
+  const Result check = run_python(R"(
+import csv, sys, h5py, numpy as np
+from datetime import datetime, timezone
+from urllib.parse import unquote_plus
+tsv, h5 = sys.argv[1:3]
+ids, lat, lon, t, user, acc, title, desc = [], [], [], [], [], [], [], []
+rows = 0
+with open(tsv, newline="") as f:
+    for c in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+        rows += 1
+        assert len(c) == 23, c
+        if c[22] != "0" or not c[10] or not c[11] or int(c[12]) < 16:
+            continue
+        ids.append(int(c[0])); lon.append(float(c[10])); lat.append(float(c[11])); acc.append(int(c[12]))
+        t.append(int(datetime.strptime(c[3], "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=timezone.utc).timestamp()))
+        user.append(c[1]); title.append(unquote_plus(c[6])); desc.append(unquote_plus(c[7]))
+with h5py.File(h5) as f:
+    g = f["photos"]
+    assert np.array_equal(g["id"][:], ids), "id"
+    assert np.array_equal(g["lat"][:], lat) and np.array_equal(g["lon"][:], lon), "coordinates"
+    assert np.array_equal(g["time"][:], t), "time"
+    assert np.array_equal(g["accuracy"][:], acc), "accuracy"
+    assert [u.decode() for u in g["user"][:]] == user, "user"
+    assert [x.decode() for x in g["title"][:]] == title, "title"
+    assert [x.decode() for x in g["description"][:]] == desc, "description"
+    assert [p.decode() for p in g["path"][:]] == [f"/photos/{i}.jpg" for i in ids], "path"
+print("rows", rows, "kept", len(ids), "quoted", sum('"' in x for x in desc), "newlines", sum("\n" in x for x in desc))
+)", {tsv.string(), (dir / "photos.h5").string()});
+  INFO(check.out << check.err);
+  REQUIRE(check.exit_code == 0);
+  CHECK_THAT(check.out, Catch::Contains("rows 20000 kept"));
+  CHECK_THAT(r.err, Catch::Contains(" of 20000 rows emitted; 0 outside bbox, "));
 }

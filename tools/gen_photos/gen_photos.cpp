@@ -1,8 +1,10 @@
 // gen_photos: writes synthetic geotagged photo metadata shaped like the Flickr NYC collection
-// (2006-2016, bbox [(-74.052544, 40.525070), (-73.740685, 40.889249)]) as CSV, deterministic
-// by seed and independent of the thread count.
+// (2006-2016, bbox [(-74.052544, 40.525070), (-73.740685, 40.889249)]) as CSV or in the YFCC100M
+// layout, and optionally renders a JPEG per row whose content follows the metadata;
+// deterministic by seed and independent of the thread count.
 //
-// What it reproduces, and why (the pair samplers are only tested honestly on data like this):
+// What the metadata reproduces, and why (the pair samplers are only tested honestly on data like
+// this):
 //   - volume by year: ~500k photos a year for 2009-2016 at 6M rows (fewer in 2006-2008);
 //   - clusters around real landmarks (Gaussian, sigma 40-250 m), photos along the 1825 m span of
 //     the Brooklyn Bridge, a band up and down Broadway, Manhattan and city-wide background;
@@ -13,21 +15,46 @@
 //   - ~1% duplicate uploads (same user, coordinates, time within a second);
 //   - titles and descriptions with commas, quotes and the odd newline, so CSV quoting is real.
 //
-// Usage: gen_photos --rows 6000000 --seed 1 --out photos.csv [--time-format iso|unix] [--threads 2]
+// What the photos show (render.hpp): each landmark, the bridge and each hot spot is a scene with
+// its own appearance from (seed, scene); a photo views the scene nearest its position (within the
+// scene's radius) with a view from (seed, photo id) whose zoom grows as the photo nears the
+// scene's centre, in the light of its timestamp. Photos far from every scene show a street of
+// their own. Duplicate uploads show their original's photo (byte-identical files); time-lapse
+// frames share one view and differ in light. The truth files come from the same parameters:
+//   --truth    per photo: its source (original), scene, view and light;
+//   --triplets query,positive,negative (the positive is the more similar, as eval.triplet_accuracy
+//              reads it): easy ones take the negative from another scene, hard ones (a
+//              --hard-fraction of them) take all three from one scene and order by view distance;
+//   --split    id,label,role: the scene as label, a --query-fraction of each scene as queries.
+//
+// Usage: gen_photos --rows 6000000 --seed 1 --out photos.csv [--format csv|yfcc]
+//          [--time-format iso|unix] [--threads 2] [--images DIR [--image-limit N] [--image-size 500]
+//          [--truth F] [--triplets F [--triplet-count 1000] [--hard-fraction 0.5]] [--split F]]
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include <opencv2/core/utility.hpp>
+#include <opencv2/imgcodecs.hpp>
+
 #include "embedflow/rng.hpp"
+#include "render.hpp"
 
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kMetresPerDegLat = 6371000.0 * kPi / 180.0;
@@ -109,6 +136,9 @@ struct Plan {
   std::vector<double> user_cdf;        // Zipf over users
   std::vector<double> year_cdf;        // 2006..2016
   bool unix_time = false;
+  bool yfcc = false;                   // the YFCC100M layout instead of the project's CSV
+  std::int64_t images = 0;             // rows 0..images-1 get a rendered JPEG
+  std::string image_prefix;            // their path relative to the CSV's folder, before <id>.jpg
 };
 
 const int kFirstYear = 2006;
@@ -241,6 +271,7 @@ std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
   return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
 }
 
+
 struct Row {
   LatLon at;
   std::int64_t time;
@@ -249,12 +280,50 @@ struct Row {
   std::size_t landmark;  // index or SIZE_MAX
 };
 
-std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std::size_t end) {
+// What the renderer needs of a row. A duplicate upload points at the row it copies, whose photo
+// (scene, view and time) it shows.
+struct PhotoInfo {
+  LatLon at;
+  std::int64_t time;
+  std::int64_t source;  // row index of the photo shown (itself unless a duplicate)
+  bool timelapse;
+};
+
+void append_int(std::string& s, std::int64_t v) {
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  s.append(buf, end);
+}
+
+// CSV field: quoted when it holds a comma, quote or newline.
+void put_csv_text(std::string& s, const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) { s += text; return; }
+  s += '"';
+  for (char c : text) {
+    if (c == '"') s += '"';
+    s += c;
+  }
+  s += '"';
+}
+
+// YFCC100M text fields are percent-encoded, spaces as '+'.
+void put_url_encoded(std::string& s, const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') s += static_cast<char>(c);
+    else if (c == ' ') s += '+';
+    else { s += '%'; s += hex[c >> 4]; s += hex[c & 15]; }
+  }
+}
+
+std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std::size_t end, std::vector<PhotoInfo>& info) {
   Gen g(embedflow::derive_seed(p.seed, static_cast<std::uint64_t>(chunk)));
   std::string s;
-  s.reserve((end - begin) * 110);
+  s.reserve((end - begin) * (p.yfcc ? 330 : 130));
   Row prev{};
   bool have_prev = false;
+  std::int64_t prev_source = -1;
+  std::string title, description, user, id;
   for (std::size_t i = begin; i < end; ++i) {
     const Kind kind = static_cast<Kind>(p.kinds[i] >> 32);
     const std::uint64_t param = p.kinds[i] & 0xffffffffULL;
@@ -266,6 +335,7 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
     const std::int64_t y1 = days_from_civil(kFirstYear + static_cast<std::int64_t>(y) + 1, 1, 1) * 86400;
     r.time = y0 + static_cast<std::int64_t>(g.below(static_cast<std::uint64_t>(y1 - y0)));
     r.accuracy = g.uniform() < 0.85 ? 16 : 11 + static_cast<int>(g.below(5));
+    std::int64_t source = static_cast<std::int64_t>(i);
     switch (kind) {
       case kLandmark: r.at = landmark_point(p, g, &r.landmark); break;
       case kBridge: r.at = bridge_point(g); break;
@@ -283,16 +353,74 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
         if (have_prev) {
           r = prev;
           r.time += static_cast<std::int64_t>(g.below(2));
+          source = prev_source;
         } else {
           r.at = manhattan_point(g);
         }
         break;
     }
     r.at = clamp_bbox(r.at);
+    if (static_cast<std::int64_t>(i) < p.images) {
+      // A duplicate shows its source's photo, taken at the source's time.
+      const bool dup = source != static_cast<std::int64_t>(i);
+      info[i] = {r.at, dup ? info[static_cast<std::size_t>(source)].time : r.time, source,
+                 dup ? info[static_cast<std::size_t>(source)].timelapse : kind == kTimelapse};
+    }
     prev = r;
+    prev_source = source;
     have_prev = true;
 
-    s += std::to_string(i + 1);
+    // The strings are reused across rows: allocations would dominate the 6M-row run.
+    if (r.user < 0) {
+      user.assign("timelapse@N01");
+    } else {
+      user.clear();
+      append_int(user, 10000000 + r.user * 7919 % 90000000);
+      user += "@N0";
+      user += static_cast<char>('0' + r.user % 8);
+    }
+    // Titles and descriptions exercise CSV quoting: commas, quotes, the odd newline.
+    if (r.landmark != SIZE_MAX) {
+      title.assign(kLandmarks[r.landmark].name);
+      if (g.uniform() < 0.3) title += ", at night";
+    } else if (kind == kTimelapse) {
+      title.assign("Barclays construction frame ");
+      append_int(title, static_cast<std::int64_t>(param));
+    } else {
+      title.assign("IMG_");
+      append_int(title, static_cast<std::int64_t>(g.below(10000)));
+    }
+    const double u = g.uniform();
+    description.assign(u < 0.02 ? "she said \"look up\", then\nwe left" : u < 0.15 ? "New York, NY" : u < 0.25 ? "summer trip" : "");
+    id.clear();
+    append_int(id, static_cast<std::int64_t>(i + 1));
+
+    if (p.yfcc) {
+      // yfcc100m_dataset, Webscope layout: 23 tab-separated columns.
+      const std::string secret = std::to_string(embedflow::mix64(p.seed ^ (i + 1)) % 9000000000ULL + 1000000000ULL);
+      const std::string server = std::to_string(1000 + (i * 37) % 8000), farm = std::to_string(1 + i % 9);
+      s += id; s += '\t';
+      s += user; s += '\t';
+      put_url_encoded(s, "user " + user.substr(0, 4)); s += '\t';
+      const std::size_t t0 = s.size();
+      put_time(s, r.time, false);
+      s[t0 + 10] = ' ';
+      s += ".0\t";
+      s += std::to_string(r.time + 3600 + static_cast<std::int64_t>(i % 86400)); s += '\t';
+      s += "Canon+EOS+5D\t";
+      put_url_encoded(s, title); s += '\t';
+      put_url_encoded(s, description); s += '\t';
+      s += "nyc,newyork\t\t";
+      put_fixed6(s, r.at.lon); s += '\t';
+      put_fixed6(s, r.at.lat); s += '\t';
+      s += std::to_string(r.accuracy); s += '\t';
+      s += "http://www.flickr.com/photos/" + user + "/" + id + "/\t";
+      s += "http://farm" + farm + ".staticflickr.com/" + server + "/" + id + "_" + secret + ".jpg\t";
+      s += "Attribution License\thttp://creativecommons.org/licenses/by/2.0/\t";
+      s += server + "\t" + farm + "\t" + secret + "\t" + secret + "\tjpg\t0\n";
+      continue;
+    }
+    s += id;
     s += ',';
     put_fixed6(s, r.at.lat);
     s += ',';
@@ -300,35 +428,131 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
     s += ',';
     put_time(s, r.time, p.unix_time);
     s += ',';
-    if (r.user < 0) s += "timelapse@N01";
-    else { s += std::to_string(10000000 + r.user * 7919 % 90000000); s += "@N0"; s += static_cast<char>('0' + r.user % 8); }
+    s += user;
     s += ',';
     s += std::to_string(r.accuracy);
     s += ',';
-    // Titles and descriptions exercise CSV quoting: commas, quotes, the odd newline.
-    if (r.landmark != SIZE_MAX) {
-      s += '"';
-      s += kLandmarks[r.landmark].name;
-      s += g.uniform() < 0.3 ? ", at night\"" : "\"";
-    } else if (kind == kTimelapse) {
-      s += "Barclays construction frame ";
-      s += std::to_string(param);
-    } else {
-      s += "IMG_";
-      s += std::to_string(g.below(10000));
-    }
+    put_csv_text(s, title);
     s += ',';
-    const double u = g.uniform();
-    if (u < 0.02) s += "\"she said \"\"look up\"\", then\nwe left\"";
-    else if (u < 0.15) s += "\"New York, NY\"";
-    else if (u < 0.25) s += "summer trip";
+    put_csv_text(s, description);
+    if (!p.image_prefix.empty() || p.images > 0) {
+      s += ',';
+      if (static_cast<std::int64_t>(i) < p.images) { s += p.image_prefix; s += id; s += ".jpg"; }
+    }
     s += '\n';
   }
   return s;
 }
 
+// ---- Scenes: every landmark, the bridge and every hot spot; photos elsewhere see a street.
+
+struct SceneSite {
+  LatLon at;
+  double radius_m;
+  std::string key;   // appearance key
+  std::string name;  // for the truth file
+};
+
+std::vector<SceneSite> scene_sites(const Plan& p) {
+  std::vector<SceneSite> sites;
+  for (std::size_t l = 0; l < std::size(kLandmarks); ++l)
+    sites.push_back({kLandmarks[l].at, std::clamp(3 * kLandmarks[l].sigma_m, 150.0, 500.0), "landmark:" + std::to_string(l),
+                     kLandmarks[l].name});
+  sites.push_back({kBridgeCentre, 950.0, "bridge", "Brooklyn Bridge"});
+  for (std::size_t h = 0; h < p.hotspots.size(); ++h)
+    sites.push_back({p.hotspots[h], 60.0, "hotspot:" + std::to_string(h), "hot spot " + std::to_string(h)});
+  return sites;
+}
+
+double metres(LatLon a, LatLon b) {
+  const double north = (a.lat - b.lat) * kMetresPerDegLat;
+  const double east = (a.lon - b.lon) * kMetresPerDegLat * std::cos((a.lat + b.lat) / 2 * kPi / 180);
+  return std::sqrt(north * north + east * east);
+}
+
+// Nearest site whose radius covers the point, by a grid of cells wider than any radius.
+class SiteIndex {
+ public:
+  explicit SiteIndex(const std::vector<SceneSite>& sites) : sites_(sites) {
+    for (std::size_t i = 0; i < sites.size(); ++i) cells_[cell(sites[i].at, 0, 0)].push_back(i);
+  }
+  // Site index and distance, or -1 when no site covers the point.
+  std::pair<std::int64_t, double> nearest(LatLon at) const {
+    std::int64_t best = -1;
+    double best_d = 0;
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) {
+        const auto it = cells_.find(cell(at, dy, dx));
+        if (it == cells_.end()) continue;
+        for (std::size_t i : it->second) {
+          const double d = metres(at, sites_[i].at);
+          if (d <= sites_[i].radius_m && (best < 0 || d < best_d || (d == best_d && static_cast<std::int64_t>(i) < best))) {
+            best = static_cast<std::int64_t>(i);
+            best_d = d;
+          }
+        }
+      }
+    return {best, best_d};
+  }
+
+ private:
+  static std::int64_t cell(LatLon p, int dy, int dx) {
+    // 0.012 deg of latitude ~ 1.33 km, 0.016 deg of longitude ~ 1.35 km at 40.7 N: above 950 m.
+    const auto y = static_cast<std::int64_t>(std::floor(p.lat / 0.012)) + dy;
+    const auto x = static_cast<std::int64_t>(std::floor(p.lon / 0.016)) + dx;
+    return y * 100000 + x;
+  }
+  const std::vector<SceneSite>& sites_;
+  std::unordered_map<std::int64_t, std::vector<std::size_t>> cells_;
+};
+
+// Render parameters of one row: what the truth files are made of.
+struct Shot {
+  std::int64_t scene;  // site index, -1: a street of its own
+  double distance_m;
+  std::string scene_key, view_key;
+  gen_photos::View view;
+  gen_photos::Light light;
+};
+
+Shot plan_shot(const Plan& p, const std::vector<SceneSite>& sites, const SiteIndex& index, const std::vector<PhotoInfo>& info,
+               std::size_t i) {
+  const PhotoInfo& ph = info[i];
+  const std::size_t src = static_cast<std::size_t>(ph.source);
+  Shot s;
+  const auto [scene, d] = index.nearest(info[src].at);
+  s.scene = scene;
+  s.distance_m = scene >= 0 ? d : 0;
+  s.scene_key = scene >= 0 ? sites[static_cast<std::size_t>(scene)].key : "street:" + std::to_string(src + 1);
+  // A time-lapse keeps one view key; any other photo's view is its own (its source's).
+  s.view_key = info[src].timelapse ? "timelapse" : std::to_string(src + 1);
+  s.view = gen_photos::make_view(p.seed, s.view_key, scene >= 0 ? s.distance_m : 40.0);
+  s.light = gen_photos::light_at(info[src].time);
+  return s;
+}
+
+// How far apart two views of one scene are: heading, zoom and light, each scaled to about [0, 1].
+double view_distance(const Shot& a, const Shot& b) {
+  double dh = std::fabs(std::fmod(a.view.heading_deg - b.view.heading_deg + 540.0, 360.0) - 180.0);
+  return dh / 180.0 + std::fabs(std::log(a.view.zoom / b.view.zoom)) / std::log(4.0) +
+         0.5 * std::fabs(a.light.brightness - b.light.brightness) / 0.78;
+}
+
+bool write_text(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) { std::fprintf(stderr, "gen_photos: cannot write %s: %s\n", path.c_str(), std::strerror(errno)); return false; }
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) { std::fprintf(stderr, "gen_photos: write failed: %s\n", path.c_str()); return false; }
+  return true;
+}
+
 int usage(const char* msg) {
-  std::fprintf(stderr, "gen_photos: %s\nusage: gen_photos --rows N --seed S --out FILE|- [--time-format iso|unix] [--threads T]\n", msg);
+  std::fprintf(stderr,
+               "gen_photos: %s\n"
+               "usage: gen_photos --rows N --seed S --out FILE|- [--format csv|yfcc] [--time-format iso|unix] [--threads T]\n"
+               "         [--images DIR [--image-limit N] [--image-size 500] [--truth FILE]\n"
+               "          [--triplets FILE [--triplet-count 1000] [--hard-fraction 0.5]] [--split FILE [--query-fraction 0.2]]]\n",
+               msg);
   return 2;
 }
 
@@ -337,8 +561,11 @@ int usage(const char* msg) {
 int main(int argc, char** argv) {
   std::int64_t rows = 100000;
   std::uint64_t seed = 1;
-  std::string out = "-";
+  std::string out = "-", format = "csv", images_dir, truth_path, triplets_path, split_path;
   bool unix_time = false;
+  std::int64_t image_limit = -1, triplet_count = 1000;
+  int image_size = 500;
+  double hard_fraction = 0.5, query_fraction = 0.2;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -351,27 +578,57 @@ int main(int argc, char** argv) {
       else if (a == "--seed") seed = std::stoull(value());
       else if (a == "--out") out = value();
       else if (a == "--threads") threads = std::max(1, std::stoi(value()));
-      else if (a == "--time-format") {
+      else if (a == "--format") {
+        format = value();
+        if (format != "csv" && format != "yfcc") return usage("--format is csv or yfcc");
+      } else if (a == "--time-format") {
         const std::string f = value();
         if (f != "iso" && f != "unix") return usage("--time-format is iso or unix");
         unix_time = f == "unix";
-      } else if (a == "-h" || a == "--help") { usage("synthetic Flickr-NYC-like photo CSV"); return 0; }
+      } else if (a == "--images") images_dir = value();
+      else if (a == "--image-limit") image_limit = std::stoll(value());
+      else if (a == "--image-size") image_size = std::stoi(value());
+      else if (a == "--truth") truth_path = value();
+      else if (a == "--triplets") triplets_path = value();
+      else if (a == "--triplet-count") triplet_count = std::stoll(value());
+      else if (a == "--hard-fraction") hard_fraction = std::stod(value());
+      else if (a == "--split") split_path = value();
+      else if (a == "--query-fraction") query_fraction = std::stod(value());
+      else if (a == "-h" || a == "--help") { usage("synthetic Flickr-NYC-like photo metadata and photos"); return 0; }
       else return usage(("unknown argument " + a).c_str());
     } catch (const std::exception&) {
       return usage(("bad value for " + a).c_str());
     }
   }
   if (rows < 1 || rows > 2000000000) return usage("--rows must be in 1..2e9");
+  if (images_dir.empty() && (!truth_path.empty() || !triplets_path.empty() || !split_path.empty() || image_limit >= 0))
+    return usage("--truth, --triplets, --split and --image-limit describe rendered photos: they need --images DIR");
+  if (image_size < 32 || image_size > 4096) return usage("--image-size must be in 32..4096");
+  if (hard_fraction < 0 || hard_fraction > 1) return usage("--hard-fraction must be in [0, 1]");
+  if (query_fraction <= 0 || query_fraction >= 1) return usage("--query-fraction must be in (0, 1)");
+  if (triplet_count < 1) return usage("--triplet-count must be at least 1");
   Plan plan = make_plan(rows, seed);
   plan.unix_time = unix_time;
+  plan.yfcc = format == "yfcc";
+  if (!images_dir.empty()) {
+    plan.images = image_limit < 0 ? rows : std::min(rows, image_limit);
+    std::error_code ec;
+    fs::create_directories(images_dir, ec);
+    if (ec) { std::fprintf(stderr, "gen_photos: cannot create %s: %s\n", images_dir.c_str(), ec.message().c_str()); return 1; }
+    // The image column is relative to the CSV's folder, so the two move together.
+    const fs::path csv_dir = out == "-" ? fs::current_path() : fs::absolute(fs::path(out)).parent_path();
+    const fs::path rel = fs::weakly_canonical(fs::absolute(images_dir)).lexically_relative(fs::weakly_canonical(csv_dir));
+    plan.image_prefix = rel.empty() ? fs::absolute(images_dir).string() + "/" : rel == "." ? std::string() : rel.string() + "/";
+  }
+  std::vector<PhotoInfo> info(static_cast<std::size_t>(plan.images));
 
   std::FILE* f = out == "-" ? stdout : std::fopen(out.c_str(), "wb");
   if (!f) { std::fprintf(stderr, "gen_photos: cannot write %s: %s\n", out.c_str(), std::strerror(errno)); return 1; }
-  std::fputs("id,lat,lon,time,user,accuracy,title,description\n", f);
+  if (!plan.yfcc) std::fputs(plan.images > 0 ? "id,lat,lon,time,user,accuracy,title,description,image\n" : "id,lat,lon,time,user,accuracy,title,description\n", f);
   const std::size_t chunk_rows = 1 << 16;
   const std::size_t n_chunks = (static_cast<std::size_t>(rows) + chunk_rows - 1) / chunk_rows;
   // Chunks are generated in parallel waves and written in order, so the file does not depend on
-  // the thread count.
+  // the thread count. A chunk only reads info of its own rows (duplicates copy the row before).
   const std::size_t wave = static_cast<std::size_t>(threads) * 2;
   std::vector<std::string> bufs(wave);
   for (std::size_t w0 = 0; w0 < n_chunks; w0 += wave) {
@@ -381,7 +638,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < threads; ++t)
       pool.emplace_back([&] {
         for (std::size_t c; (c = next++) < w1;)
-          bufs[c - w0] = make_chunk(plan, c, c * chunk_rows, std::min<std::size_t>(rows, (c + 1) * chunk_rows));
+          bufs[c - w0] = make_chunk(plan, c, c * chunk_rows, std::min<std::size_t>(rows, (c + 1) * chunk_rows), info);
       });
     for (auto& th : pool) th.join();
     for (std::size_t c = w0; c < w1; ++c)
@@ -391,5 +648,150 @@ int main(int argc, char** argv) {
       }
   }
   if (f != stdout && std::fclose(f) != 0) { std::fprintf(stderr, "gen_photos: close failed\n"); return 1; }
+  if (plan.images == 0) return 0;
+
+  // ---- Photos.
+  const std::vector<SceneSite> sites = scene_sites(plan);
+  const SiteIndex index(sites);
+  const auto n = static_cast<std::size_t>(plan.images);
+  std::vector<Shot> shots(n);
+  {
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (std::size_t i; (i = next++) < n;) shots[i] = plan_shot(plan, sites, index, info, i);
+      });
+    for (auto& th : pool) th.join();
+  }
+  std::vector<gen_photos::Scene> scenes(sites.size());
+  std::vector<char> scene_made(sites.size(), 0);
+  for (const Shot& s : shots)
+    if (s.scene >= 0 && !scene_made[static_cast<std::size_t>(s.scene)]) {
+      scenes[static_cast<std::size_t>(s.scene)] = gen_photos::make_scene(seed, s.scene_key, false);
+      scene_made[static_cast<std::size_t>(s.scene)] = 1;
+    }
+  // The photos are rendered in parallel here; OpenCV's own pool inside each call would only
+  // oversubscribe the cores.
+  cv::setNumThreads(1);
+  const int width = image_size, height = static_cast<int>(std::lround(image_size * 0.75));
+  const cv::Mat noise = gen_photos::make_noise(seed, width, height);
+  std::atomic<bool> failed{false};
+  {
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        std::vector<std::uint8_t> jpeg;
+        const std::vector<int> params{cv::IMWRITE_JPEG_QUALITY, 90};
+        for (std::size_t i; !failed && (i = next++) < n;) {
+          const Shot& s = shots[i];
+          const gen_photos::Scene street =
+              s.scene < 0 ? gen_photos::make_scene(seed, s.scene_key, true) : gen_photos::Scene();
+          const cv::Mat img = gen_photos::render(s.scene >= 0 ? scenes[static_cast<std::size_t>(s.scene)] : street, s.view, s.light,
+                                                 width, height, noise);
+          cv::imencode(".jpg", img, jpeg, params);
+          const std::string path = (fs::path(images_dir) / (std::to_string(i + 1) + ".jpg")).string();
+          std::FILE* jf = std::fopen(path.c_str(), "wb");
+          if (!jf || std::fwrite(jpeg.data(), 1, jpeg.size(), jf) != jpeg.size() || std::fclose(jf) != 0) {
+            std::fprintf(stderr, "gen_photos: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+            failed = true;
+          }
+        }
+      });
+    for (auto& th : pool) th.join();
+  }
+  if (failed) return 1;
+
+  // ---- Truth files, from the render parameters.
+  if (!truth_path.empty()) {
+    std::string t = "id,source,scene,scene_key,timelapse,heading_deg,zoom,distance_m,sun_elevation_deg,brightness,season\n";
+    char buf[256];
+    for (std::size_t i = 0; i < n; ++i) {
+      const Shot& s = shots[i];
+      std::snprintf(buf, sizeof buf, "%zu,%lld,%lld,%s,%d,%.4f,%.5f,%.2f,%.3f,%.5f,%d\n", i + 1,
+                    static_cast<long long>(info[i].source + 1), static_cast<long long>(s.scene), s.scene_key.c_str(),
+                    info[i].timelapse ? 1 : 0, s.view.heading_deg, s.view.zoom, s.distance_m, s.light.sun_elevation_deg,
+                    s.light.brightness, s.light.season);
+      t += buf;
+    }
+    if (!write_text(truth_path, t)) return 1;
+  }
+  // Photos the triplets and the split may use: originals (no duplicate uploads, which would be
+  // trivially matched) and no time-lapse frames (one view, kept for the invariance experiment).
+  std::map<std::int64_t, std::vector<std::size_t>> by_scene;
+  std::vector<std::size_t> usable;
+  for (std::size_t i = 0; i < n; ++i)
+    if (info[i].source == static_cast<std::int64_t>(i) && !info[i].timelapse) {
+      usable.push_back(i);
+      if (shots[i].scene >= 0) by_scene[shots[i].scene].push_back(i);
+    }
+  if (!triplets_path.empty()) {
+    // Easy: the positive shows the query's scene, the negative another scene or a street. Hard:
+    // all three show one scene and the positive's view (heading, zoom, light) is closer to the
+    // query's by a margin of at least 0.2.
+    std::vector<const std::vector<std::size_t>*> pairs_ok, triples_ok;
+    for (const auto& [scene, members] : by_scene) {
+      if (members.size() >= 2) pairs_ok.push_back(&members);
+      if (members.size() >= 3) triples_ok.push_back(&members);
+    }
+    if (pairs_ok.empty() || usable.size() < 3) {
+      std::fprintf(stderr, "gen_photos: too few rendered photos share a scene for triplets; render more rows\n");
+      return 1;
+    }
+    Gen g(embedflow::derive_seed(seed, "triplets"));
+    std::string t = "query,positive,negative\n";
+    std::int64_t hard = 0, easy = 0;
+    for (std::int64_t k = 0; k < triplet_count; ++k) {
+      bool done = false;
+      if (!triples_ok.empty() && g.uniform() < hard_fraction) {
+        for (int attempt = 0; attempt < 50 && !done; ++attempt) {
+          const auto& m = *triples_ok[g.below(triples_ok.size())];
+          const std::size_t q = m[g.below(m.size())], a = m[g.below(m.size())], b = m[g.below(m.size())];
+          if (q == a || q == b || a == b) continue;
+          const double da = view_distance(shots[q], shots[a]), db = view_distance(shots[q], shots[b]);
+          if (std::fabs(da - db) < 0.2) continue;
+          t += std::to_string(q + 1) + "," + std::to_string((da < db ? a : b) + 1) + "," + std::to_string((da < db ? b : a) + 1) + "\n";
+          ++hard;
+          done = true;
+        }
+      }
+      for (int attempt = 0; attempt < 50 && !done; ++attempt) {
+        const auto& m = *pairs_ok[g.below(pairs_ok.size())];
+        const std::size_t q = m[g.below(m.size())], a = m[g.below(m.size())], b = usable[g.below(usable.size())];
+        if (q == a || shots[b].scene == shots[q].scene) continue;
+        t += std::to_string(q + 1) + "," + std::to_string(a + 1) + "," + std::to_string(b + 1) + "\n";
+        ++easy;
+        done = true;
+      }
+    }
+    if (!write_text(triplets_path, t)) return 1;
+    std::fprintf(stderr, "gen_photos: %lld triplets (%lld hard, %lld easy) in %s\n", static_cast<long long>(hard + easy),
+                 static_cast<long long>(hard), static_cast<long long>(easy), triplets_path.c_str());
+  }
+  if (!split_path.empty()) {
+    // Per scene with at least two usable photos: a query_fraction of them (at least one) are
+    // queries, chosen by a hash of (seed, id), and the rest the gallery.
+    std::string t = "id,label,role\n";
+    std::int64_t queries = 0, gallery = 0;
+    for (const auto& [scene, members] : by_scene) {
+      if (members.size() < 2) continue;
+      std::vector<std::pair<std::uint64_t, std::size_t>> order;
+      for (std::size_t i : members) order.emplace_back(embedflow::derive_seed(embedflow::derive_seed(seed, "split"), i + 1), i);
+      std::sort(order.begin(), order.end());
+      const std::size_t nq = std::clamp<std::size_t>(static_cast<std::size_t>(std::lround(query_fraction * members.size())), 1,
+                                                     members.size() - 1);
+      std::vector<std::pair<std::size_t, bool>> rows_out;
+      for (std::size_t k = 0; k < order.size(); ++k) rows_out.emplace_back(order[k].second, k < nq);
+      std::sort(rows_out.begin(), rows_out.end());
+      for (const auto& [i, q] : rows_out) {
+        t += std::to_string(i + 1) + "," + std::to_string(scene) + (q ? ",query\n" : ",gallery\n");
+        (q ? queries : gallery) += 1;
+      }
+    }
+    if (!write_text(split_path, t)) return 1;
+    std::fprintf(stderr, "gen_photos: split of %lld queries and %lld gallery photos in %s\n", static_cast<long long>(queries),
+                 static_cast<long long>(gallery), split_path.c_str());
+  }
   return 0;
 }

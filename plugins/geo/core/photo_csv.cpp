@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "embedflow/error.hpp"
 #include "geodesy.hpp"
@@ -132,7 +133,53 @@ bool parse_iso(std::string_view s, std::int64_t& out) {
   return true;
 }
 
+// Percent-decoding as in application/x-www-form-urlencoded text ('+' is a space); a '%' not
+// followed by two hex digits is kept as it is.
+std::string url_decode(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+FixedColumns yfcc_columns(YfccLayout layout) {
+  // Positions in the Webscope release; the Multimedia Commons copy shifts them: a line number
+  // comes first and the photo hash follows the id.
+  FixedColumns c;
+  const int shift = layout == YfccLayout::commons ? 2 : 0;
+  c.name = layout == YfccLayout::commons ? "YFCC100M, Multimedia Commons copy, 25 columns" : "YFCC100M, Webscope release, 23 columns";
+  c.n_columns = 23 + shift;
+  c.id = layout == YfccLayout::commons ? 1 : 0;
+  c.user = 1 + shift;
+  c.time = 3 + shift;
+  c.title = 6 + shift;
+  c.description = 7 + shift;
+  c.lon = 10 + shift;
+  c.lat = 11 + shift;
+  c.accuracy = 12 + shift;
+  c.marker = 22 + shift;
+  c.named = {{"nickname", 2 + shift}, {"server", 17 + shift}, {"farm", 18 + shift}, {"secret", 19 + shift},
+             {"secret_original", 20 + shift}, {"extension_original", 21 + shift}};
+  if (layout == YfccLayout::commons) c.named.emplace_back("hash", 2);
+  return c;
+}
 
 bool parse_time(std::string_view text, TimeFormat format, std::int64_t& out) {
   text = trim(text);
@@ -149,37 +196,99 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
     : path_(std::move(path)), options_(std::move(options)), in_(path_, std::ios::binary) {
   if (!in_) throw DataError(cat(path_, ": cannot open: ", std::strerror(errno)));
   buf_.resize(1 << 22);
+  csv_dir_ = std::filesystem::path(path_).parent_path().string();
   std::vector<std::string_view> header;
   int line = 0;
-  if (!read_record(header, line)) throw DataError(cat(path_, ": empty file, expected a header row"));
-  n_columns_ = static_cast<int>(header.size());
-  for (int c = 0; c < n_columns_; ++c) {
-    std::string name(trim(header[c]));
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (c == 0 && name.size() >= 3 && name.compare(0, 3, "\xEF\xBB\xBF") == 0) name.erase(0, 3);  // UTF-8 BOM
-    int* slot = nullptr;
-    if (name == "id") slot = &col_id_;
-    else if (name == "lat" || name == "latitude") slot = &col_lat_;
-    else if (name == "lon" || name == "lng" || name == "longitude") slot = &col_lon_;
-    else if (name == "time" || name == "datetaken" || name == "date_taken") slot = &col_time_;
-    else if (name == "user" || name == "owner") slot = &col_user_;
-    else if (name == "accuracy") slot = &col_accuracy_;
-    else if (name == "title") slot = &col_title_;
-    else if (name == "description") slot = &col_description_;
-    else if (name == "path") slot = &col_path_;
-    if (slot) {
-      if (*slot >= 0) throw DataError(cat(path_, ":", line, ": column '", name, "' appears twice in the header"));
-      *slot = c;
+  if (!options_.layouts.empty()) {
+    // No header: the first row's column count picks the layout, then it is read again as data.
+    if (options_.layouts.size() == 1) {
+      use_layout(options_.layouts[0]);
+    } else {
+      if (!read_record(header, line)) throw DataError(cat(path_, ": empty file"));
+      const FixedColumns* match = nullptr;
+      std::string expected;
+      for (const auto& l : options_.layouts) {
+        if (static_cast<std::size_t>(l.n_columns) == header.size()) match = &l;
+        expected += cat(expected.empty() ? "" : " or ", l.n_columns, " (", l.name, ")");
+      }
+      if (!match)
+        throw DataError(cat(path_, ":", line, ": first row has ", header.size(), " fields; expected ", expected));
+      use_layout(*match);
+      pos_ = 0;  // the buffer still starts at the file's first byte
+      line_ = 1;
     }
+  } else {
+    if (!read_record(header, line)) throw DataError(cat(path_, ": empty file, expected a header row"));
+    n_columns_ = static_cast<int>(header.size());
+    for (int c = 0; c < n_columns_; ++c) {
+      std::string name(trim(header[c]));
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      if (c == 0 && name.size() >= 3 && name.compare(0, 3, "\xEF\xBB\xBF") == 0) name.erase(0, 3);  // UTF-8 BOM
+      int* slot = nullptr;
+      if (name == "id") slot = &col_id_;
+      else if (name == "lat" || name == "latitude") slot = &col_lat_;
+      else if (name == "lon" || name == "lng" || name == "longitude") slot = &col_lon_;
+      else if (name == "time" || name == "datetaken" || name == "date_taken") slot = &col_time_;
+      else if (name == "user" || name == "owner") slot = &col_user_;
+      else if (name == "accuracy") slot = &col_accuracy_;
+      else if (name == "title") slot = &col_title_;
+      else if (name == "description") slot = &col_description_;
+      else if (name == "path" || name == "image") slot = &col_path_;
+      if (slot) {
+        if (*slot >= 0) throw DataError(cat(path_, ":", line, ": column '", name, "' appears twice in the header"));
+        *slot = c;
+      }
+    }
+    const std::pair<const char*, int> required[] = {
+        {"id", col_id_}, {"lat", col_lat_}, {"lon", col_lon_}, {"time", col_time_}, {"user", col_user_}};
+    for (const auto& [name, col] : required)
+      if (col < 0)
+        throw DataError(cat(path_, ":", line, ": header has no '", name,
+                            "' column (needs id, lat, lon, time, user; optional accuracy, title, description, path)"));
+    if (options_.min_accuracy > 0 && col_accuracy_ < 0)
+      throw DataError(cat(path_, ":", line, ": min_accuracy is set but the header has no 'accuracy' column"));
   }
-  const std::pair<const char*, int> required[] = {
-      {"id", col_id_}, {"lat", col_lat_}, {"lon", col_lon_}, {"time", col_time_}, {"user", col_user_}};
-  for (const auto& [name, col] : required)
-    if (col < 0)
-      throw DataError(cat(path_, ":", line, ": header has no '", name,
-                          "' column (needs id, lat, lon, time, user; optional accuracy, title, description, path)"));
-  if (options_.min_accuracy > 0 && col_accuracy_ < 0)
-    throw DataError(cat(path_, ":", line, ": min_accuracy is set but the header has no 'accuracy' column"));
+  // The image template: literal text and {name} placeholders resolved to columns once.
+  const std::string& t = options_.image_template;
+  for (std::size_t i = 0; i < t.size();) {
+    const std::size_t open = t.find('{', i);
+    if (open == std::string::npos) { image_template_.emplace_back(t.substr(i), -2); break; }
+    const std::size_t close = t.find('}', open);
+    if (close == std::string::npos) throw DataError(cat("image path template '", t, "': '{' without '}'"));
+    if (open > i) image_template_.emplace_back(t.substr(i, open - i), -2);
+    const std::string name = t.substr(open + 1, close - open - 1);
+    int col = -3;
+    std::string known = "id";
+    if (name == "id") col = -1;
+    const FixedColumns* layout = nullptr;
+    for (const auto& l : options_.layouts)
+      if (l.name == layout_name_) layout = &l;
+    if (layout)
+      for (const auto& [n, c] : layout->named) {
+        known += ", " + n;
+        if (n == name) col = c;
+      }
+    if (col == -3) throw DataError(cat("image path template '", t, "': unknown placeholder {", name, "}; known: ", known));
+    image_template_.emplace_back(std::string(), col);
+    i = close + 1;
+  }
+}
+
+void PhotoCsvReader::use_layout(const FixedColumns& l) {
+  layout_name_ = l.name;
+  n_columns_ = l.n_columns;
+  col_id_ = l.id; col_lat_ = l.lat; col_lon_ = l.lon; col_time_ = l.time; col_user_ = l.user;
+  col_accuracy_ = l.accuracy; col_title_ = l.title; col_description_ = l.description; col_marker_ = l.marker;
+}
+
+std::string PhotoCsvReader::image_path(const std::vector<std::string_view>& f, std::int64_t id) const {
+  std::string out;
+  for (const auto& [text, col] : image_template_) {
+    if (col == -2) out += text;
+    else if (col == -1) out += std::to_string(id);
+    else out += trim(f[col]);
+  }
+  return out;
 }
 
 bool PhotoCsvReader::refill() {
@@ -211,7 +320,7 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
       if (!quoted) {
         const void* nl = std::memchr(base + scan, '\n', end_ - scan);
         const std::size_t stop = nl ? static_cast<const char*>(nl) - base : end_;
-        const void* q = std::memchr(base + scan, '"', stop - scan);
+        const void* q = options_.quoting ? std::memchr(base + scan, '"', stop - scan) : nullptr;
         if (!q) {
           if (nl) { rec_end = stop; break; }
           scan = end_;
@@ -268,8 +377,9 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
     scratch_.resize(rec_stop - rec_begin);
     std::size_t sc = 0;
     std::size_t i = rec_begin;
+    const char delim = options_.delimiter;
     for (;;) {
-      if (i < rec_stop && base[i] == '"') {
+      if (options_.quoting && i < rec_stop && base[i] == '"') {
         std::size_t start = sc;
         ++i;
         for (;;) {
@@ -281,17 +391,17 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
           }
           scratch_[sc++] = base[i++];
         }
-        // Text between the closing quote and the comma is kept, as most readers do.
-        while (i < rec_stop && base[i] != ',') scratch_[sc++] = base[i++];
+        // Text between the closing quote and the delimiter is kept, as most readers do.
+        while (i < rec_stop && base[i] != delim) scratch_[sc++] = base[i++];
         fields.emplace_back(scratch_.data() + start, sc - start);
       } else {
-        const void* comma = std::memchr(base + i, ',', rec_stop - i);
+        const void* comma = std::memchr(base + i, delim, rec_stop - i);
         const std::size_t stop = comma ? static_cast<const char*>(comma) - base : rec_stop;
         fields.emplace_back(base + i, stop - i);
         i = stop;
       }
       if (i >= rec_stop) break;
-      ++i;  // the comma
+      ++i;  // the delimiter
       if (i == rec_stop) { fields.emplace_back(); break; }
     }
     return true;
@@ -319,6 +429,15 @@ bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
     std::int64_t id, t, acc = -1;
     double lat, lon;
     if (!parse_int(f[col_id_], id)) { bad_row(line, cat("id '", f[col_id_], "' is not an integer")); continue; }
+    if (col_marker_ >= 0) {
+      const std::string_view m = trim(f[col_marker_]);
+      if (m != "0" && m != "1") { bad_row(line, cat("photo/video marker '", m, "' is not 0 or 1")); continue; }
+      if (m == "1") { ++stats_.videos; continue; }
+    }
+    if (!options_.missing_coordinates_bad && (trim(f[col_lat_]).empty() || trim(f[col_lon_]).empty())) {
+      ++stats_.no_coordinates;
+      continue;
+    }
     if (!parse_double(f[col_lat_], lat) || lat < -90 || lat > 90) {
       bad_row(line, cat("lat '", f[col_lat_], "' is not a latitude in [-90, 90]"));
       continue;
@@ -347,13 +466,48 @@ bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
     out.user.emplace_back(f[col_user_]);
     out.accuracy.push_back(acc);
     if (options_.keep_text) {
-      out.title.emplace_back(col_title_ >= 0 ? f[col_title_] : std::string_view());
-      out.description.emplace_back(col_description_ >= 0 ? f[col_description_] : std::string_view());
+      const std::string_view title = col_title_ >= 0 ? f[col_title_] : std::string_view();
+      const std::string_view description = col_description_ >= 0 ? f[col_description_] : std::string_view();
+      out.title.push_back(options_.url_decode_text ? url_decode(title) : std::string(title));
+      out.description.push_back(options_.url_decode_text ? url_decode(description) : std::string(description));
     }
-    if (col_path_ >= 0) out.path.emplace_back(trim(f[col_path_]));
+    if (!image_template_.empty()) {
+      out.path.push_back(image_path(f, id));
+    } else if (col_path_ >= 0) {
+      const std::string_view p = trim(f[col_path_]);
+      // Relative to the CSV's folder, so the metadata and its images move together.
+      if (p.empty() || csv_dir_.empty() || std::filesystem::path(p).is_absolute()) out.path.emplace_back(p);
+      else out.path.push_back((std::filesystem::path(csv_dir_) / p).string());
+    }
     ++stats_.emitted;
   }
   return !out.id.empty();
+}
+
+Record photo_record(PhotoColumns& cols, bool has_path) {
+  const auto n = static_cast<std::int64_t>(cols.size());
+  Record r;
+  r.set("id", Array::from_vector<std::int64_t>({n}, std::move(cols.id)));
+  r.set("lat", Array::from_vector<double>({n}, std::move(cols.lat)));
+  r.set("lon", Array::from_vector<double>({n}, std::move(cols.lon)));
+  r.set("time", Array::from_vector<std::int64_t>({n}, std::move(cols.time)));
+  r.set("user", Array::strings(std::move(cols.user)));
+  r.set("accuracy", Array::from_vector<std::int64_t>({n}, std::move(cols.accuracy)));
+  if (!cols.title.empty() || n == 0) {
+    r.set("title", Array::strings(std::move(cols.title)));
+    r.set("description", Array::strings(std::move(cols.description)));
+  }
+  if (has_path) r.set("path", Array::strings(std::move(cols.path)));
+  cols = PhotoColumns();
+  return r;
+}
+
+std::string describe(const CsvReadStats& s) {
+  std::string out = cat(s.emitted, " of ", s.rows, " rows emitted; ");
+  if (s.no_coordinates > 0) out += cat(s.no_coordinates, " without coordinates, ");
+  if (s.videos > 0) out += cat(s.videos, " videos, ");
+  return out + cat(s.outside_bbox, " outside bbox, ", s.low_accuracy, " below min_accuracy, ", s.bad_rows,
+                   " bad rows skipped");
 }
 
 PhotoColumns read_photos_csv(const std::string& path, const CsvReadOptions& options, CsvReadStats* stats) {

@@ -1,6 +1,7 @@
 // Reading photo metadata from CSV: RFC 4180 quoting (titles and descriptions hold commas,
 // quotes and newlines), columns found by header name, times as ISO 8601 or unix seconds.
-// The reader is plain C++ so tests and benchmarks use it without a graph.
+// The same reader takes header-less, tab-separated layouts with fixed column positions (the
+// YFCC100M metadata file). It is plain C++ so tests and benchmarks use it without a graph.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "embedflow/record.hpp"
 
 namespace embedflow::geo {
 
@@ -40,12 +44,43 @@ struct BBox {
   }
 };
 
+// Column positions of a header-less layout (-1: the layout has no such column).
+struct FixedColumns {
+  std::string name;  // for messages, e.g. "YFCC100M, 23 columns"
+  int n_columns = 0;
+  int id = -1, lat = -1, lon = -1, time = -1, user = -1, accuracy = -1, title = -1, description = -1;
+  int marker = -1;   // 1 marks a video, 0 a photo
+  std::vector<std::pair<std::string, int>> named;  // further columns an image_template may name
+};
+
+// The YFCC100M metadata file (yfcc100m_dataset), tab-separated, no header, text fields
+// percent-encoded. webscope: the 23 columns of the release's README (photo id, user NSID,
+// nickname, date taken, date uploaded, device, title, description, user tags, machine tags,
+// longitude, latitude, accuracy, page URL, download URL, licence name, licence URL, server,
+// farm, secret, original secret, original extension, photo/video marker). commons: the copy
+// distributed with the Multimedia Commons, with a line number before and the photo's hash after
+// the photo id (25 columns); its images are stored under the hash.
+enum class YfccLayout { webscope, commons };
+FixedColumns yfcc_columns(YfccLayout layout);
+
 struct CsvReadOptions {
   bool skip_bad_rows = false;            // false: the first bad row throws DataError file:line
   std::optional<BBox> bbox;              // rows outside are dropped and counted
   std::int64_t min_accuracy = 0;         // rows with a lower accuracy level are dropped
   TimeFormat time_format = TimeFormat::automatic;
   bool keep_text = true;                 // false: title/description are not materialised
+  char delimiter = ',';
+  bool quoting = true;                   // RFC 4180 quotes; false: '"' is an ordinary character
+  // Empty: the first row is a header naming the columns. Otherwise the file has no header and
+  // uses the layout whose column count equals its first row's.
+  std::vector<FixedColumns> layouts;
+  // true: an empty lat or lon is a bad row; false: the photo is not geotagged and is dropped
+  // and counted.
+  bool missing_coordinates_bad = true;
+  bool url_decode_text = false;          // title/description are percent-encoded ('+' = space)
+  // Non-empty: each photo's image path, with {id} and the layout's named columns filled in
+  // ("photos/{id}.jpg"). Takes precedence over a path column.
+  std::string image_template;
 };
 
 struct CsvReadStats {
@@ -54,19 +89,25 @@ struct CsvReadStats {
   std::int64_t bad_rows = 0;        // skipped under skip_bad_rows
   std::int64_t outside_bbox = 0;
   std::int64_t low_accuracy = 0;
+  std::int64_t no_coordinates = 0;  // not geotagged (missing_coordinates_bad false)
+  std::int64_t videos = 0;          // marked as videos by the layout's marker column
   std::vector<std::string> first_bad;  // up to 5 "file:line: reason" for the log
 };
 
 class PhotoCsvReader {
  public:
   // Throws DataError when the file cannot be opened or its header lacks a required column
-  // (id, lat, lon, time, user; optional: accuracy, title, description, path).
+  // (id, lat, lon, time, user; optional: accuracy, title, description, path or image), or, for
+  // fixed layouts, when the first row matches none of them. Relative paths in a path column
+  // are taken relative to the CSV file's folder.
   PhotoCsvReader(std::string path, CsvReadOptions options);
   // Appends up to max_rows accepted photos to `out` (cleared first); false once the file is
   // exhausted and nothing was appended.
   bool next(std::size_t max_rows, PhotoColumns& out);
   const CsvReadStats& stats() const { return stats_; }
-  bool has_path_column() const { return col_path_ >= 0; }
+  bool has_path_column() const { return col_path_ >= 0 || !image_template_.empty(); }
+  // The fixed layout in use ("" when the file has a header).
+  const std::string& layout_name() const { return layout_name_; }
   bool has_accuracy_column() const { return col_accuracy_ >= 0; }
   const std::string& path() const { return path_; }
 
@@ -74,6 +115,8 @@ class PhotoCsvReader {
   bool read_record(std::vector<std::string_view>& fields, int& line);
   bool refill();
   void bad_row(int line, const std::string& reason);
+  void use_layout(const FixedColumns& layout);
+  std::string image_path(const std::vector<std::string_view>& fields, std::int64_t id) const;
 
   std::string path_;
   CsvReadOptions options_;
@@ -86,9 +129,20 @@ class PhotoCsvReader {
   std::vector<std::size_t> scratch_offsets_;
   int n_columns_ = 0;
   int col_id_ = -1, col_lat_ = -1, col_lon_ = -1, col_time_ = -1, col_user_ = -1;
-  int col_accuracy_ = -1, col_title_ = -1, col_description_ = -1, col_path_ = -1;
+  int col_accuracy_ = -1, col_title_ = -1, col_description_ = -1, col_path_ = -1, col_marker_ = -1;
+  std::string layout_name_;
+  std::string csv_dir_;  // the CSV's folder, for relative paths in a path column
+  // image_template split into literal text and columns: column -1 is the parsed id.
+  std::vector<std::pair<std::string, int>> image_template_;
   CsvReadStats stats_;
 };
+
+// The record geo.csv_photos and geo.yfcc_photos emit for one batch: id, lat, lon, time, user,
+// accuracy; title and description when kept; path when the reader has one. Moves the columns out.
+Record photo_record(PhotoColumns& cols, bool has_path);
+
+// One log line: how many rows were read, emitted and dropped, and why.
+std::string describe(const CsvReadStats& stats);
 
 // Reads a whole file (tests, benchmarks).
 PhotoColumns read_photos_csv(const std::string& path, const CsvReadOptions& options,
