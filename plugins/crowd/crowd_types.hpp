@@ -12,4 +12,17 @@ NodeType triplets_type();             // triplets.cpp
 NodeType report_type();               // report.cpp
 NodeType dimension_plot_type();       // dimension_plot.cpp
 
+// Context Embedding Networks (cen/, LibTorch; built when the torch family is): registered only
+// when EMBEDFLOW_CROWD_CEN is defined.
+ComponentType cen_type();         // crowd.cen (model)       cen/cen.cpp
+ComponentType id_table_type();    // crowd.id_table (model)  cen/cen.cpp
+ComponentType unique_type();      // crowd.unique (model)    cen/cen.cpp
+ComponentType cen_loss_type();    // crowd.cen_loss (loss)   cen/cen.cpp
+NodeType cen_score_type();        // crowd.cen_score         cen/cen_score.cpp
+NodeType cen_synthesize_type();   // crowd.cen_synthesize    cen/cen_synth.cpp
+
+// Test hook for crowd.cen_loss (spec as written in YAML): its value on a batch that holds the
+// embeddings and activations directly: x_a, x_b, attributes f32[B,K], pair_label f32[B].
+double evaluate_cen_loss(const Value& spec, const Record& batch);
+
 }  // namespace embedflow::crowd

@@ -44,6 +44,7 @@ class StepInputs {
 
 class Loss : public Component {
  public:
+  ~Loss() override;
   // The scalar loss of one batch (a 0-dim tensor that carries the autograd graph).
   virtual torch::Tensor compute(StepInputs& in) = 0;
 };

@@ -123,6 +123,11 @@ Record make_snapshot(Model& model, const std::string& spec_text, std::int64_t st
 // The same from a given state (the model's names with other values, e.g. a weight average).
 Record make_snapshot(const NamedTensors& state, const std::string& spec_text, std::int64_t step, std::int64_t epoch);
 // Builds a model from a spec through `registry` (a node's: NodeContext::registry()).
+// Sets LibTorch's intra-op thread count from a node's `threads` parameter (0: the graph's
+// --threads). LibTorch here starts with one thread, so every node that runs a model calls this
+// in open().
+void set_torch_threads(std::int64_t threads, int graph_threads, const std::string& node);
+
 std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const std::string& owner,
                                    const Registry& registry);
 

@@ -41,13 +41,6 @@ void register_types(Registry& r) {
   r.add(step_type());
   r.add(cosine_type());
   r.add(warmup_type());
-  // Context Embedding Networks: LibTorch code, named after the crowd family they serve.
-  r.add(cen_type());
-  r.add(id_table_type());
-  r.add(unique_type());
-  r.add(cen_loss_type());
-  r.add(cen_score_type());
-  r.add(cen_synthesize_type());
 }
 
 }  // namespace embedflow::torchfam

@@ -47,31 +47,15 @@ ComponentType warmup_type();    // torch.warmup
 NodeType train_type();  // torch.train  train.cpp
 NodeType embed_type();  // torch.embed  embed.cpp
 
-// Context Embedding Networks (docs/crowd.md), named crowd.* beside crowd.grid_reader:
-ComponentType cen_type();         // crowd.cen (model)       cen.cpp
-ComponentType id_table_type();    // crowd.id_table (model)  cen.cpp
-ComponentType unique_type();      // crowd.unique (model)    cen.cpp
-ComponentType cen_loss_type();    // crowd.cen_loss (loss)   cen.cpp
-NodeType cen_score_type();        // crowd.cen_score         cen_score.cpp
-NodeType cen_synthesize_type();   // crowd.cen_synthesize    cen_synth.cpp
-
 // Every type above, one r.add line each (plugin.cpp): the plugin registers them with the engine
 // through it. Nodes that rebuild a model from a snapshot's spec text use the graph's registry
 // (NodeContext::registry), which holds every loaded family's types.
 void register_types(Registry& r);
-
-// Sets LibTorch's intra-op thread count from a node's `threads` parameter (0: the graph's
-// --threads). LibTorch here starts with one thread, so every torch node calls this in open().
-void set_torch_threads(std::int64_t threads, int graph_threads, const std::string& node);
 
 // Test and documentation hook: evaluates a loss component (spec as written in YAML, built from
 // this family's types) on a batch whose image fields already hold embeddings f32[B,D] (the
 // model is the identity). Returns the
 // loss and, when `grads` is given, d loss / d field for each embedding field, as f32 arrays.
 double evaluate_loss(const Value& spec, const Record& batch, Record* grads = nullptr);
-
-// Test hook for crowd.cen_loss (spec as written in YAML): its value on a batch that holds the
-// embeddings and activations directly: x_a, x_b, attributes f32[B,K], pair_label f32[B].
-double evaluate_cen_loss(const Value& spec, const Record& batch);
 
 }  // namespace embedflow::torchfam

@@ -1,4 +1,4 @@
-// Context Embedding Networks (plugins/torch/cen*.cpp) and the crowd evaluators:
+// Context Embedding Networks (plugins/crowd/cen/) and the crowd evaluators:
 //  - crowd.cen_loss against a hand computation on a two-pair case (through evaluate_cen_loss, so
 //    this file compiles without LibTorch);
 //  - image.pair_join passes the crowd reader's worker, grid, epoch and members through;
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "cli.hpp"
-#include "torch_types.hpp"
+#include "crowd_types.hpp"
 
 using namespace embedflow;
 using namespace embedflow::test;
@@ -97,15 +97,15 @@ TEST_CASE("crowd.cen_loss equals a hand computation") {
   const double p2 = (xn - 0.5) + l1 * 1.0 + l2 * (std::sqrt(2.0) + std::sqrt(3.25));
   const Value s = spec({{"positive_margin", num(xp)}, {"negative_margin", num(xn)}, {"positive_weight", num(gamma)},
                         {"l1", num(l1)}, {"l2", num(l2)}});
-  CHECK(torchfam::evaluate_cen_loss(s, b) == Approx((p1 + p2) / 2).epsilon(1e-6));
+  CHECK(crowd::evaluate_cen_loss(s, b) == Approx((p1 + p2) / 2).epsilon(1e-6));
   // Hinges at rest: a same pair inside xi_p and a different pair beyond xi_n cost only the penalties.
   Record r;
   r.set("attributes", matrix(2, 1, {1, 1}));
   r.set("x_a", matrix(2, 1, {0, 0}));
   r.set("x_b", matrix(2, 1, {0.05f, 2}));
   r.set("pair_label", Array::from_vector<float>({2}, {1, 0}));
-  CHECK(torchfam::evaluate_cen_loss(spec({{"l1", num(0)}, {"l2", num(0)}}), r) == Approx(0.0).margin(1e-9));
-  CHECK_THROWS_WITH(torchfam::evaluate_cen_loss(spec({{"positive_margin", num(2)}}), r),
+  CHECK(crowd::evaluate_cen_loss(spec({{"l1", num(0)}, {"l2", num(0)}}), r) == Approx(0.0).margin(1e-9));
+  CHECK_THROWS_WITH(crowd::evaluate_cen_loss(spec({{"positive_margin", num(2)}}), r),
                     Catch::Contains("positive_margin must be below negative_margin"));
 }
 

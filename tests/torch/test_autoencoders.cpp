@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "torch_test_util.hpp"
 #include "torch_types.hpp"
 
 namespace fs = std::filesystem;
@@ -21,15 +22,11 @@ using embedflow::test::run_python;
 using embedflow::test::scratch_dir;
 using embedflow::test::write_file;
 using embedflow::torchfam::evaluate_loss;
+using embedflow::test::spec;
+using embedflow::test::str;
 
 namespace {
 
-Value spec(const std::string& type, Value::Map params = {}) {
-  Value::Map m{{"type", Value::string(type)}};
-  for (auto& p : params) m.push_back(std::move(p));
-  return Value::map(std::move(m));
-}
-Value str(const char* s) { return Value::string(s); }
 
 std::vector<double> parse_numbers(const std::string& text) {
   std::istringstream in(text);
@@ -90,16 +87,7 @@ std::vector<double> train_losses(const fs::path& dir, const std::string& model, 
     if (!err) FAIL(r.out << r.err);
     return {};
   }
-  std::ifstream in(dir / "log" / "metrics.csv");
-  std::string line;
-  std::getline(in, line);
-  std::vector<double> losses;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string cell;
-    for (int i = 0; i < 3; ++i) std::getline(s, cell, ',');
-    losses.push_back(std::stod(cell));
-  }
+  std::vector<double> losses = embedflow::test::metrics_losses(dir / "log" / "metrics.csv");
   return losses;
 }
 
@@ -348,16 +336,7 @@ with h5py.File(sys.argv[2], 'w') as g:
   auto r = run_cli({"run", (dir / "g.yaml").string(), "--quiet"});
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  std::ifstream in(dir / "log" / "metrics.csv");
-  std::string line;
-  std::getline(in, line);
-  std::vector<double> losses;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    std::string cell;
-    for (int i = 0; i < 3; ++i) std::getline(s, cell, ',');
-    losses.push_back(std::stod(cell));
-  }
+  std::vector<double> losses = embedflow::test::metrics_losses(dir / "log" / "metrics.csv");
   REQUIRE(losses.size() == 24);
   INFO("loss: first steps " << mean(losses, 0, 8) << ", last epoch " << mean(losses, 16, 24));
   CHECK(mean(losses, 16, 24) < 0.8 * mean(losses, 0, 8));

@@ -9,20 +9,17 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "torch_test_util.hpp"
 #include "torch_types.hpp"
 
 using namespace embedflow;
 using embedflow::test::run_python;
 using embedflow::torchfam::evaluate_loss;
+using embedflow::test::spec;
+using embedflow::test::num;
 
 namespace {
 
-Value spec(const std::string& type, Value::Map params = {}) {
-  Value::Map m{{"type", Value::string(type)}};
-  for (auto& p : params) m.push_back(std::move(p));
-  return Value::map(std::move(m));
-}
-Value num(double d) { return Value::number(d); }
 
 Array matrix(std::int64_t rows, std::int64_t cols, std::vector<float> v) { return Array::from_vector<float>({rows, cols}, std::move(v)); }
 

@@ -11,11 +11,13 @@
 #include <sstream>
 
 #include "cli.hpp"
+#include "torch_test_util.hpp"
 
 namespace fs = std::filesystem;
 using embedflow::test::run_cli;
 using embedflow::test::run_python;
 using embedflow::test::scratch_dir;
+using embedflow::test::read_metrics;
 using embedflow::test::write_file;
 
 namespace {
@@ -83,28 +85,6 @@ std::string train_graph(const std::string& data, const std::string& train_params
 }
 
 const std::string kSmallCnn = "model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16}";
-
-struct Row {
-  std::string step, epoch, loss, lr;
-};
-
-std::vector<Row> read_metrics(const fs::path& csv) {
-  std::ifstream in(csv);
-  std::string line;
-  std::getline(in, line);
-  REQUIRE(line == "step,epoch,loss,lr,samples_per_s");
-  std::vector<Row> rows;
-  while (std::getline(in, line)) {
-    std::istringstream s(line);
-    Row r;
-    std::getline(s, r.step, ',');
-    std::getline(s, r.epoch, ',');
-    std::getline(s, r.loss, ',');
-    std::getline(s, r.lr, ',');
-    rows.push_back(r);
-  }
-  return rows;
-}
 
 embedflow::test::Result run_graph(const fs::path& dir, const std::string& name, const std::string& yaml,
                                   std::vector<std::string> extra = {}) {

@@ -40,9 +40,10 @@
 #include "catalog.hpp"
 #include "cen.hpp"
 #include "loss.hpp"
-#include "torch_types.hpp"
+#include "crowd_types.hpp"
 
-namespace embedflow::torchfam {
+namespace embedflow::crowd {
+using namespace torchfam;
 namespace {
 
 enum Port : std::size_t { kPairs = 0, kAnnotations = 1, kImages = 2, kModel = 3 };
@@ -310,4 +311,4 @@ NodeType cen_score_type() {
       .create<CenScore>();
 }
 
-}  // namespace embedflow::torchfam
+}  // namespace embedflow::crowd

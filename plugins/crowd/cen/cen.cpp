@@ -1,7 +1,6 @@
 // Context Embedding Networks: the crowd.cen and crowd.id_table models and the crowd.cen_loss
-// loss (cen.hpp has the formulas; docs/crowd.md the usage). They are registered by the torch
-// plugin, because they need LibTorch, under the crowd.* names users look for beside
-// crowd.grid_reader (the registry takes any family.name from any plugin).
+// loss (cen.hpp has the formulas; docs/crowd.md the usage), built on the torch family's model and
+// loss interfaces (libembedflow_torch_common) and registered by the crowd plugin.
 //
 //   crowd.cen       image encoder (id table or nested model) + worker and/or context encoders
 //   crowd.id_table  an embedding table over image ids alone: the siamese / triplet baselines on
@@ -13,9 +12,10 @@
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "loss.hpp"
-#include "torch_types.hpp"
+#include "crowd_types.hpp"
 
-namespace embedflow::torchfam {
+namespace embedflow::crowd {
+using namespace torchfam;
 
 namespace nn = torch::nn;
 
@@ -410,4 +410,4 @@ double evaluate_cen_loss(const Value& spec, const Record& batch) {
   return loss->formula(f("attributes"), f("x_a"), f("x_b"), f("pair_label").flatten()).item<double>();
 }
 
-}  // namespace embedflow::torchfam
+}  // namespace embedflow::crowd

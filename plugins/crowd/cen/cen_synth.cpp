@@ -30,9 +30,10 @@
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "cen.hpp"
-#include "torch_types.hpp"
+#include "crowd_types.hpp"
 
-namespace embedflow::torchfam {
+namespace embedflow::crowd {
+using namespace torchfam;
 namespace {
 
 class CenSynthesize final : public Node {
@@ -225,4 +226,4 @@ NodeType cen_synthesize_type() {
       .create<CenSynthesize>();
 }
 
-}  // namespace embedflow::torchfam
+}  // namespace embedflow::crowd

@@ -35,7 +35,10 @@
 
 #include "model.hpp"
 
-namespace embedflow::torchfam {
+namespace embedflow::crowd {
+using torchfam::Model;
+using torchfam::NamedTensors;
+using torchfam::TensorMap;
 
 class CenModel final : public Model {
  public:
@@ -100,4 +103,4 @@ torch::Tensor embed_unique(Model& model, const torch::Tensor& x);
 // in [0, n); `what` names the field in the DataError.
 torch::Tensor ids_from(const torch::Tensor& t, std::int64_t n, const std::string& what);
 
-}  // namespace embedflow::torchfam
+}  // namespace embedflow::crowd
