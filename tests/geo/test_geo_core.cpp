@@ -610,3 +610,28 @@ TEST_CASE("draws are uniform over photos, not over locations", "[geo][sampler]")
   }
   }
 }
+
+TEST_CASE("CSV rows with text after a closing quote, NUL bytes or invalid UTF-8 are bad rows at their line", "[geo][csv]") {
+  const fs::path dir = test::scratch_dir("geo_csv_bytes");
+  const fs::path bad = dir / "bytes.csv";
+  test::write_file(bad, std::string("id,lat,lon,time,user,title\n"
+                                    "1,40.75,-73.98,2013-06-14,alice,\"abc\"def\n"
+                                    "2,40.75,-73.98,2013-06-14,bob,nul\0here\n"
+                                    "3,40.75,-73.98,2013-06-14,carol,caf\xe9\n"
+                                    "4,40.75,-73.98,2013-06-14,dave,\"padded\"  \n"
+                                    "5,40.75,-73.98,2013-06-14,erin,caf\xc3\xa9\n",
+                                    223));
+  CHECK_THROWS_WITH(read_photos_csv(bad.string(), CsvReadOptions{}),
+                    Catch::Contains(bad.string() + ":2: text after the closing quote of field 6"));
+  CsvReadOptions skip;
+  skip.skip_bad_rows = true;
+  CsvReadStats stats;
+  const PhotoColumns kept = read_photos_csv(bad.string(), skip, &stats);
+  CHECK(kept.id == std::vector<std::int64_t>{4, 5});
+  CHECK(kept.title[0] == "padded  ");
+  CHECK(kept.title[1] == "caf\xc3\xa9");
+  CHECK(stats.bad_rows == 3);
+  REQUIRE(stats.first_bad.size() == 3);
+  CHECK(stats.first_bad[1].find(":3: NUL byte") != std::string::npos);
+  CHECK(stats.first_bad[2].find(":4: invalid UTF-8 (byte 0xe9)") != std::string::npos);
+}

@@ -2,6 +2,7 @@
 // Cursor (sequential or chunk-aware shuffled replay in large slabs, with prefetch).
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -273,6 +274,15 @@ struct Table::Column {
     Handle mspace(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
     std::size_t elems = static_cast<std::size_t>(n * row_elems);
     if (info.dtype != DType::string) {
+      if (type.unsigned64) {
+        bool overflow = false;
+        Handle dxpl = detail::range_checked_transfer(&overflow);
+        if (H5Dread(dataset, type.memory_type, mspace, fspace, dxpl, dst) >= 0) return;
+        if (overflow)
+          throw DataError(cat(file->path.string(), ": dataset '", object, "' holds unsigned 64-bit values >= 2^63 in rows [",
+                              begin, ",", end, "), which embedflow's i64 cannot carry (store them as i64, or as strings)"));
+        fail(cat("rows [", begin, ",", end, ")"));
+      }
       if (H5Dread(dataset, type.memory_type, mspace, fspace, H5P_DEFAULT, dst) < 0)
         fail(cat("rows [", begin, ",", end, ")"));
       return;
@@ -912,6 +922,51 @@ StreamFileReader::StreamFileReader(const fs::path& path) {
     t.file_ = file_;
     t.object_ = "/" + name;
     ports_.emplace(name, load_stream_port(file_, name, std::move(t)));
+  }
+}
+
+void StreamFileReader::verify_checksums() const {
+  detail::quiet();
+  for (const auto& name : port_names_) {
+    Handle group(H5Gopen2(file_->handle, name.c_str(), H5P_DEFAULT), H5Gclose);
+    if (!group.valid()) throw CorruptFileError(file_->path, cat("cannot open port group '/", name, "'"));
+    for (const auto& ds : list_group(group).datasets) {
+      const std::string object = cat("/", name, "/", ds);
+      auto c = open_column(file_, group, ds, object);
+      Handle dcpl(H5Dget_create_plist(c->dataset), H5Pclose);
+      if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        // Chunks the shape declares but the file does not store would read back as fill values.
+        Handle space(H5Dget_space(c->dataset), H5Sclose);
+        int rank = H5Sget_simple_extent_ndims(space);
+        std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), chunk(static_cast<std::size_t>(rank));
+        H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+        H5Pget_chunk(dcpl, rank, chunk.data());
+        double expected = 1;
+        for (int i = 0; i < rank; ++i) {
+          auto k = static_cast<std::size_t>(i);
+          expected *= chunk[k] ? std::ceil(static_cast<double>(dims[k]) / static_cast<double>(chunk[k])) : 0.0;
+        }
+        hsize_t stored = 0;
+        if (H5Dget_num_chunks(c->dataset, H5S_ALL, &stored) < 0 || static_cast<double>(stored) != expected)
+          throw CorruptFileError(file_->path, cat("dataset '", object, "' declares ", expected, " chunks but stores ",
+                                                  stored, ": truncated or damaged"));
+      }
+      // Whole chunks per read, about 1 MiB at a time; the filter pipeline checks each chunk.
+      std::int64_t step = std::max<std::int64_t>(1, static_cast<std::int64_t>((1u << 20) / std::max<std::size_t>(c->row_bytes, 1)));
+      if (c->info.chunk_rows > 0) step = std::max<std::int64_t>(1, step / c->info.chunk_rows) * c->info.chunk_rows;
+      std::vector<std::uint8_t> buf;
+      std::vector<std::string> strings;
+      for (std::int64_t b = 0; b < c->rows; b += step) {
+        std::int64_t e = std::min(c->rows, b + step);
+        if (c->info.dtype == DType::string) {
+          strings.clear();
+          c->read(b, e, nullptr, &strings);
+        } else {
+          buf.resize(static_cast<std::size_t>(e - b) * c->row_bytes);
+          c->read(b, e, buf.data(), nullptr);
+        }
+      }
+    }
   }
 }
 
