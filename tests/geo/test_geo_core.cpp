@@ -635,3 +635,40 @@ TEST_CASE("CSV rows with text after a closing quote, NUL bytes or invalid UTF-8 
   CHECK(stats.first_bad[1].find(":3: NUL byte") != std::string::npos);
   CHECK(stats.first_bad[2].find(":4: invalid UTF-8 (byte 0xe9)") != std::string::npos);
 }
+
+TEST_CASE("k far above the candidates takes every candidate, exactly as brute force finds them", "[geo][sampler]") {
+  // 200 photos and k = 10^9: each anchor's partners are then all of its valid partners, so the
+  // expected pairs are fixed; the draw costs what the candidates cost, not what k asks.
+  const PhotoSet p = synthetic_photos(200, 5, 30);
+  SamplerConfig base;
+  base.duplicate_time_s = -1;
+  base.seed = 3;
+  base.threads = 2;
+  base.k_pos = 1000000000;
+  base.k_neg = 1000000000;
+  SECTION("radius positives, open-ended negatives") {
+    check_against_brute_force(p, base, run_sampler(p, base));
+  }
+  SECTION("ring negatives, superset draws") {
+    SamplerConfig c = base;
+    c.negative_min_m = 30;
+    c.negative_max_m = 3000;
+    c.unsure_fraction = 1.0;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
+  SECTION("windowed, different-user positives, scarce negatives") {
+    SamplerConfig c = base;
+    c.same_year = true;
+    c.positive_user = UserRule::different;
+    c.positive_radius_m = 30;
+    c.negative_min_m = 6000;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
+  SECTION("ring negatives within a time window") {
+    SamplerConfig c = base;
+    c.max_time_gap_s = 400 * 86400;
+    c.negative_min_m = 30;
+    c.negative_max_m = 3000;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
+}
