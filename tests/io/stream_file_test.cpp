@@ -658,3 +658,22 @@ print("ok")
   std::int64_t seen = 0;
   CHECK_THROWS_WITH(big.for_each([&](const RecordPtr&) { ++seen; }), Catch::Contains("ids.h5") && Catch::Contains(">= 2^63"));
 }
+
+TEST_CASE("a compressed dataset declaring chunks it does not store is refused at open", "[hdf5][python]") {
+  fs::path file = scratch_dir("hdf5-declared-deflate") / "huge.h5";
+  auto res = run_python(R"PY(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("x", shape=(2**40, 8), maxshape=(None, 8), chunks=(64, 8), dtype=np.float32, compression="gzip")
+    d[:64] = 1.0
+    f.create_dataset("ok", data=np.arange(1000, dtype=np.float32), chunks=(100,), compression="gzip")
+print("ok")
+)PY",
+                        {file.string()});
+  INFO(res.out << res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK_THROWS_WITH(open_table(file, "x"), Catch::Contains("huge.h5") && Catch::Contains("declares 1099511627776 rows") &&
+                                               Catch::Contains("stores 1: truncated or damaged"));
+  Table ok = open_table(file, "ok");
+  CHECK(ok.read_rows(0, 1000).get("ok").as_double(999) == 999.0);
+}

@@ -380,6 +380,22 @@ std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hi
     c->dataset = Handle(H5Dopen2(parent, name.c_str(), access), H5Dclose);
     if (!c->dataset.valid()) throw CorruptFileError(file->path, cat("cannot open dataset '", object, "': ", detail::last_error()));
   }
+  // Filtered chunks have no fixed stored size, so count them instead: every chunk the shape
+  // declares must be stored (a compressed 2^40-row declaration would otherwise stream zeros).
+  if (filtered && c->rows > 0) {
+    Handle space(H5Dget_space(c->dataset), H5Sclose);
+    std::vector<hsize_t> chunk(static_cast<std::size_t>(rank));
+    H5Pget_chunk(dcpl, rank, chunk.data());
+    double expected = 1;
+    for (int i = 0; i < rank; ++i) {
+      auto k = static_cast<std::size_t>(i);
+      expected *= chunk[k] ? std::ceil(static_cast<double>(dims[k]) / static_cast<double>(chunk[k])) : 0.0;
+    }
+    hsize_t stored = 0;
+    if (H5Dget_num_chunks(c->dataset, H5S_ALL, &stored) < 0 || static_cast<double>(stored) < expected)
+      throw CorruptFileError(file->path, cat("dataset '", object, "' declares ", c->rows, " rows in ", expected,
+                                             " chunks but stores ", stored, ": truncated or damaged"));
+  }
   // Unallocated chunks read back as fill values: rows a file declares but does not store would
   // arrive as zeros. Unfiltered fixed-size data must be stored whole.
   if (!filtered && c->info.dtype != DType::string && c->rows > 0) {
