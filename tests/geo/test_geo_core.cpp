@@ -633,7 +633,7 @@ TEST_CASE("CSV rows with text after a closing quote, NUL bytes or invalid UTF-8 
   CHECK(stats.bad_rows == 3);
   REQUIRE(stats.first_bad.size() == 3);
   CHECK(stats.first_bad[1].find(":3: NUL byte") != std::string::npos);
-  CHECK(stats.first_bad[2].find(":4: invalid UTF-8 (byte 0xe9)") != std::string::npos);
+  CHECK(stats.first_bad[2].find(":4: invalid UTF-8 (sequence cut off at the end)") != std::string::npos);
 }
 
 TEST_CASE("k far above the candidates takes every candidate, exactly as brute force finds them", "[geo][sampler]") {

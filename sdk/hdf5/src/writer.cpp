@@ -161,13 +161,15 @@ struct StreamFileWriter::Impl {
     H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data());
     // Every row is written, so skip fill writes (HDF5 insists on them for variable-length types).
     if (f.dtype != DType::string) H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    bool filtered = (options.deflate_level > 0 && f.dtype != DType::string) || options.checksum;
-    if (options.deflate_level > 0 && f.dtype != DType::string) {
+    // HDF5 refuses filters on variable-length strings (their chunks hold heap references).
+    const bool fixed_size = f.dtype != DType::string;
+    const bool filtered = fixed_size && (options.deflate_level > 0 || options.checksum);
+    if (fixed_size && options.deflate_level > 0) {
       H5Pset_shuffle(dcpl);
       H5Pset_deflate(dcpl, static_cast<unsigned>(options.deflate_level));
     }
     // Last in the pipeline, so the checksum covers the bytes as stored (compressed or not).
-    if (options.checksum) H5Pset_fletcher32(dcpl);
+    if (fixed_size && options.checksum) H5Pset_fletcher32(dcpl);
     Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     // Unfiltered chunks are written whole, straight from our buffer; the chunk cache would only
     // add a copy. Filtered chunks must pass through it, so it holds a couple of them.

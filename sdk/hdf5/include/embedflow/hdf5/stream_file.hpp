@@ -83,7 +83,8 @@ struct WriterOptions {
   // Continue an existing stream file at the final path instead of replacing it. The existing
   // file is copied to the temporary name first, so a crash leaves it untouched.
   bool append = false;
-  // HDF5's Fletcher32 filter on every dataset: each chunk carries a checksum of its stored bytes,
+  // HDF5's Fletcher32 filter on every fixed-size dataset (HDF5 allows none on variable-length
+  // strings): each chunk carries a checksum of its stored bytes,
   // which StreamFileReader::verify_checksums() checks (stage caches turn this on). Costs the
   // unfiltered direct-read path on replay, so plain exports leave it off.
   bool checksum = false;
