@@ -60,6 +60,7 @@ class CacheTap final : public OutputTap {
       : node_(std::move(node)), ports_(std::move(ports)), stop_(stop) {
     h5::WriterOptions options;
     options.deflate_level = compression;
+    options.checksum = true;  // Fletcher32 per chunk, verified before a later run replays the entry
     try {
       writer_ = std::make_unique<h5::StreamFileWriter>(std::move(final_path), std::move(attributes), options);
       for (const auto& p : ports_) writer_->add_port(p);
@@ -277,8 +278,12 @@ struct CachePlanner::Impl {
         problem = "its fingerprint attribute does not match its name";
       else if (expected != have)
         problem = "its ports differ from the node's outputs";
-      else
+      else {
+        // Damaged data bytes must not replay as a hit: every chunk's checksum is read now, before
+        // any record flows (the file is then in the page cache for the replay).
+        reader->verify_checksums();
         return reader;
+      }
     } catch (const std::exception& e) {
       problem = e.what();
     }

@@ -173,12 +173,18 @@ struct Parser {
       fail(root, "missing 'nodes'");
     } else if (!nodes.IsMap()) {
       fail(nodes, "'nodes' must be a map of id: {type: ..., params: {...}}");
+    } else if (nodes.size() > kMaxGraphNodes) {
+      // Far beyond any experiment; a generated or hostile file would otherwise cost a thread
+      // pool's worth of TBB nodes and plugin instances before anything runs.
+      fail(nodes, cat("the graph has ", nodes.size(), " nodes; at most ", kMaxGraphNodes, " are allowed"));
     } else {
       for (const auto& kv : nodes) parse_node(g, kv.first.Scalar(), kv.first, kv.second);
     }
     auto edges = root["edges"];
     if (edges) {
       if (!edges.IsSequence()) fail(edges, "'edges' must be a list of 'a.out -> b.in'");
+      else if (edges.size() > kMaxGraphEdges)
+        fail(edges, cat("the graph has ", edges.size(), " edges; at most ", kMaxGraphEdges, " are allowed"));
       else
         for (const auto& e : edges) parse_edge(g, e);
     }

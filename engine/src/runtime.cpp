@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "embedflow/atomic_file.hpp"
 #include "embedflow/log.hpp"
 #include "embedflow_engine/trace.hpp"
 
@@ -553,6 +554,12 @@ class Progress {
 
 RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
   RunResult result;
+  // Output files committed while the run drains after SIGINT/SIGTERM go to `<path>.partial`
+  // (atomic_file.hpp), so an interrupted run never replaces a complete file.
+  struct InterruptScope {
+    explicit InterruptScope(const std::atomic<bool>* stop) { set_output_interrupt_flag(stop); }
+    ~InterruptScope() { set_output_interrupt_flag(nullptr); }
+  } interrupt_scope(options.stop);
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1) threads = 1;
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));

@@ -10,6 +10,8 @@
 //     batches: {type: core.batch, params: {size: 4, drop_last: false}}
 //     show:    {type: core.sink, params: {mode: print}}
 //   edges: [numbers.out -> batches.in, batches.out -> show.in]
+#include <algorithm>
+
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -20,7 +22,8 @@ class Batch final : public Node {
   void open(NodeContext& ctx) override {
     size_ = static_cast<std::size_t>(ctx.params().integer("size"));
     drop_last_ = ctx.params().boolean("drop_last");
-    pending_.reserve(size_);
+    // Grows with the records that arrive: size may exceed what the stream holds.
+    pending_.reserve(std::min<std::size_t>(size_, 4096));
   }
   void process(std::size_t, const RecordPtr& in, Emitter& out) override {
     pending_.push_back(in);

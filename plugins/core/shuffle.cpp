@@ -25,7 +25,8 @@ class Shuffle final : public Node {
     capacity_ = static_cast<std::size_t>(ctx.params().integer("buffer_size"));
     id_ = ctx.id();
     rng_ = &ctx.rng();
-    buffer_.reserve(capacity_);
+    // Grows with the records that arrive: buffer_size may exceed what the stream holds.
+    buffer_.reserve(std::min<std::size_t>(capacity_, 4096));
   }
   void process(std::size_t, const RecordPtr& in, Emitter& out) override {
     ++seen_;

@@ -33,6 +33,7 @@
 //   workers whose largest true bias is the attribute mapped to argmax a^w.
 //
 //   ret: {type: crowd.attribute_retrieval, params: {name: CEN-mixture, truth: out/crowd, out: out/cen/mixture}}
+#include <embedflow/atomic_file.hpp>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -250,7 +251,8 @@ class AttributeRetrieval final : public Node {
     cols.push_back("unmapped");
     make_parent(prefix + "_confusion.csv");
     {
-      std::ofstream c(prefix + "_confusion.csv"), md(prefix + "_confusion.md");
+      AtomicOutputFile c_file(prefix + "_confusion.csv"), md_file(prefix + "_confusion.md");
+      std::ostream &c = c_file.stream(), &md = md_file.stream();
       c << "true_attribute";
       md << "| true \\ predicted |";
       for (const auto& h : cols) c << "," << h, md << " " << h << " |";
@@ -271,7 +273,10 @@ class AttributeRetrieval final : public Node {
       else
         md << "\nretrieval of the ensemble of " << fits.size() << " (largest mean attribute share): " << show(retrieval) << " of " << n
            << " test submissions; with a*spread: " << show(retrieval_eff) << "; each member alone (argmax a): " << members_alone << "\n";
-      std::ofstream d(prefix + "_dimensions.csv");
+      c_file.commit();
+      md_file.commit();
+      AtomicOutputFile d_file(prefix + "_dimensions.csv");
+      std::ostream& d = d_file.stream();
       d << (ensemble ? "member," : "") << "dimension,mapped_attribute,mapped_attribute_effective";
       for (const auto& h : names_) d << ",votes_" << h;
       d << "\n";
@@ -283,6 +288,7 @@ class AttributeRetrieval final : public Node {
           for (auto v : f.votes[k]) d << "," << v;
           d << "\n";
         }
+      d_file.commit();
     }
     std::vector<std::string> rows;
     for (std::size_t i = 0; i < A; ++i) rows.push_back(cat(names_[i], " H=", show(entropy[i])));
@@ -324,7 +330,8 @@ class AttributeRetrieval final : public Node {
     const int cw = w.col("worker"), cn = w.col("noisy");
     std::vector<int> cb;
     for (const auto& b : bias_names_) cb.push_back(w.col("bias_" + b));
-    std::ofstream md(prefix + "_worker_bias.md"), csv(prefix + "_worker_bias.csv");
+    AtomicOutputFile md_file(prefix + "_worker_bias.md"), csv_file(prefix + "_worker_bias.csv");
+    std::ostream &md = md_file.stream(), &csv = csv_file.stream();
     md << "| attribute | dimension | Pearson r (a^w vs true bias, careful workers) | workers |\n|---|---|---|---|\n";
     csv << "attribute,dimension,pearson_r,workers\n";
     double sum = 0;
@@ -363,6 +370,8 @@ class AttributeRetrieval final : public Node {
     }
     top = careful ? double(agree) / double(careful) : NAN;
     md << "\nworkers whose largest true bias is the attribute of argmax a^w: " << show(top) << " of " << careful << "\n";
+    md_file.commit();
+    csv_file.commit();
     return count ? sum / count : NAN;
   }
 

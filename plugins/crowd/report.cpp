@@ -12,6 +12,7 @@
 // with parallel branches, so the rest is sorted by name.
 //
 //   table: {type: crowd.report, params: {out: out/cen/table, columns: [accuracy, retrieval]}}
+#include <embedflow/atomic_file.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -70,7 +71,8 @@ class Report final : public Node {
     for (const auto& [m, row] : rows_)
       if (std::find(order.begin(), order.end(), m) == order.end()) order.push_back(m);
     make_parent(out + ".md");
-    std::ofstream md(out + ".md"), csv(out + ".csv");
+    AtomicOutputFile md_file(out + ".md"), csv_file(out + ".csv");
+    std::ostream &md = md_file.stream(), &csv = csv_file.stream();
     md << "# " << p.string("title") << "\n\n| method |";
     csv << "method";
     for (const auto& c : cols) md << " " << c << " |", csv << "," << csv_field(c);
@@ -93,6 +95,8 @@ class Report final : public Node {
       csv << "\n";
     }
     if (!md || !csv) throw DataError(cat("cannot write ", out, ".md / .csv"));
+    md_file.commit();
+    csv_file.commit();
     // Curves: per series, (x, plot_metric) sorted by x.
     const std::string metric = p.string("plot_metric");
     std::map<std::string, std::vector<std::pair<double, double>>> curves;
@@ -103,7 +107,8 @@ class Report final : public Node {
     }
     if (curves.empty()) return;
     std::vector<Series> series;
-    std::ofstream cc(out + "_curve.csv");
+    AtomicOutputFile cc_file(out + "_curve.csv");
+    std::ostream& cc = cc_file.stream();
     cc << "series,x," << metric << "\n";
     for (auto& [name, pts] : curves) {
       std::sort(pts.begin(), pts.end());
@@ -114,6 +119,7 @@ class Report final : public Node {
       }
       series.push_back(std::move(s));
     }
+    cc_file.commit();
     write_line_chart(out + "_curve.png", p.string("title"), p.string("x_label"), metric, series);
   }
 

@@ -8,6 +8,7 @@
 //   nodes:
 //     chart: {type: eval.curve_chart, params: {metric: map_at_r, out: out/learning_curves}}
 //   edges: [curve_p0.curve -> chart.curves, curve_p20.curve -> chart.curves]
+#include <embedflow/atomic_file.hpp>
 #include <algorithm>
 #include <fstream>
 
@@ -50,7 +51,8 @@ class CurveChart final : public Node {
     // Arrival order depends on which run finished first; the files must not.
     std::sort(runs_.begin(), runs_.end(), [](const Run& a, const Run& b) { return a.name < b.name; });
     const std::size_t m = static_cast<std::size_t>(std::find(kMetrics.begin(), kMetrics.end(), metric_) - kMetrics.begin());
-    std::ofstream csv(out_ + ".csv");
+    AtomicOutputFile csv_file(out_ + ".csv");
+    std::ostream& csv = csv_file.stream();
     csv.precision(17);
     csv << "run,step,p_at_1,r_precision,map_at_r\n";
     LineChart chart;
@@ -68,6 +70,7 @@ class CurveChart final : public Node {
       chart.series.push_back(std::move(s));
     }
     if (!csv) throw Error(cat("cannot write ", out_, ".csv"));
+    csv_file.commit();
     save_line_chart(out_ + ".png", chart);
     log_info("eval.curve_chart", "wrote ", out_, ".png with ", runs_.size(), " runs");
   }

@@ -14,6 +14,7 @@
 //     embed: {type: torch.embed, params: {mode: every_snapshot}}
 //     curve: {type: eval.learning_curve, params: {name: "siamese", distance: cosine, out: out/curve}}
 //   edges: [train.model -> embed.model, test.out -> embed.in, embed.out -> curve.in]
+#include <embedflow/atomic_file.hpp>
 #include <cblas.h>
 
 #include <fstream>
@@ -82,12 +83,14 @@ class LearningCurve final : public Node {
                percent(s.map_at_r), "%");
     }
     if (!out_.empty()) {
-      std::ofstream csv(out_ + ".csv");
+      AtomicOutputFile csv_file(out_ + ".csv");
+      std::ostream& csv = csv_file.stream();
       csv.precision(17);
       csv << "step,p_at_1,r_precision,map_at_r\n";
       for (std::size_t i = 0; i < steps.size(); ++i)
         csv << steps[i] << ',' << p1[i] << ',' << rprec[i] << ',' << map_r[i] << '\n';
       if (!csv) throw Error(cat("cannot write ", out_, ".csv"));
+      csv_file.commit();
       LineChart chart;
       chart.title = cat(name_, ": retrieval against training step");
       chart.x_label = "training step";

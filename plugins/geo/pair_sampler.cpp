@@ -30,6 +30,8 @@
 //   edges:
 //     - photos.out -> pairs.photos
 //     - pairs.summary -> stats.sets
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "embedflow/embedflow.hpp"
@@ -64,8 +66,9 @@ class PairSamplerNode : public Node {
     c_.positive_radius_m = p.number("positive_radius_m");
     c_.negative_min_m = p.number("negative_min_m");
     c_.negative_max_m = p.number("negative_max_m");
-    c_.k_pos = static_cast<int>(p.integer("k_pos"));
-    c_.k_neg = static_cast<int>(p.integer("k_neg"));
+    // A photo set holds fewer than 2^31 photos, so larger counts mean "all there are".
+    c_.k_pos = static_cast<int>(std::min<std::int64_t>(p.integer("k_pos"), INT32_MAX));
+    c_.k_neg = static_cast<int>(std::min<std::int64_t>(p.integer("k_neg"), INT32_MAX));
     parse_date_param(p, "date_from", c_.date_from);
     parse_date_param(p, "date_to", c_.date_to);
     c_.same_month = p.boolean("same_month");
@@ -232,8 +235,8 @@ NodeType pair_sampler_type() {
                  .doc("r-: negatives lie at least this far from the anchor (metres)"))
       .param(Param::number("negative_max_m").default_value(0.0).range(0, 100000)
                  .doc("> 0: ring negatives, at most this far (metres); 0: no upper bound"))
-      .param(Param::integer("k_pos").default_value(4).min(1).doc("positives drawn per anchor (fewer when fewer exist)"))
-      .param(Param::integer("k_neg").default_value(4).min(0).doc("negatives drawn per anchor"))
+      .param(Param::integer("k_pos").default_value(4).min(1).doc("positives drawn per anchor (fewer when fewer exist; a huge k takes them all)"))
+      .param(Param::integer("k_neg").default_value(4).min(0).doc("negatives drawn per anchor (fewer when fewer exist; a huge k takes them all)"))
       .param(Param::string("date_from").default_value("").doc("ISO 8601: drop photos taken before this (inclusive bound)"))
       .param(Param::string("date_to").default_value("").doc("ISO 8601: drop photos taken at or after this"))
       .param(Param::boolean("same_month").default_value(false).doc("partners taken in the anchor's calendar month"))

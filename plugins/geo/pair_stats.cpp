@@ -18,6 +18,7 @@
 //     stats:  {type: geo.pair_stats, params: {out: out/pair_stats_example, radii: [1, 10, 100], histogram_pairs: 1000}}
 //   edges:
 //     - photos.out -> stats.photos
+#include <embedflow/atomic_file.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -106,7 +107,8 @@ class PairStatsNode : public Node {
     std::sort(sets_.begin(), sets_.end(), [](const SetRow& a, const SetRow& b) { return a.name < b.name; });
     json += "  \"datasets\": [";
     {
-      std::ofstream csv(dir / "datasets.csv"), md(dir / "datasets.md");
+      AtomicOutputFile csv_file(dir / "datasets.csv"), md_file(dir / "datasets.md");
+      std::ostream &csv = csv_file.stream(), &md = md_file.stream();
       csv << "dataset,positive_distance,negative_distance,time_frame,other,size\n";
       md << "| Dataset | Positive distance | Negative distance | Time frame | Other | Size |\n"
          << "|---|---|---|---|---|---|\n";
@@ -122,6 +124,8 @@ class PairStatsNode : public Node {
                     ", \"size\": ", s.size, ", \"anchors\": ", s.anchors, ", \"photos\": ", s.photos, "}");
       }
       if (!csv || !md) throw DataError(cat(out_dir_, ": cannot write datasets.csv / datasets.md"));
+      csv_file.commit();
+      md_file.commit();
     }
     json += sets_.empty() ? "],\n" : "\n  ],\n";
 
@@ -144,9 +148,7 @@ class PairStatsNode : public Node {
       json += heatmap(p, dir);
     }
     json += cat("  \"seed\": ", ctx_->seed(), "\n}\n");
-    std::ofstream f(dir / "summary.json");
-    f << json;
-    if (!f) throw DataError(cat((dir / "summary.json").string(), ": cannot write"));
+    write_file_atomic(dir / "summary.json", json);
   }
 
  private:

@@ -6,7 +6,8 @@
 //         that differs fails the run, naming the file and the record index).
 // Caveats: the file appears only when the stream ends cleanly: records go to a temporary file
 //          that is fsynced and renamed over `path` at end of stream, so a failed or killed run
-//          leaves the previous file untouched. mode: append copies the existing file first
+//          leaves the previous file untouched. A run interrupted by SIGINT/SIGTERM keeps what
+//          it wrote as `<path>.partial` (atomic_file.hpp), never under `path`. mode: append copies the existing file first
 //          (appending to a group must match its schema; a new group is added beside the
 //          others). Parent directories are created. Relative paths are relative to the working
 //          directory.
@@ -16,6 +17,7 @@
 //     batches: {type: core.batch, params: {size: 100}}
 //     save:    {type: io.hdf5_writer, params: {path: out/numbers.h5, group: numbers, compression: 4}}
 //   edges: [numbers.out -> batches.in, batches.out -> save.in]
+#include <embedflow/atomic_file.hpp>
 #include <embedflow/hdf5/stream_file.hpp>
 #include <filesystem>
 
@@ -45,7 +47,17 @@ class Hdf5Writer final : public Node {
   void process(std::size_t, const RecordPtr& record, Emitter&) override { writer_->append(group_, *record); }
 
   void close(Emitter&) override {
+    // The drain after Ctrl-C closes this node too, but the stream it saw was cut short.
+    if (outputs_interrupted()) {
+      fs::path partial = partial_path(path_);
+      writer_->commit_as(partial);
+      log_warning(node_, "interrupted: kept ", writer_->records(group_), " records as ", partial.string(), "; ",
+                  path_.string(), " is untouched");
+      return;
+    }
     writer_->commit();
+    std::error_code ec;
+    fs::remove(partial_path(path_), ec);  // a leftover of an earlier interrupted run
     log_info(node_, "wrote ", writer_->records(group_), " records to ", path_.string(), " (group '", group_, "')");
   }
 

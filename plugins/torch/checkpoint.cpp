@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "checkpoint.hpp"
+#include "embedflow/log.hpp"
 
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
@@ -27,6 +28,20 @@ std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& 
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::optional<fs::path> newest_readable_checkpoint(const fs::path& dir, const std::string& node) {
+  auto all = list_checkpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      CheckpointReader probe(it->second);
+      return it->second;
+    } catch (const Error& e) {
+      log_warning(node, "resume: auto skips the damaged checkpoint ", it->second.string(), " (", e.what(),
+                  "); trying the one before");
+    }
+  }
+  return std::nullopt;
 }
 
 namespace {

@@ -24,6 +24,11 @@ std::string checkpoint_name(std::int64_t step);
 // The checkpoints in `dir` by step, oldest first (none when dir is not a directory).
 std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoints(const std::filesystem::path& dir);
 
+// For `resume: auto`: the newest checkpoint in `dir` that opens as a torch.train checkpoint. A
+// newer one that does not (truncated by a full disk, damaged) is skipped with a warning naming
+// it, logged as `node`. nullopt when none opens.
+std::optional<std::filesystem::path> newest_readable_checkpoint(const std::filesystem::path& dir, const std::string& node);
+
 // The trainer's counters and metrics a checkpoint carries, so a resumed run continues exactly.
 struct TrainProgress {
   std::int64_t step = 0;           // updates done

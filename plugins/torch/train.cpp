@@ -113,9 +113,9 @@ class Train final : public Node {
 
     const std::string& resume = p.string("resume");
     if (resume == "auto") {
-      auto found = list_checkpoints(checkpoint_dir_);
-      if (found.empty()) log_info(ctx.id(), "resume: auto found no checkpoint in ", checkpoint_dir_.string(), "; starting fresh");
-      else resume_path_ = found.back().second;
+      auto found = newest_readable_checkpoint(checkpoint_dir_, ctx.id());
+      if (!found) log_info(ctx.id(), "resume: auto found no checkpoint in ", checkpoint_dir_.string(), "; starting fresh");
+      else resume_path_ = *found;
     } else if (!resume.empty()) {
       resume_path_ = resume;
       if (!fs::exists(resume_path_)) throw ConfigError(cat("resume: checkpoint '", resume, "' does not exist"));

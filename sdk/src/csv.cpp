@@ -1,6 +1,8 @@
 #include "embedflow/csv.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -17,17 +19,59 @@ std::string read_file_text(const std::string& path, const std::string& what) {
   return buf.str();
 }
 
+std::string csv_bytes_problem(std::string_view bytes, std::size_t* offset) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const std::size_t n = bytes.size();
+  auto found = [&](std::size_t at, std::string what) {
+    if (offset) *offset = at;
+    return what;
+  };
+  for (std::size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      if (c == 0) return found(i, "NUL byte (a binary file, or UTF-16 text?)");
+      ++i;
+      continue;
+    }
+    // Lead byte: the sequence length and the smallest code point it may encode (no overlongs).
+    std::size_t len = 0;
+    std::uint32_t cp = 0, min = 0;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, cp = c & 0x1Fu, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, cp = c & 0x0Fu, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, cp = c & 0x07u, min = 0x10000;
+    else return found(i, cat("invalid UTF-8 (byte 0x", std::hex, static_cast<int>(c), ")"));
+    if (i + len > n) return found(i, "invalid UTF-8 (sequence cut off at the end)");
+    for (std::size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0u) != 0x80u)
+        return found(i, cat("invalid UTF-8 (byte 0x", std::hex, static_cast<int>(c), " not followed by a continuation byte)"));
+      cp = (cp << 6) | (p[i + k] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+      return found(i, cat("invalid UTF-8 (overlong form, surrogate or code point above U+10FFFF at byte 0x", std::hex,
+                          static_cast<int>(c), ")"));
+    i += len;
+  }
+  return "";
+}
+
 void for_each_csv_row(const std::string& text, const std::string& file,
                       const std::function<void(std::vector<std::string>& row, int line)>& fn) {
+  // Checked before any row is handed out: a damaged file fails whole, with the line of the damage.
+  std::size_t bad_at = 0;
+  if (std::string problem = csv_bytes_problem(text, &bad_at); !problem.empty()) {
+    const auto line_of = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad_at), '\n');
+    throw DataError(cat(file, ":", line_of, ": ", problem));
+  }
   std::vector<std::string> row;
   std::string field;
   int line = 1, row_line = 1;
   bool quoted = false;        // between a field's opening and closing quote
   bool field_quoted = false;  // the current field opened with a quote, so it is not blank
+  bool closed = false;        // the current field's closing quote has been read
   auto end_field = [&] {
     row.push_back(std::move(field));
     field.clear();
-    field_quoted = false;
+    field_quoted = closed = false;
   };
   auto end_row = [&] {
     // Only an unquoted empty line is blank: `""` alone is a row holding one empty field.
@@ -46,6 +90,7 @@ void for_each_csv_row(const std::string& text, const std::string& file,
           ++i;
         } else {
           quoted = false;
+          closed = true;
         }
       } else {
         if (ch == '\n') ++line;
@@ -59,6 +104,11 @@ void for_each_csv_row(const std::string& text, const std::string& file,
       if (ch == '\r' && i + 1 < n) ++i;  // CRLF: the \n is part of this line end
       end_row();
       row_line = ++line;
+    } else if (closed && ch != ' ' && ch != '\t') {  // padding before the comma is harmless
+      // `"abc"def`: Python's csv would silently make it abcdef; a spreadsheet would show
+      // something else. Neither is what the writer meant.
+      throw DataError(cat(file, ":", line, ": text after the closing quote of field ", row.size() + 1,
+                          " (a quote inside a field must be doubled, and the whole field quoted)"));
     } else {
       field += ch;
     }

@@ -1,5 +1,7 @@
 #include "embedflow/report_files.hpp"
 
+#include "embedflow/atomic_file.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -117,21 +119,6 @@ JsonWriter& JsonWriter::numbers(const std::vector<double>& v) {
   return *this;
 }
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) throw Error(cat("cannot create directory '", p.parent_path().string(), "': ", ec.message()));
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error(cat("cannot write '", tmp, "'"));
-    out << text;
-    if (!out) throw Error(cat("write to '", tmp, "' failed"));
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) throw Error(cat("cannot rename '", tmp, "' to '", path, "': ", ec.message()));
-}
+void write_text_atomic(const std::string& path, const std::string& text) { write_file_atomic(path, text); }
 
 }  // namespace embedflow

@@ -255,3 +255,15 @@ edges: [slow_src.out -> slow.in, slow.out -> best.in, fast_src.out -> fast.in, f
   CHECK(none.records("best").empty());
   CHECK_THAT(none.log, Catch::Contains("best: no records received"));
 }
+
+TEST_CASE("count parameters far above the stream cost what the stream holds") {
+  // 10^12 records of buffer or batch would be terabytes if sized up front.
+  const auto numbers = range("{count: 50}");
+  NodeRunner shuffle(plugins(), "core.shuffle", "{buffer_size: 1000000000000}", NodeRunner::Options().with_id("mixed"));
+  shuffle.run("in", numbers);
+  CHECK(shuffle.outputs("out").size() == 50);
+  NodeRunner batches(plugins(), "core.batch", "{size: 1000000000000}", NodeRunner::Options().with_id("batches"));
+  batches.run("in", numbers);
+  REQUIRE(batches.outputs("out").size() == 1);
+  CHECK(batches.outputs("out")[0]->get("index").dim(0) == 50);
+}

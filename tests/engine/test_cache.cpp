@@ -215,6 +215,54 @@ TEST_CASE("a corrupt or truncated entry is reported, deleted and rebuilt") {
   CHECK_THAT(hit.err, Catch::Contains("shuffle: hit"));
 }
 
+TEST_CASE("damaged data bytes inside an entry are caught by its checksums, warned about and rebuilt") {
+  Fixture f("cache-damaged", 2000);
+  REQUIRE(f.run().exit_code == 0);
+  const std::string expected = read_file(f.printed);
+  auto files = entries(f.cache);
+  REQUIRE(files.size() == 1);
+  const fs::path entry = files[0];
+  // XOR 8 bytes in the middle of a numeric dataset's first stored chunk: the structure, the
+  // record index and the fingerprint stay valid, only values change.
+  Result damage = run_python(R"(
+import sys, h5py
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    target = None
+    for port in f.values():
+        for name, d in port.items():
+            if name in ("record_offsets", "record_sizes") or d.dtype.kind not in "iuf" or d.chunks is None:
+                continue
+            info = d.id.get_chunk_info(0)
+            if info.size >= 32:
+                target = (port.name + "/" + name, info.byte_offset + info.size // 2 - 4)
+                break
+        if target:
+            break
+assert target, "no numeric chunk of 32 bytes or more"
+with open(path, "r+b") as raw:
+    raw.seek(target[1])
+    b = bytearray(raw.read(8))
+    raw.seek(target[1])
+    raw.write(bytes(x ^ 0x5A for x in b))
+print(target[0])
+)",
+                             {entry.string()});
+  INFO(damage.out << damage.err);
+  REQUIRE(damage.exit_code == 0);
+
+  Result r = f.run();
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("cache file " + entry.string() + " is corrupt"));
+  CHECK_THAT(r.err, Catch::Contains("deleting it and rebuilding"));
+  CHECK(count_lines(f.log) == 2);  // rebuilt from the reader, not replayed
+  CHECK(read_file(f.printed) == expected);
+  Result hit = f.run({"--explain-cache"});
+  CHECK_THAT(hit.err, Catch::Contains("shuffle: hit"));
+  CHECK(count_lines(f.log) == 2);
+}
+
 TEST_CASE("h5py reads a cache entry: layout, strings and attributes") {
   Fixture f("cache-h5py", 30);
   REQUIRE(f.run().exit_code == 0);

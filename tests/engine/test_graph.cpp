@@ -338,3 +338,17 @@ TEST_CASE("repeated keys and self-edges are located problems, not silent choices
   REQUIRE(p.size() == 1);
   CHECK(p[0] == "g.yaml:6:5: node 'a': edge 'a -> a' connects the node to itself");
 }
+
+TEST_CASE("graph size is bounded: too many nodes or edges is one located problem") {
+  std::string many = "nodes:\n";
+  for (std::size_t i = 0; i <= kMaxGraphNodes; ++i) many += "  n" + std::to_string(i) + ": {type: core.range}\n";
+  auto p = problems_of(many);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0] == "g.yaml:2:3: the graph has 10001 nodes; at most 10000 are allowed");
+  std::string edges = "nodes:\n  n: {type: core.range}\n  s: {type: core.sink}\nedges: [";
+  for (std::size_t i = 0; i <= kMaxGraphEdges; ++i) edges += i ? ", n -> s" : "n -> s";
+  edges += "]\n";
+  p = problems_of(edges);
+  REQUIRE(!p.empty());
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:4:8: the graph has 100001 edges; at most 100000 are allowed"));
+}

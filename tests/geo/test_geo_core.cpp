@@ -661,3 +661,65 @@ TEST_CASE("YFCC100M layouts: the column count picks Webscope or Multimedia Commo
   const PhotoColumns p = read_photos_csv((dir / "with_images.csv").string(), CsvReadOptions{});
   CHECK(p.path == std::vector<std::string>{(dir / "pics" / "1.jpg").string(), "/abs/2.jpg"});
 }
+
+TEST_CASE("CSV rows with text after a closing quote, NUL bytes or invalid UTF-8 are bad rows at their line", "[geo][csv]") {
+  const fs::path dir = test::scratch_dir("geo_csv_bytes");
+  const fs::path bad = dir / "bytes.csv";
+  test::write_file(bad, std::string("id,lat,lon,time,user,title\n"
+                                    "1,40.75,-73.98,2013-06-14,alice,\"abc\"def\n"
+                                    "2,40.75,-73.98,2013-06-14,bob,nul\0here\n"
+                                    "3,40.75,-73.98,2013-06-14,carol,caf\xe9\n"
+                                    "4,40.75,-73.98,2013-06-14,dave,\"padded\"  \n"
+                                    "5,40.75,-73.98,2013-06-14,erin,caf\xc3\xa9\n",
+                                    223));
+  CHECK_THROWS_WITH(read_photos_csv(bad.string(), CsvReadOptions{}),
+                    Catch::Contains(bad.string() + ":2: text after the closing quote of field 6"));
+  CsvReadOptions skip;
+  skip.skip_bad_rows = true;
+  CsvReadStats stats;
+  const PhotoColumns kept = read_photos_csv(bad.string(), skip, &stats);
+  CHECK(kept.id == std::vector<std::int64_t>{4, 5});
+  CHECK(kept.title[0] == "padded  ");
+  CHECK(kept.title[1] == "caf\xc3\xa9");
+  CHECK(stats.bad_rows == 3);
+  REQUIRE(stats.first_bad.size() == 3);
+  CHECK(stats.first_bad[1].find(":3: NUL byte") != std::string::npos);
+  CHECK(stats.first_bad[2].find(":4: invalid UTF-8 (sequence cut off at the end)") != std::string::npos);
+}
+
+TEST_CASE("k far above the candidates takes every candidate, exactly as brute force finds them", "[geo][sampler]") {
+  // 200 photos and k = 10^9: each anchor's partners are then all of its valid partners, so the
+  // expected pairs are fixed; the draw costs what the candidates cost, not what k asks.
+  const PhotoSet p = synthetic_photos(200, 5, 30);
+  SamplerConfig base;
+  base.duplicate_time_s = -1;
+  base.seed = 3;
+  base.threads = 2;
+  base.k_pos = 1000000000;
+  base.k_neg = 1000000000;
+  SECTION("radius positives, open-ended negatives") {
+    check_against_brute_force(p, base, run_sampler(p, base));
+  }
+  SECTION("ring negatives, superset draws") {
+    SamplerConfig c = base;
+    c.negative_min_m = 30;
+    c.negative_max_m = 3000;
+    c.unsure_fraction = 1.0;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
+  SECTION("windowed, different-user positives, scarce negatives") {
+    SamplerConfig c = base;
+    c.same_year = true;
+    c.positive_user = UserRule::different;
+    c.positive_radius_m = 30;
+    c.negative_min_m = 6000;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
+  SECTION("ring negatives within a time window") {
+    SamplerConfig c = base;
+    c.max_time_gap_s = 400 * 86400;
+    c.negative_min_m = 30;
+    c.negative_max_m = 3000;
+    check_against_brute_force(p, c, run_sampler(p, c));
+  }
+}

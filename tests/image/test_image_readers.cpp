@@ -247,3 +247,22 @@ TEST_CASE("files_reader: images of different sizes cannot share a batch; the err
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.error, Catch::Contains("9.png is [30,24,1]") && Catch::Contains("0.png in the same batch is [20,24,1]"));
 }
+
+TEST_CASE("idx_reader: a header declaring more than the file can hold is refused before any allocation") {
+  const fs::path dir = scratch_dir("image_idx_declared");
+  // 2^31 images of 65536 x 65536 declared by a 16-byte header (2^63 bytes), plain and gzipped.
+  Result py = run_python(R"PY(
+import gzip, struct, sys
+d = sys.argv[1]
+header = struct.pack(">IIII", 0x803, 2**31, 65536, 65536)
+open(d + "/huge.idx", "wb").write(header + b"\0" * 64)
+gzip.open(d + "/huge.gz", "wb").write(header + b"\0" * 64)
+)PY", {dir.string()});
+  REQUIRE(py.exit_code == 0);
+  using embedflow::image::read_idx;
+  CHECK_THROWS_WITH(read_idx((dir / "huge.idx").string(), 3),
+                    Catch::Contains("huge.idx: header declares 2147483648 records of 4294967296 bytes") &&
+                        Catch::Contains("truncated or damaged"));
+  CHECK_THROWS_WITH(read_idx((dir / "huge.gz").string(), 3),
+                    Catch::Contains("huge.gz: header declares") && Catch::Contains("compressed"));
+}

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -627,4 +628,52 @@ print("ok")
                    {file.string()});
   REQUIRE(res.exit_code == 0);
   REQUIRE_THROWS_WITH(StreamFileReader(file), Catch::Contains("record 3 has offset 9") || Catch::Contains("record_sizes add up"));
+}
+
+TEST_CASE("u64 ids below 2^63 read exactly; one at or above 2^63 is an error naming file and dataset", "[hdf5][python]") {
+  fs::path file = scratch_dir("hdf5-u64") / "ids.h5";
+  auto res = run_python(R"PY(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["small"] = np.array([0, 5, 2**63 - 1], dtype=np.uint64)
+    big = np.arange(100, dtype=np.uint64)
+    big[77] = np.uint64(2**63)
+    f.create_dataset("big", data=big, chunks=(10,))
+print("ok")
+)PY",
+                        {file.string()});
+  INFO(res.out << res.err);
+  REQUIRE(res.exit_code == 0);
+
+  Table small = open_table(file, "small");
+  REQUIRE(small.field("small").dtype == DType::i64);
+  Record s = small.read_rows(0, 3);
+  CHECK(s.get("small").as_int(1) == 5);
+  CHECK(s.get("small").as_int(2) == std::numeric_limits<std::int64_t>::max());
+
+  Table big = open_table(file, "big");
+  CHECK(big.read_rows(0, 70).get("big").as_int(69) == 69);  // rows before the big id are fine
+  CHECK_THROWS_WITH(big.read_rows(0, 100), Catch::Contains("ids.h5") && Catch::Contains("dataset '/big'") &&
+                                               Catch::Contains(">= 2^63"));
+  std::int64_t seen = 0;
+  CHECK_THROWS_WITH(big.for_each([&](const RecordPtr&) { ++seen; }), Catch::Contains("ids.h5") && Catch::Contains(">= 2^63"));
+}
+
+TEST_CASE("a compressed dataset declaring chunks it does not store is refused at open", "[hdf5][python]") {
+  fs::path file = scratch_dir("hdf5-declared-deflate") / "huge.h5";
+  auto res = run_python(R"PY(
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    d = f.create_dataset("x", shape=(2**40, 8), maxshape=(None, 8), chunks=(64, 8), dtype=np.float32, compression="gzip")
+    d[:64] = 1.0
+    f.create_dataset("ok", data=np.arange(1000, dtype=np.float32), chunks=(100,), compression="gzip")
+print("ok")
+)PY",
+                        {file.string()});
+  INFO(res.out << res.err);
+  REQUIRE(res.exit_code == 0);
+  CHECK_THROWS_WITH(open_table(file, "x"), Catch::Contains("huge.h5") && Catch::Contains("declares 1099511627776 rows") &&
+                                               Catch::Contains("does not store the chunk at row 1099511627712"));
+  Table ok = open_table(file, "ok");
+  CHECK(ok.read_rows(0, 1000).get("ok").as_double(999) == 999.0);
 }

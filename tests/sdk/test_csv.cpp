@@ -67,7 +67,7 @@ Rows parse_oracle(const std::string& out) {
 
 // Writes argv[1] with csv.writer (random fields with commas, quotes, CR, LF, CRLF, tabs, spaces,
 // UTF-8; rows of one empty field; blank rows; CRLF and LF row ends mixed; a few hand-written
-// lines with text after a closing quote and quotes inside unquoted fields), then reads it back
+// lines with padding after a closing quote and quotes inside unquoted fields), then reads it back
 // with csv.reader and prints each non-blank row with the line it starts on. Lines are counted
 // at \n only, like the reader under test (Python's file iterator would also split at a lone \r).
 // argv[2] = "rows": 1..5 fields per row; "table": a header and 4 fields per row.
@@ -91,7 +91,7 @@ with open(path, "w", newline="", encoding="utf-8") as f:
         if mode == "table":
             write([field() for _ in range(4)])
             if i % 50 == 7:
-                f.write('"ab"c,x"y, "",""\n')
+                f.write('"ab"  ,x"y, "",""\n')
             continue
         r = rng.random()
         if r < 0.05:
@@ -99,7 +99,7 @@ with open(path, "w", newline="", encoding="utf-8") as f:
         elif r < 0.10:
             write([])  # a blank line, skipped by both readers
         elif r < 0.13:
-            f.write('"ab"c,x"y,,"q""r"\r\n')
+            f.write('"ab"\t,x"y,,"q""r"\r\n')
         else:
             write([field() for _ in range(rng.randint(1, 5))])
 data = open(path, encoding="utf-8", newline="").read()
@@ -114,12 +114,48 @@ for row in reader:
 
 }  // namespace
 
-TEST_CASE("csv: quoted fields hold commas, doubled quotes and text after the closing quote") {
+TEST_CASE("csv: quoted fields hold commas and doubled quotes; padding may follow the closing quote") {
   CHECK(parse("a,\"b,c\",\"say \"\"hi\"\"\",d\n") == Rows{{1, F{"a", "b,c", "say \"hi\"", "d"}}});
   // A quote inside an unquoted field is an ordinary character (as in Python's csv).
   CHECK(parse("x\"y,z\"\n") == Rows{{1, F{"x\"y", "z\""}}});
-  CHECK(parse("\"ab\"c,\"\"\n") == Rows{{1, F{"abc", ""}}});
+  CHECK(parse("\"ab\" ,\"\"\n") == Rows{{1, F{"ab ", ""}}});
   CHECK(parse("a,,\n,\n") == Rows{{1, F{"a", "", ""}}, {2, F{"", ""}}});
+}
+
+TEST_CASE("csv: text after a closing quote is a DataError naming the line and field") {
+  CHECK(parse_error("a,b\n1,\"abc\"def\n") == "t.csv:2: text after the closing quote of field 2 (a quote inside a "
+                                                 "field must be doubled, and the whole field quoted)");
+  // The line is where the stray text is, after a quoted newline.
+  CHECK_THAT(parse_error("x\n\"multi\nline\"z,1\n"), Catch::StartsWith("t.csv:3: text after the closing quote of field 1"));
+  CHECK_THAT(parse_error("\"a\"\"b\"\"\"c\n"), Catch::StartsWith("t.csv:1: text after the closing quote"));
+}
+
+TEST_CASE("csv: NUL bytes and invalid UTF-8 are DataErrors naming the line") {
+  CHECK(parse_error(std::string("a,b\nc,d\ne,f\0g\n", 12)) == "t.csv:3: NUL byte (a binary file, or UTF-16 text?)");
+  CHECK_THAT(parse_error("a\nb\xff\n"), Catch::StartsWith("t.csv:2: invalid UTF-8 (byte 0xff)"));
+  CHECK_THAT(parse_error("a\n\"q\nr\xc3\"\n"), Catch::StartsWith("t.csv:3: invalid UTF-8"));    // cut sequence in quotes
+  CHECK_THAT(parse_error("\xc0\xaf\n"), Catch::StartsWith("t.csv:1: invalid UTF-8"));           // overlong '/'
+  CHECK_THAT(parse_error("\xed\xa0\x80\n"), Catch::StartsWith("t.csv:1: invalid UTF-8"));       // surrogate U+D800
+  CHECK_THAT(parse_error("\xf4\x90\x80\x80\n"), Catch::StartsWith("t.csv:1: invalid UTF-8"));   // above U+10FFFF
+  CHECK_THAT(parse_error("ok\n\xe2\x82"), Catch::StartsWith("t.csv:2: invalid UTF-8 (sequence cut off"));
+  // Valid multi-byte text of every length passes: é, €, U+10348 and U+10FFFF.
+  CHECK(parse("\xc3\xa9,\xe2\x82\xac,\xf0\x90\x8d\x88,\xf4\x8f\xbf\xbf\n") ==
+        Rows{{1, F{"\xc3\xa9", "\xe2\x82\xac", "\xf0\x90\x8d\x88", "\xf4\x8f\xbf\xbf"}}});
+  // Python decodes the same bytes the same way: what it rejects, we reject.
+  const Result py = run_python(R"PY(
+cases = [b"\xff", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x82", b"\xc3\xa9", b"\xf4\x8f\xbf\xbf", b"\xe0\x80\x80", b"\xf0\x80\x80\x80"]
+for c in cases:
+    try:
+        c.decode("utf-8"); print("ok")
+    except UnicodeDecodeError:
+        print("bad")
+)PY");
+  REQUIRE(py.exit_code == 0);
+  const std::vector<std::string> cases = {"\xff", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82",
+                                          "\xc3\xa9", "\xf4\x8f\xbf\xbf", "\xe0\x80\x80", "\xf0\x80\x80\x80"};
+  std::string ours;
+  for (const auto& c : cases) ours += csv_bytes_problem(c).empty() ? "ok\n" : "bad\n";
+  CHECK(ours == py.out);
 }
 
 TEST_CASE("csv: a newline inside quotes keeps the row together and later rows keep their lines") {

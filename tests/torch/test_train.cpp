@@ -165,6 +165,11 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
   REQUIRE(part.exit_code == 0);
   CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000010.pt"));
   CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000012.pt"));
+  // A copy whose newest checkpoint was cut short (a full disk): resume: auto takes step 10 with a
+  // warning naming the damaged file, and the result is still the uninterrupted run's.
+  fs::copy(dir / "part", dir / "cut", fs::copy_options::recursive);
+  const fs::path cut = dir / "cut" / "ckpt" / "step-00000012.pt";
+  fs::resize_file(cut, fs::file_size(cut) / 2);
   auto resumed = run_graph(dir, "resumed.yaml", graph("part", 0));
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
@@ -181,6 +186,15 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
   // The final snapshot's epoch loss covers steps 9-16, four of them trained before the resume.
   CHECK_THAT(full.out, Catch::Contains("{step: [16], loss: ["));
   CHECK(resumed.out == full.out);
+  auto cut_resumed = run_graph(dir, "cut.yaml", graph("cut", 0));
+  INFO(cut_resumed.err);
+  REQUIRE(cut_resumed.exit_code == 0);
+  CHECK_THAT(cut_resumed.err, Catch::Contains("resume: auto skips the damaged checkpoint " + cut.string()));
+  CHECK_THAT(cut_resumed.err, Catch::Contains("at step 10"));
+  CHECK(cut_resumed.out == full.out);
+  auto c = read_metrics(dir / "cut" / "metrics.csv");
+  REQUIRE(c.size() == 16);
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].loss == c[i].loss);
   // The lr follows the warmup then the cosine: 0, 1/3 and 2/3 of the base lr, then 0.05.
   CHECK(std::stod(a[0].lr) == Approx(0.0));
   CHECK(std::stod(a[1].lr) == Approx(0.05 / 3));

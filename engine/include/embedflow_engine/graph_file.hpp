@@ -49,6 +49,9 @@ struct GraphSpec {
 
 // Parses a graph file. Shape errors (malformed YAML, unknown keys, bad edge syntax) are appended
 // to `problems`; the returned spec holds whatever could be read.
+// Bounds on a graph file's size (a validation error beyond them, located at `nodes:`/`edges:`).
+inline constexpr std::size_t kMaxGraphNodes = 10000, kMaxGraphEdges = 100000;
+
 GraphSpec load_graph_file(const std::string& path, std::vector<Diagnostic>& problems);
 GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems);
 

@@ -1,3 +1,4 @@
+#include "embedflow/atomic_file.hpp"
 #include "draw.hpp"
 
 #include <opencv2/imgcodecs.hpp>
@@ -21,8 +22,10 @@ void text(cv::Mat& m, const std::string& s, int x, int y, double scale = 0.45, c
 }
 
 void save(const std::string& path, const cv::Mat& m) {
-  make_parent(path);
-  if (!cv::imwrite(path, m)) throw DataError(cat("cannot write ", path));
+  std::vector<unsigned char> png;
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (!cv::imencode(ext.empty() ? ".png" : ext, m, png)) throw DataError(cat("cannot write ", path));
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
 }
 
 std::string fmt(double v, const char* f = "%.2f") {

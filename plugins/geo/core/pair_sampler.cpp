@@ -1,6 +1,7 @@
 #include "pair_sampler.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -116,16 +117,48 @@ struct Candidates {
   }
 };
 
+// Draws of more than this many partners skip rejection sampling (whose duplicate checks cost
+// O(k) each) and enumerate the candidates instead, so a draw costs O(candidates) whatever k asks:
+// k_neg = 10^9 on 200 photos takes all of them at once.
+constexpr std::uint64_t kRejectionMaxK = 64;
+
+// k bounded by what the candidates can supply (k may be anything the user wrote).
+std::uint64_t bounded_k(std::int64_t k, std::uint64_t available) {
+  return k <= 0 ? 0 : std::min<std::uint64_t>(static_cast<std::uint64_t>(k), available);
+}
+
+// Remembers which values a draw has taken: a scan of the few taken so far for small draws (the
+// usual k of 1-10), a hash set for large ones, so Floyd's algorithm stays O(k) either way.
+class TakenSet {
+ public:
+  explicit TakenSet(std::uint64_t expected) : hashed_(expected > kRejectionMaxK) {}
+  // True when v was not taken yet (and takes it).
+  bool insert(std::uint64_t v) {
+    if (hashed_) return set_.insert(v).second;
+    if (std::find(small_.begin(), small_.end(), v) != small_.end()) return false;
+    small_.push_back(v);
+    return true;
+  }
+
+ private:
+  bool hashed_;
+  std::vector<std::uint64_t> small_;
+  std::unordered_set<std::uint64_t> set_;
+};
+
 // Floyd's sampling of min(k, n) distinct ranks out of the candidates with rank `skip` (the
 // anchor itself, or UINT64_MAX) cut out. Appends elements to `out`.
 void draw_exact(const Candidates& c, std::uint64_t skip, int k, AnchorRng& rng, std::vector<std::uint32_t>& out) {
   const std::uint64_t n = c.total() - (skip != UINT64_MAX);
-  const std::uint64_t want = std::min<std::uint64_t>(static_cast<std::uint64_t>(std::max(k, 0)), n);
+  const std::uint64_t want = bounded_k(k, n);
   thread_local std::vector<std::uint64_t> ranks;
   ranks.clear();
+  TakenSet taken(want);
   for (std::uint64_t j = n - want; j < n; ++j) {
     const std::uint64_t t = rng.below(j + 1);
-    ranks.push_back(std::find(ranks.begin(), ranks.end(), t) == ranks.end() ? t : j);
+    const std::uint64_t r = taken.insert(t) ? t : j;
+    if (r == j) taken.insert(j);
+    ranks.push_back(r);
   }
   for (std::uint64_t r : ranks) out.push_back(c.element(r >= skip ? r + 1 : r));
 }
@@ -137,15 +170,18 @@ template <class Accept>
 bool draw_filtered(const Candidates& c, std::uint32_t self, int k, AnchorRng& rng, Accept&& accept,
                    std::vector<std::uint32_t>& out, std::vector<std::uint32_t>& pool) {
   const std::uint64_t total = c.total();
+  k = static_cast<int>(bounded_k(k, total));
   if (total == 0 || k <= 0) return false;
   const std::size_t first = out.size();
   auto chosen = [&](std::uint32_t e) { return std::find(out.begin() + first, out.end(), e) != out.end(); };
-  const int attempts = 8 * k + 32;
-  for (int a = 0; a < attempts && static_cast<int>(out.size() - first) < k; ++a) {
-    const std::uint32_t e = c.element(rng.below(total));
-    if (e != self && !chosen(e) && accept(e)) out.push_back(e);
+  if (static_cast<std::uint64_t>(k) <= kRejectionMaxK) {
+    const int attempts = 8 * k + 32;
+    for (int a = 0; a < attempts && static_cast<int>(out.size() - first) < k; ++a) {
+      const std::uint32_t e = c.element(rng.below(total));
+      if (e != self && !chosen(e) && accept(e)) out.push_back(e);
+    }
+    if (static_cast<int>(out.size() - first) >= k) return false;
   }
-  if (static_cast<int>(out.size() - first) >= k) return false;
   out.resize(first);
   pool.clear();
   for (const Range& r : c.ranges)
@@ -154,11 +190,13 @@ bool draw_filtered(const Candidates& c, std::uint32_t self, int k, AnchorRng& rn
       if (e != self && accept(e)) pool.push_back(e);
     }
   const std::uint64_t n = pool.size();
-  const std::uint64_t want = std::min<std::uint64_t>(k, n);
+  const std::uint64_t want = bounded_k(k, n);
+  TakenSet taken(want);
   for (std::uint64_t j = n - want; j < n; ++j) {
     const std::uint64_t t = rng.below(j + 1);
-    const std::uint32_t e = pool[t];
-    out.push_back(chosen(e) ? pool[j] : e);
+    const std::uint64_t pick = taken.insert(pool[t]) ? t : j;
+    if (pick == j) taken.insert(pool[j]);
+    out.push_back(pool[pick]);
   }
   return true;
 }
@@ -436,6 +474,7 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
                       std::vector<std::pair<std::uint32_t, double>>& picks, std::vector<std::uint32_t>& pool) {
     const double cl = std::cos(la);
     const std::uint64_t n = hi - lo;
+    k = static_cast<int>(bounded_k(k, n));
     if (n == 0 || k <= 0) return false;
     auto hav_to = [&](std::uint32_t i) {
       const auto& e = m.by_time[i];
@@ -444,22 +483,26 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
     auto taken = [&](std::uint32_t i) {
       return std::any_of(picks.begin(), picks.end(), [&](const auto& p) { return p.first == i; });
     };
-    const int attempts = 8 * k + 32;
-    for (int t = 0; t < attempts && static_cast<int>(picks.size()) < k; ++t) {
-      const auto i = static_cast<std::uint32_t>(lo + rng.below(n));
-      const double h = hav_to(i);
-      if (h >= hav_negative && !taken(i)) picks.emplace_back(i, h);
+    if (static_cast<std::uint64_t>(k) <= kRejectionMaxK) {
+      const int attempts = 8 * k + 32;
+      for (int t = 0; t < attempts && static_cast<int>(picks.size()) < k; ++t) {
+        const auto i = static_cast<std::uint32_t>(lo + rng.below(n));
+        const double h = hav_to(i);
+        if (h >= hav_negative && !taken(i)) picks.emplace_back(i, h);
+      }
+      if (static_cast<int>(picks.size()) >= k) return false;
     }
-    if (static_cast<int>(picks.size()) >= k) return false;
     picks.clear();
     pool.clear();
     for (std::uint32_t i = lo; i < hi; ++i)
       if (hav_to(i) >= hav_negative) pool.push_back(i);
     const std::uint64_t avail = pool.size();
-    const std::uint64_t want = std::min<std::uint64_t>(k, avail);
+    const std::uint64_t want = bounded_k(k, avail);
+    TakenSet chosen(want);
     for (std::uint64_t j = avail - want; j < avail; ++j) {
       const std::uint32_t i = pool[rng.below(j + 1)];
-      const std::uint32_t pick = taken(i) ? pool[j] : i;
+      const std::uint32_t pick = chosen.insert(i) ? i : pool[j];
+      if (pick == pool[j]) chosen.insert(pool[j]);
       picks.emplace_back(pick, hav_to(pick));
     }
     return true;
@@ -508,6 +551,11 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
   // Up to k distinct members other than `self` (a photo position of location u, or UINT32_MAX).
   auto draw_region = [&](Region& g, std::uint32_t u, std::uint32_t self, int k, AnchorRng& rng,
                          std::vector<std::uint32_t>& out) {
+    k = static_cast<int>(bounded_k(k, g.cand.total()));
+    if (!g.exact && static_cast<std::uint64_t>(k) > kRejectionMaxK) {
+      m.index->resolve(m.groups.lat[u], m.groups.lon[u], g.r_min, g.r_max, g.runs, g.unsure);
+      fill(g, u);
+    }
     if (!g.exact) {
       const std::size_t first = out.size();
       const std::uint64_t total = g.cand.total();

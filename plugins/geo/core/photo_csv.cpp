@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "embedflow/csv.hpp"
 #include "embedflow/error.hpp"
 #include "geodesy.hpp"
 
@@ -219,6 +220,7 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
     }
   } else {
     if (!read_record(header, line)) throw DataError(cat(path_, ": empty file, expected a header row"));
+    if (!record_problem_.empty()) throw DataError(cat(path_, ":", line, ": header row: ", record_problem_));
     n_columns_ = static_cast<int>(header.size());
     for (int c = 0; c < n_columns_; ++c) {
       std::string name(trim(header[c]));
@@ -374,6 +376,9 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
     if (rec_stop > rec_begin && base[rec_stop - 1] == '\r') --rec_stop;
     if (rec_stop == rec_begin) continue;  // blank line
 
+    // NUL bytes, invalid UTF-8 and text after a closing quote make the record bad (reported by
+    // next(), which honours on_bad_row: skip), never garbage in a column.
+    record_problem_ = csv_bytes_problem(std::string_view(base + rec_begin, rec_stop - rec_begin));
     scratch_.resize(rec_stop - rec_begin);
     std::size_t sc = 0;
     std::size_t i = rec_begin;
@@ -391,8 +396,12 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
           }
           scratch_[sc++] = base[i++];
         }
-        // Text between the closing quote and the delimiter is kept, as most readers do.
-        while (i < rec_stop && base[i] != delim) scratch_[sc++] = base[i++];
+        // Padding between the closing quote and the delimiter is kept; other text is an error.
+        while (i < rec_stop && base[i] != delim) {
+          if (base[i] != ' ' && base[i] != '\t' && record_problem_.empty())
+            record_problem_ = cat("text after the closing quote of field ", fields.size() + 1);
+          scratch_[sc++] = base[i++];
+        }
         fields.emplace_back(scratch_.data() + start, sc - start);
       } else {
         const void* comma = std::memchr(base + i, delim, rec_stop - i);
@@ -422,6 +431,10 @@ bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
   while (out.size() < max_rows) {
     if (!read_record(f, line)) break;
     ++stats_.rows;
+    if (!record_problem_.empty()) {
+      bad_row(line, record_problem_);
+      continue;
+    }
     if (static_cast<int>(f.size()) != n_columns_) {
       bad_row(line, cat("expected ", n_columns_, " fields, got ", f.size()));
       continue;

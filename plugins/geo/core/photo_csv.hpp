@@ -126,6 +126,7 @@ class PhotoCsvReader {
   bool eof_ = false;
   int line_ = 1;                 // line of the next unread character
   std::string scratch_;          // unescaped quoted fields of the current record
+  std::string record_problem_;   // why the current record's bytes are malformed ("" when fine)
   std::vector<std::size_t> scratch_offsets_;
   int n_columns_ = 0;
   int col_id_ = -1, col_lat_ = -1, col_lon_ = -1, col_time_ = -1, col_user_ = -1;

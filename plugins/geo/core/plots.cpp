@@ -1,3 +1,4 @@
+#include "embedflow/atomic_file.hpp"
 #include "plots.hpp"
 
 #include <algorithm>
@@ -42,13 +43,15 @@ std::string short_number(double v) {
 }
 
 void save(const std::string& path, const cv::Mat& img) {
+  std::vector<unsigned char> png;
   bool ok = false;
   try {
-    ok = cv::imwrite(path, img);
+    ok = cv::imencode(".png", img, png);
   } catch (const cv::Exception& e) {
     throw DataError(cat(path, ": cannot write PNG: ", e.what()));
   }
   if (!ok) throw DataError(cat(path, ": cannot write PNG"));
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 
 namespace embedflow::image {
@@ -65,6 +67,20 @@ IdxData read_idx(const std::string& path, int rank, std::int64_t max_records) {
   if (d.count > (std::int64_t{1} << 31)) throw DataError(cat(path, ": implausible record count ", d.count));
   const std::int64_t n = max_records < 0 ? d.count : std::min(max_records, d.count);
   const std::size_t record_bytes = rank == 3 ? static_cast<std::size_t>(d.rows * d.cols) : 1;
+  // The header's sizes must fit in the file before they size an allocation: deflate expands at
+  // most 1032:1, a plain file not at all. A damaged header is then an error, not gigabytes.
+  {
+    std::error_code ec;
+    const auto file_bytes = static_cast<double>(std::filesystem::file_size(path, ec));
+    std::ifstream raw(path, std::ios::binary);
+    const bool gzipped = raw.get() == 0x1f && raw.get() == 0x8b;
+    const double can_hold = ec ? 0 : (gzipped ? 1032.0 * file_bytes : file_bytes);
+    const double declared = static_cast<double>(n) * static_cast<double>(record_bytes) + static_cast<double>(header_bytes);
+    if (!ec && declared > can_hold)
+      throw DataError(cat(path, ": header declares ", d.count, " records of ", record_bytes, " bytes (", declared,
+                          " bytes), more than the ", static_cast<std::uint64_t>(file_bytes), "-byte file can hold",
+                          gzipped ? " compressed" : "", ": truncated or damaged"));
+  }
   d.data = rank == 3 ? Array::zeros(DType::u8, {n, d.rows, d.cols, 1}) : Array::zeros(DType::u8, {n});
   const std::size_t want_bytes = static_cast<std::size_t>(n) * record_bytes;
   const std::size_t got = read_fully(f.get(), d.data.mutable_raw(), want_bytes);

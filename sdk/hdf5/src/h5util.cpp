@@ -90,6 +90,22 @@ Handle memory_type_for(DType dtype) {
   throw Error("memory_type_for: unknown dtype");
 }
 
+namespace {
+H5T_conv_ret_t fail_on_overflow(H5T_conv_except_t kind, hid_t, hid_t, void*, void*, void* data) {
+  if (kind == H5T_CONV_EXCEPT_RANGE_HI || kind == H5T_CONV_EXCEPT_RANGE_LOW) {
+    *static_cast<bool*>(data) = true;
+    return H5T_CONV_ABORT;
+  }
+  return H5T_CONV_UNHANDLED;
+}
+}  // namespace
+
+Handle range_checked_transfer(bool* overflow) {
+  Handle dxpl(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  H5Pset_type_conv_cb(dxpl, fail_on_overflow, overflow);
+  return dxpl;
+}
+
 std::optional<ReadType> read_type_for(hid_t file_type, std::string& why) {
   ReadType r;
   H5T_class_t cls = H5Tget_class(file_type);
@@ -100,7 +116,8 @@ std::optional<ReadType> read_type_for(hid_t file_type, std::string& why) {
       // Widen to the nearest embedflow dtype that holds every value; HDF5 converts on read.
       if (size == 1 && !is_signed) r.dtype = DType::u8;
       else if (size < 4 || (size == 4 && is_signed)) r.dtype = DType::i32;
-      else r.dtype = DType::i64;  // u32, i64; u64 values above 2^63 saturate
+      else r.dtype = DType::i64;  // u32, i64, u64 (values >= 2^63 are an error on read)
+      r.unsigned64 = !is_signed && size == 8;
       r.memory_type = memory_type_for(r.dtype);
       return r;
     }

@@ -69,7 +69,13 @@ struct ReadType {
   Handle memory_type;
   bool vlen_string = false;
   std::size_t fixed_string_size = 0;  // > 0 for fixed-length strings
+  // u64 is read as i64: values >= 2^63 do not fit, and HDF5 would clamp them to INT64_MAX.
+  // Reads of such a column abort on the first value out of range instead (range_checked_read).
+  bool unsigned64 = false;
 };
+// A dataset-transfer property list whose conversion callback fails the read on a value out of
+// the memory type's range, recording that it happened in *overflow.
+Handle range_checked_transfer(bool* overflow);
 // nullopt with `why` set when the type has no embedflow equivalent.
 std::optional<ReadType> read_type_for(hid_t file_type, std::string& why);
 

@@ -2,6 +2,7 @@
 // Cursor (sequential or chunk-aware shuffled replay in large slabs, with prefetch).
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -273,6 +274,15 @@ struct Table::Column {
     Handle mspace(H5Screate_simple(static_cast<int>(count.size()), count.data(), nullptr), H5Sclose);
     std::size_t elems = static_cast<std::size_t>(n * row_elems);
     if (info.dtype != DType::string) {
+      if (type.unsigned64) {
+        bool overflow = false;
+        Handle dxpl = detail::range_checked_transfer(&overflow);
+        if (H5Dread(dataset, type.memory_type, mspace, fspace, dxpl, dst) >= 0) return;
+        if (overflow)
+          throw DataError(cat(file->path.string(), ": dataset '", object, "' holds unsigned 64-bit values >= 2^63 in rows [",
+                              begin, ",", end, "), which embedflow's i64 cannot carry (store them as i64, or as strings)"));
+        fail(cat("rows [", begin, ",", end, ")"));
+      }
       if (H5Dread(dataset, type.memory_type, mspace, fspace, H5P_DEFAULT, dst) < 0)
         fail(cat("rows [", begin, ",", end, ")"));
       return;
@@ -323,6 +333,18 @@ struct Table::Column {
 
 namespace {
 
+// Whether the chunk holding `coord` is allocated in the file.
+bool chunk_stored(hid_t dataset, const std::vector<hsize_t>& coord) {
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t size = 0;
+  if (H5Dget_chunk_info_by_coord(dataset, coord.data(), &mask, &addr, &size) < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return false;
+  }
+  return addr != HADDR_UNDEF && size > 0;
+}
+
 std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hid_t parent, const std::string& name,
                                            const std::string& object) {
   auto c = std::make_shared<Table::Column>();
@@ -369,6 +391,17 @@ std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hi
     c->dataset.reset();
     c->dataset = Handle(H5Dopen2(parent, name.c_str(), access), H5Dclose);
     if (!c->dataset.valid()) throw CorruptFileError(file->path, cat("cannot open dataset '", object, "': ", detail::last_error()));
+  }
+  // Filtered chunks have no fixed stored size, so look the last declared one up instead: a
+  // writer fills chunks in order, and a compressed 2^40-row declaration would stream zeros.
+  if (filtered && c->rows > 0) {
+    std::vector<hsize_t> chunk(static_cast<std::size_t>(rank)), last(static_cast<std::size_t>(rank));
+    H5Pget_chunk(dcpl, rank, chunk.data());
+    for (std::size_t k = 0; k < last.size(); ++k)
+      last[k] = dims[k] > 0 && chunk[k] > 0 ? (dims[k] - 1) / chunk[k] * chunk[k] : 0;
+    if (!chunk_stored(c->dataset, last))
+      throw CorruptFileError(file->path, cat("dataset '", object, "' declares ", c->rows,
+                                             " rows but does not store the chunk at row ", last[0], ": truncated or damaged"));
   }
   // Unallocated chunks read back as fill values: rows a file declares but does not store would
   // arrive as zeros. Unfiltered fixed-size data must be stored whole.
@@ -912,6 +945,48 @@ StreamFileReader::StreamFileReader(const fs::path& path) {
     t.file_ = file_;
     t.object_ = "/" + name;
     ports_.emplace(name, load_stream_port(file_, name, std::move(t)));
+  }
+}
+
+void StreamFileReader::verify_checksums() const {
+  detail::quiet();
+  for (const auto& name : port_names_) {
+    Handle group(H5Gopen2(file_->handle, name.c_str(), H5P_DEFAULT), H5Gclose);
+    if (!group.valid()) throw CorruptFileError(file_->path, cat("cannot open port group '/", name, "'"));
+    for (const auto& ds : list_group(group).datasets) {
+      const std::string object = cat("/", name, "/", ds);
+      auto c = open_column(file_, group, ds, object);
+      Handle dcpl(H5Dget_create_plist(c->dataset), H5Pclose);
+      if (H5Pget_layout(dcpl) == H5D_CHUNKED && c->rows > 0) {
+        // Chunks the shape declares but the file does not store would read back as fill values.
+        // (open_column checked the last one, so this loop is as long as the data is.)
+        Handle space(H5Dget_space(c->dataset), H5Sclose);
+        int rank = H5Sget_simple_extent_ndims(space);
+        std::vector<hsize_t> chunk(static_cast<std::size_t>(rank)), coord(static_cast<std::size_t>(rank), 0);
+        H5Pget_chunk(dcpl, rank, chunk.data());
+        for (hsize_t row = 0; row < static_cast<hsize_t>(c->rows); row += std::max<hsize_t>(chunk[0], 1)) {
+          coord[0] = row;
+          if (!chunk_stored(c->dataset, coord))
+            throw CorruptFileError(file_->path, cat("dataset '", object, "' does not store the chunk at row ", row,
+                                                    ": truncated or damaged"));
+        }
+      }
+      // Whole chunks per read, about 1 MiB at a time; the filter pipeline checks each chunk.
+      std::int64_t step = std::max<std::int64_t>(1, static_cast<std::int64_t>((1u << 20) / std::max<std::size_t>(c->row_bytes, 1)));
+      if (c->info.chunk_rows > 0) step = std::max<std::int64_t>(1, step / c->info.chunk_rows) * c->info.chunk_rows;
+      std::vector<std::uint8_t> buf;
+      std::vector<std::string> strings;
+      for (std::int64_t b = 0; b < c->rows; b += step) {
+        std::int64_t e = std::min(c->rows, b + step);
+        if (c->info.dtype == DType::string) {
+          strings.clear();
+          c->read(b, e, nullptr, &strings);
+        } else {
+          buf.resize(static_cast<std::size_t>(e - b) * c->row_bytes);
+          c->read(b, e, buf.data(), nullptr);
+        }
+      }
+    }
   }
 }
 

@@ -161,11 +161,15 @@ struct StreamFileWriter::Impl {
     H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data());
     // Every row is written, so skip fill writes (HDF5 insists on them for variable-length types).
     if (f.dtype != DType::string) H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    bool filtered = options.deflate_level > 0 && f.dtype != DType::string;
-    if (filtered) {
+    // HDF5 refuses filters on variable-length strings (their chunks hold heap references).
+    const bool fixed_size = f.dtype != DType::string;
+    const bool filtered = fixed_size && (options.deflate_level > 0 || options.checksum);
+    if (fixed_size && options.deflate_level > 0) {
       H5Pset_shuffle(dcpl);
       H5Pset_deflate(dcpl, static_cast<unsigned>(options.deflate_level));
     }
+    // Last in the pipeline, so the checksum covers the bytes as stored (compressed or not).
+    if (fixed_size && options.checksum) H5Pset_fletcher32(dcpl);
     Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
     // Unfiltered chunks are written whole, straight from our buffer; the chunk cache would only
     // add a copy. Filtered chunks must pass through it, so it holds a couple of them.
@@ -349,7 +353,7 @@ struct StreamFileWriter::Impl {
     }
   }
 
-  void commit() {
+  void commit(const fs::path& target) {
     std::vector<std::string> port_names;
     for (auto& p : ports) {
       for (auto& f : p->fields) flush(*p, f, true);
@@ -379,10 +383,10 @@ struct StreamFileWriter::Impl {
     closed = file.reset() && closed;
     if (!closed) throw DataError(cat(final_path.string(), ": closing the HDF5 file failed: ", detail::last_error()));
     if (options.fsync) fsync_path(temp_path, false);
-    if (std::rename(temp_path.c_str(), final_path.c_str()) != 0)
-      throw DataError(cat(final_path.string(), ": cannot rename ", temp_path.string(), ": ", std::strerror(errno)));
+    if (std::rename(temp_path.c_str(), target.c_str()) != 0)
+      throw DataError(cat(target.string(), ": cannot rename ", temp_path.string(), ": ", std::strerror(errno)));
     if (options.fsync) {
-      fs::path dir = final_path.parent_path();
+      fs::path dir = target.parent_path();
       fsync_path(dir.empty() ? fs::path(".") : dir, true);
     }
   }
@@ -461,13 +465,15 @@ void StreamFileWriter::set_attribute(const std::string& key, const std::string& 
   impl_->attributes[key] = value;
 }
 
-void StreamFileWriter::commit() {
+void StreamFileWriter::commit() { commit_as(final_path_); }
+
+void StreamFileWriter::commit_as(const fs::path& target) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (committed_) return;
   if (!impl_->file.valid()) throw Error(cat(final_path_.string(), ": writer was aborted"));
   detail::quiet();
   try {
-    impl_->commit();
+    impl_->commit(target);
   } catch (...) {
     impl_->discard();
     throw;

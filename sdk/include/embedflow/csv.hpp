@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace embedflow {
@@ -13,13 +14,21 @@ namespace embedflow {
 // that is not there is a wrong path in the graph, not bad data.
 std::string read_file_text(const std::string& path, const std::string& what);
 
+// The first thing in `bytes` that no CSV text may hold, or "" when there is none: a NUL byte or
+// bytes that are not UTF-8 (overlong forms, surrogates and code points above U+10FFFF included).
+// `offset` (optional) receives the problem's byte offset. Readers call it on what they read so
+// a binary or mis-encoded file is an error at its line, not garbage in a column.
+std::string csv_bytes_problem(std::string_view bytes, std::size_t* offset = nullptr);
+
 // Calls fn(row, line) for each record of `text`, `line` being the 1-based line it starts on.
 // Fields are split at commas; a field that starts with '"' is quoted and may hold commas, quotes
-// (written "") and newlines; text after its closing quote is appended (as Python's csv does).
+// (written "") and newlines; after its closing quote only a comma or the line end may follow.
 // A '"' inside an unquoted field is an ordinary character. Rows end at \n or \r\n outside quotes
 // (a \r anywhere else is kept). Blank lines are skipped, but a line holding only "" is a row of
 // one empty field, as in Python's csv.reader. fn may move the fields out of `row`.
-// Throws DataError "<file>:<line>: unterminated quoted field" naming the line the row starts on.
+// Throws DataError "<file>:<line>: unterminated quoted field" naming the line the row starts on,
+// "<file>:<line>: text after the closing quote of field <n>" (`"abc"def`), and
+// "<file>:<line>: <csv_bytes_problem>" for a NUL byte or invalid UTF-8 on that line.
 void for_each_csv_row(const std::string& text, const std::string& file,
                       const std::function<void(std::vector<std::string>& row, int line)>& fn);
 

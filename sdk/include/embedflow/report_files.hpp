@@ -38,7 +38,8 @@ class JsonWriter {
 
 std::string json_quote(const std::string& s);
 
-// Creates parent directories; writes to `path.tmp` then renames. Throws embedflow::Error.
+// write_file_atomic (atomic_file.hpp) for text: all or nothing, `<path>.partial` when the run was
+// interrupted. Throws embedflow::Error.
 void write_text_atomic(const std::string& path, const std::string& text);
 
 }  // namespace embedflow

@@ -1,3 +1,4 @@
+#include "embedflow/atomic_file.hpp"
 #include "embedflow/plot/line_chart.hpp"
 
 #include <algorithm>
@@ -181,13 +182,16 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
       text(img, chart.series[s].name, {box.x + 44, y}, 0.5, 1, ink, 0.0, 0.5);
     }
   }
+  std::vector<unsigned char> encoded;
   bool ok = false;
+  const std::string ext = std::filesystem::path(path).extension().string();
   try {
-    ok = cv::imwrite(path, img);
+    ok = cv::imencode(ext.empty() ? ".png" : ext, img, encoded);
   } catch (const cv::Exception& e) {
     throw Error(cat("cannot write plot '", path, "': ", e.what()));
   }
   if (!ok) throw Error(cat("cannot write plot '", path, "'"));
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(encoded.data()), encoded.size()));
 }
 
 }  // namespace embedflow

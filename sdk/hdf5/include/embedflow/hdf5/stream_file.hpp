@@ -83,6 +83,11 @@ struct WriterOptions {
   // Continue an existing stream file at the final path instead of replacing it. The existing
   // file is copied to the temporary name first, so a crash leaves it untouched.
   bool append = false;
+  // HDF5's Fletcher32 filter on every fixed-size dataset (HDF5 allows none on variable-length
+  // strings): each chunk carries a checksum of its stored bytes,
+  // which StreamFileReader::verify_checksums() checks (stage caches turn this on). Costs the
+  // unfiltered direct-read path on replay, so plain exports leave it off.
+  bool checksum = false;
 };
 
 class StreamFileWriter {
@@ -110,6 +115,8 @@ class StreamFileWriter {
   // Writes what is buffered, the record index and attributes; closes, fsyncs, renames to the
   // final path and fsyncs the directory. After commit() the writer accepts nothing more.
   void commit();
+  // commit() to another name (an interrupted run keeps what it wrote as `<path>.partial`).
+  void commit_as(const std::filesystem::path& target);
   // Drops everything written so far (what the destructor does without commit()).
   void abort();
 
@@ -227,6 +234,12 @@ class StreamFileReader {
   const Table& port(const std::string& port) const;  // DataError naming the ports present
   const std::map<std::string, std::string>& attributes() const { return attributes_; }
   std::optional<std::string> attribute(const std::string& key) const;
+
+  // Reads every stored chunk of every dataset of every port (and the record index), so that a
+  // filter checksum (Fletcher32) or a decompression error on damaged bytes surfaces here, and
+  // checks that every chunk the shape declares is stored. Throws CorruptFileError naming the file
+  // and dataset. Files written without `checksum` only get the decompression and count checks.
+  void verify_checksums() const;
 
   // Replays a port's records in order (original sizes), with prefetch.
   Cursor replay(const std::string& port, ReadOptions options = {}) const;

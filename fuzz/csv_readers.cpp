@@ -1,0 +1,49 @@
+// CSV bytes through every CSV reader. A reader is one line in kReaders: a function that reads
+// the whole file at `path` the way its node does (both strict and skip-and-count where the
+// reader has that mode). Bad rows must be embedflow::Error (located) or counted, never a crash.
+#include <cstdint>
+#include <string>
+
+#include "photo_csv.hpp"
+#include "embedflow/csv.hpp"
+#include "embedflow/error.hpp"
+#include "fuzz_input_file.hpp"
+
+namespace {
+
+void sdk_table(const std::string& path) { (void)embedflow::read_csv_table(path); }
+
+void geo_photo_csv(const std::string& path) {
+  for (bool skip : {false, true}) {
+    embedflow::geo::CsvReadOptions options;
+    options.skip_bad_rows = skip;
+    try {
+      embedflow::geo::CsvReadStats stats;
+      (void)embedflow::geo::read_photos_csv(path, options, &stats);
+    } catch (const embedflow::Error&) {
+    }
+  }
+}
+
+struct Reader {
+  const char* name;
+  void (*read)(const std::string& path);
+};
+
+const Reader kReaders[] = {
+    {"sdk.read_csv_table", sdk_table},
+    {"geo.csv_photos", geo_photo_csv},
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string path = embedflow::fuzz::input_file(data, size, ".csv");
+  for (const Reader& r : kReaders) {
+    try {
+      r.read(path);
+    } catch (const embedflow::Error&) {
+    }
+  }
+  return 0;
+}
