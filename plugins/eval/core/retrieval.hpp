@@ -5,7 +5,7 @@
 // Memory stays bounded whatever the gallery size: one query_block x gallery_block score buffer,
 // plus per query its valid positives, a top-k heap and the negatives that score within float
 // tolerance of a positive. The trick that keeps it exact in one SGEMM pass: positives are known
-// from the labels before the scan, so their scores are computed first (pair_score, in double);
+// from the labels before the scan, so their scores are computed first (BlockScorer::exact, in double);
 // each negative met in the scan is then only counted into the bucket between two positive
 // scores, and the few whose score is too close to a positive to order safely are kept and
 // compared exactly at the end (ties by gallery index, like a stable argsort).
@@ -82,6 +82,7 @@ struct RetrievalSummary {
   double map = 0, map_trapezoid = 0, p_at_1 = 0, r_precision = 0, map_at_r = 0, mrr = 0;
   std::map<std::string, Interval> ci;   // metric name -> bootstrap interval
   std::int64_t tolerance_violations = 0;  // positives whose blocked score left the tolerance band
+  std::int64_t exact_positives = 0, exact_negatives = 0;  // pairs scored in double (cost diagnostics)
 };
 
 struct RetrievalResult {
