@@ -30,10 +30,12 @@ void add_retrieval_params(NodeTypeBuilder& b) {
       .param(Param::integer("gallery_block").default_value(4096).min(1).not_fingerprinted().doc("gallery items per distance block"))
       .param(Param::path("out").optional().doc("output prefix: <out>.json, <out>.md, <out>_cmc.png"))
       .param(Param::string("name").optional().doc("method name in tables and legends (default: the node id)"));
+  add_fields_param(b);
 }
 
 void check_retrieval_params(SchemaContext& c) {
   const Params& p = c.params();
+  check_fields(c, {{"query", kQuerySchema}, {"gallery", kGallerySchema}});
   const auto max_rank = p.integer("max_rank");
   for (auto k : p.integers("ranks"))
     if (k > max_rank) c.error(cat("rank ", k, " is beyond max_rank ", max_rank), "ranks");
@@ -62,6 +64,7 @@ RetrievalSettings RetrievalSettings::from(const NodeContext& ctx) {
   o.threads = std::max(1, ctx.threads());
   s.out = p.has("out") ? p.string("out") : "";
   s.name = p.has("name") ? p.string("name") : ctx.id();
+  s.fields = FieldNames::from(p);
   // SGEMM is the bulk of the work; give it the graph's thread budget.
   openblas_set_num_threads(o.threads);
   return s;
