@@ -151,7 +151,8 @@ DimBindings check_fields(SchemaContext& c, const std::vector<std::pair<std::stri
   for (const auto& [port, text] : ports) {
     if (!c.connected(port)) continue;
     PortSchema required;
-    for (const FieldSchema& f : PortSchema::parse(text).fields()) {
+    const PortSchema declared = PortSchema::parse(text);
+    for (const FieldSchema& f : declared.fields()) {
       FieldSchema renamed = f;
       const auto& roles = FieldNames::roles();
       if (std::find(roles.begin(), roles.end(), f.name) != roles.end()) renamed.name = names.of(f.name);

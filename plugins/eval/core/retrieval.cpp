@@ -310,6 +310,7 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
         QueryOutcome& out = result.queries[static_cast<std::size_t>(q)];
         if (st.status != QueryOutcome::Status::ok) {
           out.status = st.status;
+          out.label = st.label;
           continue;
         }
         const std::size_t P = st.positives.size();
@@ -334,6 +335,7 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
           ranks[k] = 1 + below + count_below(near, pos_items[k]) + static_cast<std::int64_t>(k);
         }
         out = outcome_from_ranks(ranks);
+        out.label = st.label;
         for (int r = 0; r < repeats; ++r) {
           Rng rng(derive_seed(derive_seed(opt.seed, static_cast<std::uint64_t>(q)), cat("shot/", r)));
           const std::size_t k = std::uniform_int_distribution<std::size_t>(0, P - 1)(rng);
@@ -393,6 +395,26 @@ RetrievalSummary summarize(const std::vector<QueryOutcome>& queries, const Retri
   s.r_precision /= n;
   s.map_at_r /= n;
   s.mrr /= n;
+
+  // Per label, then their mean (macro): a label's weight no longer grows with its query count.
+  for (const auto* q : ok) {
+    auto& m = s.per_label[q->label];
+    m["queries"] += 1;
+    for (int k : opt.ranks) m[cat("rank-", k)] += q->first_rank <= k ? 1.0 : 0.0;
+    m["mAP"] += q->ap;
+    m["mAP_trapezoid"] += q->ap_trapezoid;
+    m["P@1"] += q->first_rank == 1 ? 1.0 : 0.0;
+    m["R-precision"] += q->r_precision;
+    m["MAP@R"] += q->map_at_r;
+    m["MRR"] += q->reciprocal_rank;
+  }
+  for (auto& [label, m] : s.per_label) {
+    const double count = m["queries"];
+    for (auto& [name, v] : m)
+      if (name != "queries") v /= count;
+    for (const auto& [name, v] : m)
+      if (name != "queries") s.macro[name] += v / static_cast<double>(s.per_label.size());
+  }
 
   if (opt.bootstrap > 0) {
     // Percentile bootstrap over queries: resample the evaluated queries with replacement.

@@ -59,6 +59,7 @@ struct RetrievalOptions {
 struct QueryOutcome {
   enum class Status : std::uint8_t { ok, junk_query, no_match };
   Status status = Status::ok;
+  std::int64_t label = 0;  // the query's label (macro averages group by it)
   std::int64_t positives = 0;
   std::int64_t first_rank = 0;
   double ap = 0, ap_trapezoid = 0, r_precision = 0, map_at_r = 0, reciprocal_rank = 0;
@@ -81,6 +82,11 @@ struct RetrievalSummary {
   std::vector<double> single_shot_cmc;  // empty unless single_shot_repeats > 0
   double map = 0, map_trapezoid = 0, p_at_1 = 0, r_precision = 0, map_at_r = 0, mrr = 0;
   std::map<std::string, Interval> ci;   // metric name -> bootstrap interval
+  // Macro averages: each metric's mean over query labels of its mean over the label's evaluated
+  // queries (rank-k for options.ranks, mAP, mAP_trapezoid, P@1, R-precision, MAP@R, MRR), and
+  // the same per label (label -> metric -> value, plus "queries").
+  std::map<std::string, double> macro;
+  std::map<std::int64_t, std::map<std::string, double>> per_label;
   std::int64_t tolerance_violations = 0;  // positives whose blocked score left the tolerance band
   std::int64_t exact_positives = 0, exact_negatives = 0;  // pairs scored in double (cost diagnostics)
 };
