@@ -143,11 +143,19 @@ class KnnClassifier final : public Node {
           .field("accuracy", class_accuracy[c])
           .end_object();
     j.end_array();
-    j.key("labels").numbers(std::vector<double>(names.begin(), names.end()));
+    // Integers written as integers: numbers() keeps 6 significant digits, too few for re-id ids.
+    auto integers = [&j](const std::vector<std::int64_t>& v) {
+      j.begin_array();
+      for (auto x : v) j.value(x);
+      j.end_array();
+    };
+    j.key("labels");
+    integers(names);
     j.key("confusion").begin_array();
-    for (const auto& row : confusion) j.numbers(row);
+    for (const auto& row : confusion) integers(std::vector<std::int64_t>(row.begin(), row.end()));
     j.end_array();
-    j.key("predicted").numbers(std::vector<double>(predicted.begin(), predicted.end()));
+    j.key("predicted");
+    integers(predicted);
     j.end_object();
     write_text_atomic(out_ + ".json", j.str() + "\n");
 
