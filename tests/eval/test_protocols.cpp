@@ -311,3 +311,35 @@ edges: [test.out -> given.query, given.metrics -> sink.in]
           std::string::npos);
   }
 }
+
+TEST_CASE("metric learners record how they ended and warn at the iteration cap", "[eval][protocols][learners]") {
+  const fs::path dir = classes_dir();
+  write_file(dir / "learners.yaml", R"(seed: 1
+nodes:
+  train:  {type: io.hdf5_reader, params: {path: data/classes.h5, object: train, batch_size: 64}}
+  capped: {type: metric.lmnn, params: {k: 3, max_iterations: 2, fields: {embedding: feat, label: pid}, out: out/lmnn_capped}}
+  free:   {type: metric.lmnn, params: {k: 3, max_iterations: 2000, tolerance: 1e-3, fields: {embedding: feat, label: pid}, out: out/lmnn_free}}
+  sgd:    {type: metric.sgd_mahalanobis, params: {epochs: 3, tolerance: 1e-9, fields: {embedding: feat, label: pid}, out: out/sgd}}
+  sink:   {type: core.sink, params: {mode: print}}
+edges: [train.out -> capped.train, train.out -> free.train, train.out -> sgd.train, capped.transform -> sink.in,
+        free.transform -> sink.in, sgd.transform -> sink.in]
+)");
+  const Result r = run_cli_in(dir, {"run", "learners.yaml", "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("capped: LMNN stopped at the iteration cap (max_iterations 2)") != std::string::npos);
+  CHECK(r.err.find("free: LMNN stopped at the iteration cap") == std::string::npos);
+  CHECK(r.err.find("sgd: SGD stopped at the epoch cap (epochs 3) while the training loss still moved") != std::string::npos);
+  const std::string capped = read_file(dir / "out/lmnn_capped.json"), free = read_file(dir / "out/lmnn_free.json");
+  CHECK(capped.find("\"iterations\": 2,") != std::string::npos);
+  CHECK(capped.find("\"converged\": false") != std::string::npos);
+  CHECK(capped.find("\"stop_reason\": \"iteration_cap\"") != std::string::npos);
+  CHECK(free.find("\"converged\": true") != std::string::npos);
+  CHECK(free.find("\"stop_reason\": \"converged\"") != std::string::npos);
+  CHECK(free.find("\"final_objective\": ") != std::string::npos);
+  const std::string sgd = read_file(dir / "out/sgd.json");
+  CHECK(sgd.find("\"iterations\": 3,") != std::string::npos);
+  CHECK(sgd.find("\"converged\": false") != std::string::npos);
+  // The transform records carry it too (core.sink prints them).
+  CHECK(r.out.find("stop_reason") != std::string::npos);
+}
