@@ -15,8 +15,9 @@
 #include <map>
 #include <sstream>
 
-#include "cli.hpp"
+#include "harness.hpp"
 
+using namespace embedflow;
 using namespace embedflow::test;
 namespace fs = std::filesystem;
 
@@ -342,4 +343,19 @@ edges: [train.out -> capped.train, train.out -> free.train, train.out -> sgd.tra
   CHECK(sgd.find("\"converged\": false") != std::string::npos);
   // The transform records carry it too (core.sink prints them).
   CHECK(r.out.find("stop_reason") != std::string::npos);
+}
+
+TEST_CASE("an assignment short of rows stops eval.clustering with a ConfigError naming the batch and row",
+          "[eval][protocols][errors]") {
+  NodeRunner node(plugins(), "eval.clustering", "{assignment: cluster, retrieval: false}");
+  REQUIRE(node.problems().empty());
+  node.open();
+  Record batch;
+  batch.set("embedding", Array::from_vector<float>({4, 2}, {0, 0, 0, 1, 5, 5, 5, 6}));
+  batch.set("label", Array::from_vector<std::int64_t>({4}, {0, 0, 1, 1}));
+  batch.set("cluster", Array::from_vector<std::int64_t>({3}, {0, 0, 1}));
+  CHECK_THROWS_AS(node.push("query", batch), embedflow::ConfigError);
+  CHECK_THROWS_WITH(node.push("query", batch),
+                    Catch::Contains("assignment field 'cluster' has 3 values for 4 rows; row ") &&
+                        Catch::Contains("has no cluster"));
 }
