@@ -359,3 +359,29 @@ TEST_CASE("an assignment short of rows stops eval.clustering with a ConfigError 
                     Catch::Contains("assignment field 'cluster' has 3 values for 4 rows; row ") &&
                         Catch::Contains("has no cluster"));
 }
+
+TEST_CASE("single-shot rank-k goes into the Markdown table and the metrics record, labelled", "[eval][protocols]") {
+  const fs::path dir = classes_dir();
+  write_file(dir / "shot.yaml", R"(seed: 1
+nodes:
+  train: {type: io.hdf5_reader, params: {path: data/classes.h5, object: train, batch_size: 64}}
+  test:  {type: io.hdf5_reader, params: {path: data/classes.h5, object: test, batch_size: 64}}
+  shot:  {type: eval.retrieval, params: {single_shot_repeats: 4, ranks: [1, 5], bootstrap: 0, fields: {embedding: feat, label: pid}, out: out/shot}}
+  table: {type: eval.report, params: {out: out/shot_table, columns: [rank-k, single_shot_rank1, macro_map, map]}}
+edges: [test.out -> shot.query, train.out -> shot.gallery, shot.metrics -> table.in]
+)");
+  const Result r = run_cli_in(dir, {"run", "shot.yaml", "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::string md = read_file(dir / "out/shot.md"), json = read_file(dir / "out/shot.json");
+  CHECK(md.find("| single-shot rank-1 % | single-shot rank-5 % |") != std::string::npos);
+  CHECK(md.find("Single-shot: CUHK03 single-gallery-shot rank-k") != std::string::npos);
+  const auto shot = json.find("\"single_shot\": {");
+  REQUIRE(shot != std::string::npos);
+  CHECK(json.find("\"repeats\": 4", shot) != std::string::npos);
+  CHECK(json.find("\"rank-5\": ", shot) != std::string::npos);
+  const std::string table = read_file(dir / "out/shot_table.md");
+  CHECK(table.find("single-shot rank-1 %") != std::string::npos);
+  CHECK(table.find("macro mAP %") != std::string::npos);
+  CHECK(table.find("n/a") == std::string::npos);  // the record carries every requested column
+}
