@@ -19,6 +19,7 @@ void register_types(embedflow::Registry& r) {
   r.add(learning_curve_type());
   r.add(curve_chart_type());
   r.add(neighbour_average_type());
+  r.add(knn_classifier_type());
 }
 }  // namespace
 

@@ -78,6 +78,15 @@ const Metric kMetrics[] = {
     {"nmi", "NMI", "NMI", Format::fraction},
     {"ami", "AMI", "AMI", Format::fraction},
     {"recon_mse", "recon. MSE", "recon_MSE", Format::general},
+    {"ari", "ARI", "ARI", Format::fraction},
+    {"purity", "purity", "purity", Format::fraction},
+    {"accuracy", "accuracy %", "accuracy", Format::percent},
+    {"macro_p_at_1", "macro P@1 %", "macro_P@1", Format::percent},
+    {"macro_r_precision", "macro R-precision %", "macro_R-precision", Format::percent},
+    {"macro_map_at_r", "macro MAP@R %", "macro_MAP@R", Format::percent},
+    {"macro_map", "macro mAP %", "macro_mAP", Format::percent},
+    {"macro_mrr", "macro MRR %", "macro_MRR", Format::percent},
+    {"single_shot_rank1", "single-shot rank-1 %", "single_shot_rank-1", Format::percent},
 };
 
 std::string format_value(double v, Format f) {

@@ -40,7 +40,7 @@ class Retrieval final : public Node {
     gallery_.what = "gallery";
   }
   void process(std::size_t port, const RecordPtr& batch, Emitter&) override {
-    (port == 0 ? query_ : gallery_).append(*batch, true);
+    (port == 0 ? query_ : gallery_).append(*batch, true, settings_.fields);
   }
   void close(Emitter& out) override {
     if (query_.rows() == 0) throw DataError("no query embeddings arrived before end of stream");
@@ -73,8 +73,8 @@ NodeType retrieval_type() {
   NodeTypeBuilder b("eval.retrieval");
   b.doc("Exact kNN retrieval evaluation (CMC, mAP, P@1, R-precision, MAP@R, MRR) with re-id exclusion rules.")
       .example("eval: {type: eval.retrieval, params: {distance: euclidean, ranks: [1, 10], out: out/reid}}")
-      .input("query", "embedding: f32[B,D], label: i64[B]", "queries (camera i64[B] optional)")
-      .optional_input("gallery", "embedding: f32[G,D], label: i64[G]", "gallery; unconnected = self-retrieval")
+      .input("query", "*", "queries: embedding f32[B,D], label i64[B], camera i64[B] optional (names as `fields` says)")
+      .optional_input("gallery", "*", "gallery, the same fields; unconnected = self-retrieval")
       .output("metrics", kMetricsSchema, "one summary record at end of stream");
   add_retrieval_params(b);
   b.check(check_retrieval_params);

@@ -30,10 +30,12 @@ void add_retrieval_params(NodeTypeBuilder& b) {
       .param(Param::integer("gallery_block").default_value(4096).min(1).not_fingerprinted().doc("gallery items per distance block"))
       .param(Param::path("out").optional().doc("output prefix: <out>.json, <out>.md, <out>_cmc.png"))
       .param(Param::string("name").optional().doc("method name in tables and legends (default: the node id)"));
+  add_fields_param(b);
 }
 
 void check_retrieval_params(SchemaContext& c) {
   const Params& p = c.params();
+  check_fields(c, {{"query", kQuerySchema}, {"gallery", kGallerySchema}});
   const auto max_rank = p.integer("max_rank");
   for (auto k : p.integers("ranks"))
     if (k > max_rank) c.error(cat("rank ", k, " is beyond max_rank ", max_rank), "ranks");
@@ -62,6 +64,7 @@ RetrievalSettings RetrievalSettings::from(const NodeContext& ctx) {
   o.threads = std::max(1, ctx.threads());
   s.out = p.has("out") ? p.string("out") : "";
   s.name = p.has("name") ? p.string("name") : ctx.id();
+  s.fields = FieldNames::from(p);
   // SGEMM is the bulk of the work; give it the graph's thread budget.
   openblas_set_num_threads(o.threads);
   return s;
@@ -75,38 +78,11 @@ std::string percent_with_ci(double v, const RetrievalSummary& s, const std::stri
 
 namespace {
 
-// Scores averaged over the evaluated queries of each query label. Only for class-style retrieval
-// (at most kMaxPerClassLabels labels): a re-id set's thousands of identities would drown the
-// report, and there each label has too few queries to mean much.
-constexpr std::size_t kMaxPerClassLabels = 50;
+// The Markdown per-label table stops here (a re-id set's thousands of identities would drown
+// the report); the JSON's `per_label` keeps every label.
+constexpr std::size_t kMaxMarkdownLabels = 50;
 
-struct LabelScores {
-  std::int64_t label = 0, queries = 0;
-  double p_at_1 = 0, r_precision = 0, map_at_r = 0, map = 0;
-};
-
-std::vector<LabelScores> per_label_scores(const RetrievalResult& r, const FeatureSet& query) {
-  std::map<std::int64_t, LabelScores> by_label;
-  for (std::size_t q = 0; q < r.queries.size() && q < query.label.size(); ++q) {
-    const QueryOutcome& o = r.queries[q];
-    if (o.status != QueryOutcome::Status::ok) continue;
-    LabelScores& s = by_label[query.label[q]];
-    s.label = query.label[q];
-    ++s.queries;
-    s.p_at_1 += o.first_rank == 1 ? 1.0 : 0.0;
-    s.r_precision += o.r_precision;
-    s.map_at_r += o.map_at_r;
-    s.map += o.ap;
-  }
-  std::vector<LabelScores> out;
-  if (by_label.size() > kMaxPerClassLabels) return out;
-  for (auto& [label, s] : by_label) {
-    const double n = static_cast<double>(s.queries);
-    s.p_at_1 /= n, s.r_precision /= n, s.map_at_r /= n, s.map /= n;
-    out.push_back(s);
-  }
-  return out;
-}
+const char* const kMetricNames[] = {"mAP", "mAP_trapezoid", "P@1", "R-precision", "MAP@R", "MRR"};
 
 }  // namespace
 
@@ -131,20 +107,19 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
     j.end_object();
     j.key("metrics");
     write_summary_json(j, sum, s.options.ranks);
-    const std::vector<LabelScores> per_label = per_label_scores(r, query);
-    if (!per_label.empty()) {
-      j.key("per_label").begin_array();
-      for (const LabelScores& c : per_label)
-        j.begin_object()
-            .field("label", c.label)
-            .field("queries", c.queries)
-            .field("P@1", c.p_at_1)
-            .field("R-precision", c.r_precision)
-            .field("MAP@R", c.map_at_r)
-            .field("mAP", c.map)
-            .end_object();
-      j.end_array();
+    if (!sum.single_shot_cmc.empty()) {
+      j.key("single_shot").begin_object().field("repeats", s.options.single_shot_repeats);
+      for (int k : s.options.ranks) j.field(cat("rank-", k), sum.single_shot_cmc[static_cast<std::size_t>(k - 1)]);
+      j.end_object();
     }
+    j.key("per_label").begin_array();
+    for (const auto& [label, m] : sum.per_label) {
+      j.begin_object().field("label", label).field("queries", static_cast<std::int64_t>(m.at("queries")));
+      for (int k : s.options.ranks) j.field(cat("rank-", k), m.at(cat("rank-", k)));
+      for (const char* name : kMetricNames) j.field(name, m.at(name));
+      j.end_object();
+    }
+    j.end_array();
     if (extra) extra(j);
     j.end_object();
     write_text_atomic(s.out + ".json", j.str() + "\n");
@@ -155,21 +130,38 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
       header.push_back(cat("rank-", k, " %"));
       row.push_back(percent_with_ci(sum.cmc[static_cast<std::size_t>(k - 1)], sum, cat("rank-", k)));
     }
-    header.insert(header.end(), {"mAP %", "mAP trapz %", "MRR %", "R-prec %", "MAP@R %", "queries", "no match"});
+    header.insert(header.end(), {"mAP %", "mAP trapz %", "MRR %", "P@1 %", "R-prec %", "MAP@R %", "queries", "no match"});
     row.insert(row.end(), {percent_with_ci(sum.map, sum, "mAP"), percent_with_ci(sum.map_trapezoid, sum, "mAP_trapezoid"),
-                           percent(sum.mrr), percent(sum.r_precision), percent(sum.map_at_r),
+                           percent(sum.mrr), percent(sum.p_at_1), percent(sum.r_precision), percent(sum.map_at_r),
                            std::to_string(sum.evaluated), std::to_string(sum.no_match)});
-    std::string md = cat("### ", s.name, " (", distance_name(s.spec.kind), ")\n\n", markdown_table(header, {row}));
+    if (!sum.single_shot_cmc.empty())
+      for (int k : s.options.ranks) {
+        header.push_back(cat("single-shot rank-", k, " %"));
+        row.push_back(percent(sum.single_shot_cmc[static_cast<std::size_t>(k - 1)]));
+      }
+    // The same metrics averaged per query label first (macro), below the micro row.
+    auto macro = [&](const std::string& name) { return sum.macro.count(name) ? sum.macro.at(name) : 0.0; };
+    std::vector<std::string> macro_row{"macro (mean over labels)"};
+    for (int k : s.options.ranks) macro_row.push_back(percent(macro(cat("rank-", k))));
+    for (const char* name : {"mAP", "mAP_trapezoid", "MRR", "P@1", "R-precision", "MAP@R"}) macro_row.push_back(percent(macro(name)));
+    macro_row.push_back(cat(sum.per_label.size(), " labels"));
+    while (macro_row.size() < header.size()) macro_row.push_back("");
+    std::string md = cat("### ", s.name, " (", distance_name(s.spec.kind), ")\n\n", markdown_table(header, {row, macro_row}));
+    if (!sum.single_shot_cmc.empty())
+      md += cat("\nSingle-shot: CUHK03 single-gallery-shot rank-k, one gallery item per identity drawn ",
+                s.options.single_shot_repeats, " times, averaged.\n");
     if (s.options.bootstrap > 0)
       md += cat("\nBrackets: ", percent(s.options.ci_level, 0), "% bootstrap intervals over queries (", s.options.bootstrap,
                 " resamples).\n");
-    if (!per_label.empty()) {
+    if (!sum.per_label.empty() && sum.per_label.size() <= kMaxMarkdownLabels) {
       std::vector<std::vector<std::string>> rows;
-      for (const LabelScores& c : per_label)
-        rows.push_back({std::to_string(c.label), std::to_string(c.queries), percent(c.p_at_1), percent(c.r_precision),
-                        percent(c.map_at_r), percent(c.map)});
+      for (const auto& [label, m] : sum.per_label)
+        rows.push_back({std::to_string(label), std::to_string(static_cast<std::int64_t>(m.at("queries"))), percent(m.at("P@1")),
+                        percent(m.at("R-precision")), percent(m.at("MAP@R")), percent(m.at("mAP")), percent(m.at("MRR"))});
       md += cat("\nPer query label (means over its evaluated queries):\n\n",
-                markdown_table({"label", "queries", "P@1 %", "R-prec %", "MAP@R %", "mAP %"}, rows));
+                markdown_table({"label", "queries", "P@1 %", "R-prec %", "MAP@R %", "mAP %", "MRR %"}, rows));
+    } else if (!sum.per_label.empty()) {
+      md += cat("\n", sum.per_label.size(), " query labels: their scores are in ", s.out, ".json (per_label).\n");
     }
     write_text_atomic(s.out + ".md", md);
 
@@ -214,6 +206,18 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
   m.set("evaluated", Array::scalar<std::int64_t>(sum.evaluated));
   m.set("no_match", Array::scalar<std::int64_t>(sum.no_match));
   if (sum.ci.count("mAP")) m.set("map_ci", Array::from_vector<double>({2}, {sum.ci.at("mAP").low, sum.ci.at("mAP").high}));
+  m.set("p_at_1", Array::scalar<double>(sum.p_at_1));
+  auto macro_value = [&](const char* name) { return sum.macro.count(name) ? sum.macro.at(name) : 0.0; };
+  m.set("macro_map", Array::scalar<double>(macro_value("mAP")));
+  m.set("macro_map_trapezoid", Array::scalar<double>(macro_value("mAP_trapezoid")));
+  m.set("macro_p_at_1", Array::scalar<double>(macro_value("P@1")));
+  m.set("macro_r_precision", Array::scalar<double>(macro_value("R-precision")));
+  m.set("macro_map_at_r", Array::scalar<double>(macro_value("MAP@R")));
+  m.set("macro_mrr", Array::scalar<double>(macro_value("MRR")));
+  if (!sum.single_shot_cmc.empty()) {
+    m.set("single_shot_cmc", Array::from_vector<double>({static_cast<std::int64_t>(sum.single_shot_cmc.size())}, sum.single_shot_cmc));
+    m.set("single_shot_rank1", Array::scalar<double>(sum.single_shot_cmc[0]));
+  }
   return m;
 }
 

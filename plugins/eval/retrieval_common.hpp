@@ -16,7 +16,13 @@ namespace embedflow::eval {
 // Schema of the `metrics` output, which eval.report consumes.
 inline const char* kMetricsSchema = "method: str[], cmc: f64[R], map: f64[]";
 
+// What eval.retrieval and eval.clustering read on their query and gallery ports, with the default
+// field names (`fields` renames them; the ports themselves are declared "*").
+inline const char* kQuerySchema = "embedding: f32[B,D], label: i64[B]";
+inline const char* kGallerySchema = "embedding: f32[G,D], label: i64[G]";
+
 void add_retrieval_params(NodeTypeBuilder& b);
+// Also checks `fields` and the query and gallery schemas (check_fields).
 void check_retrieval_params(SchemaContext& c);
 
 struct RetrievalSettings {
@@ -24,6 +30,7 @@ struct RetrievalSettings {
   evalcore::RetrievalOptions options;
   std::string out;   // file prefix, empty: no files
   std::string name;  // method name in tables and legends
+  FieldNames fields;
   static RetrievalSettings from(const NodeContext& ctx);
 };
 

@@ -25,11 +25,12 @@ void Learner::open(NodeContext& ctx) {
   train_.what = "train";
   validation_.what = "validation";
   out_ = ctx.params().has("out") ? ctx.params().string("out") : "";
+  fields_ = FieldNames::from(ctx.params());
   openblas_set_num_threads(std::max(1, ctx.threads()));
 }
 
 void Learner::process(std::size_t port, const RecordPtr& batch, Emitter&) {
-  (port == 0 ? train_ : validation_).append(*batch, needs_labels());
+  (port == 0 ? train_ : validation_).append(*batch, needs_labels(), fields_);
 }
 
 void Learner::close(Emitter& out) {
@@ -39,7 +40,43 @@ void Learner::close(Emitter& out) {
   const metriccore::Data train = as_data(train_, train_x_);
   const metriccore::Data validation = as_data(validation_, validation_x_);
   const metriccore::Transform t = learn(*ctx_, train, validation);
-  out.emit(0, transform_record(t, ctx_->id()));
+  Record r = transform_record(t, ctx_->id());
+  if (has_outcome_) {
+    r.set("iterations", Array::scalar<std::int64_t>(iterations_));
+    r.set("objective", Array::scalar<double>(objective_));
+    Array converged = Array::zeros(DType::boolean, {});
+    converged.mutable_data<bool>()[0] = converged_;
+    r.set("converged", std::move(converged));
+    r.set("stop_reason", Array::string_scalar(stop_reason_));
+  }
+  out.emit(0, std::move(r));
+}
+
+void Learner::set_outcome(std::int64_t iterations, double objective, bool converged, const std::string& stop_reason) {
+  has_outcome_ = true;
+  iterations_ = iterations, objective_ = objective, converged_ = converged, stop_reason_ = stop_reason;
+}
+
+void add_learner_fields(NodeTypeBuilder& b, const std::string& train_schema) {
+  add_fields_param(b);
+  b.check([train_schema](SchemaContext& c) {
+    std::string validation = train_schema;
+    for (std::size_t at = validation.find("[B"); at != std::string::npos; at = validation.find("[B", at + 2)) validation[at + 1] = 'V';
+    std::vector<std::pair<std::string, std::string>> ports{{"train", train_schema}};
+    // The validation port exists on the learners that take one.
+    try {
+      (void)c.input("validation");
+      ports.emplace_back("validation", validation);
+    } catch (const ConfigError&) {
+    }
+    const DimBindings bound = check_fields(c, ports);
+    // The transform's D is the training embedding's: bind it for the nodes downstream.
+    auto d = bound.find("D");
+    if (d != bound.end()) {
+      PortSchema out = c.output("transform");
+      c.set_output("transform", substitute(out, {}, bound));
+    }
+  });
 }
 
 }  // namespace embedflow::metric

@@ -43,10 +43,16 @@ class Lmnn final : public Learner {
     o.stop = [&ctx] { return ctx.stop_requested(); };
     const auto r = metriccore::lmnn(train, o);
     log_info(ctx.id(), "LMNN: objective ", r.objective.front(), " -> ", r.objective.back(), " in ", r.iterations,
-             " iterations; active triplets ", r.active_triplets.front(), " -> ", r.active_triplets.back());
+             " iterations (", r.stop_reason, "); active triplets ", r.active_triplets.front(), " -> ", r.active_triplets.back());
+    if (r.stop_reason == "iteration_cap")
+      log_warning(ctx.id(), "LMNN stopped at the iteration cap (max_iterations ", o.max_iterations,
+                  ") before the relative objective decrease fell below tolerance ", o.tolerance,
+                  "; raise max_iterations for a converged metric");
+    set_outcome(r.iterations, r.objective.back(), r.converged, r.stop_reason);
     if (!out_.empty()) {
       JsonWriter j;
       j.begin_object().field("k", o.k).field("push_weight", o.push_weight).field("iterations", r.iterations);
+      j.field("final_objective", r.objective.back()).field("converged", r.converged).field("stop_reason", r.stop_reason);
       j.field("final_learning_rate", r.final_learning_rate).key("objective").numbers(r.objective);
       std::vector<double> active(r.active_triplets.begin(), r.active_triplets.end());
       j.key("active_triplets").numbers(active).end_object();
@@ -67,8 +73,8 @@ class Lmnn final : public Learner {
 }  // namespace
 
 NodeType lmnn_type() {
-  return NodeTypeBuilder("metric.lmnn")
-      .doc("Large Margin Nearest Neighbour metric learning; emits G = L with A = L^T L.")
+  NodeTypeBuilder b("metric.lmnn");
+  b      .doc("Large Margin Nearest Neighbour metric learning; emits G = L with A = L^T L.")
       .example("lmnn: {type: metric.lmnn, params: {k: 3, max_iterations: 100}}")
       .param(Param::integer("k").default_value(3).min(1).doc("target neighbours per point"))
       .param(Param::number("push_weight").default_value(0.5).range(0, 1).doc("mu: objective = (1-mu) pull + mu push"))
@@ -77,9 +83,11 @@ NodeType lmnn_type() {
       .param(Param::number("tolerance").default_value(1e-6).min(0).doc("stop below this relative objective decrease"))
       .param(Param::choice("impostor_search", {"gemm", "kdtree"}).default_value("gemm").doc("how impostors are found"))
       .param(Param::path("out").optional().doc("write <out>.json and <out>_objective.png"))
-      .input("train", "embedding: f32[B,D], label: i64[B]", "training features")
+      .input("train", "*", "training features: embedding f32[B,D], label i64[B] (names as `fields` says)")
       .output("transform", "G: f32[D,D], mean: f32[D]", "the learned map, once at end of stream")
-      .create<Lmnn>();
+;
+  add_learner_fields(b, "embedding: f32[B,D], label: i64[B]");
+  return b.create<Lmnn>();
 }
 
 }  // namespace embedflow::metric

@@ -41,16 +41,18 @@ class Mahalanobis final : public Learner {
 }  // namespace
 
 NodeType mahalanobis_type() {
-  return NodeTypeBuilder("metric.mahalanobis")
-      .doc("Mahalanobis metric from the (shrunk) inverse training covariance; emits G = A^(1/2).")
+  NodeTypeBuilder b("metric.mahalanobis");
+  b      .doc("Mahalanobis metric from the (shrunk) inverse training covariance; emits G = A^(1/2).")
       .example("maha: {type: metric.mahalanobis, params: {shrinkage: 0.1}}")
       .param(Param::number("shrinkage").default_value(0.0).range(0, 1)
                  .doc("blend with a scaled identity: (1-s) C + s tr(C)/D I"))
       .param(Param::choice("covariance", {"total", "within_class"}).default_value("total")
                  .doc("covariance of all rows, or of rows minus their class mean"))
-      .input("train", "embedding: f32[B,D]", "training features (label i64[B] for within_class)")
+      .input("train", "*", "training features: embedding f32[B,D] (label i64[B] for within_class; names as `fields` says)")
       .output("transform", "G: f32[D,D], mean: f32[D]", "the learned map, once at end of stream")
-      .create<Mahalanobis>();
+;
+  add_learner_fields(b, "embedding: f32[B,D]");
+  return b.create<Mahalanobis>();
 }
 
 }  // namespace embedflow::metric

@@ -38,14 +38,16 @@ class Pca final : public Learner {
 }  // namespace
 
 NodeType pca_type() {
-  return NodeTypeBuilder("metric.pca")
-      .doc("PCA preprocessing: emits the top principal directions and the mean as a transform.")
+  NodeTypeBuilder b("metric.pca");
+  b      .doc("PCA preprocessing: emits the top principal directions and the mean as a transform.")
       .example("pca: {type: metric.pca, params: {components: 64}}")
       .param(Param::integer("components").default_value(64).min(1).doc("output dimension K"))
       .param(Param::boolean("whiten").default_value(false).doc("scale each component to unit variance"))
-      .input("train", "embedding: f32[B,D]", "training features")
+      .input("train", "*", "training features: embedding f32[B,D] (names as `fields` says)")
       .output("transform", "G: f32[$components,D], mean: f32[D]", "the learned map, once at end of stream")
-      .create<Pca>();
+;
+  add_learner_fields(b, "embedding: f32[B,D]");
+  return b.create<Pca>();
 }
 
 }  // namespace embedflow::metric

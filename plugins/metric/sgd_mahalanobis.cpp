@@ -51,6 +51,7 @@ class SgdMahalanobis final : public Learner {
     o.trace_normalize = p.boolean("trace_normalize");
     o.balance_pairs = p.boolean("balance_pairs");
     o.seed = ctx.seed();
+    o.tolerance = p.number("tolerance");
     o.stop = [&ctx] { return ctx.stop_requested(); };
     const std::string dir = p.has("checkpoint_dir") ? p.string("checkpoint_dir") : "";
     if (!dir.empty())
@@ -77,9 +78,17 @@ class SgdMahalanobis final : public Learner {
     log_info(ctx.id(), p.string("loss"), " SGD: train loss ", r.train_loss.front(), " -> ", r.train_loss.back(),
              r.validation_loss.empty() ? std::string() : cat("; validation ", r.validation_loss.front(), " -> ", r.validation_loss.back()),
              "; final lr ", r.learning_rate.back());
+    const bool interrupted = r.epochs_run < o.epochs;
+    const std::string reason = r.converged ? "converged" : interrupted ? "stopped" : "iteration_cap";
+    if (reason == "iteration_cap")
+      log_warning(ctx.id(), "SGD stopped at the epoch cap (epochs ", o.epochs, ") while the training loss still moved: the last",
+                  " epoch changed it by ", r.last_relative_change, " (relative; tolerance ", o.tolerance, ")");
+    set_outcome(r.epochs_run, r.train_loss.back(), r.converged, reason);
     if (!out_.empty()) {
       JsonWriter j;
       j.begin_object().field("loss", p.string("loss")).field("epochs", o.epochs);
+      j.field("iterations", r.epochs_run).field("final_objective", r.train_loss.back()).field("converged", r.converged);
+      j.field("stop_reason", reason).field("last_relative_change", r.last_relative_change);
       j.key("train_loss").numbers(r.train_loss).key("learning_rate").numbers(r.learning_rate);
       std::vector<double> ve(r.validation_epoch.begin(), r.validation_epoch.end());
       j.key("validation_epoch").numbers(ve).key("validation_loss").numbers(r.validation_loss);
@@ -102,12 +111,14 @@ class SgdMahalanobis final : public Learner {
 }  // namespace
 
 NodeType sgd_mahalanobis_type() {
-  return NodeTypeBuilder("metric.sgd_mahalanobis")
-      .doc("SGD on a PSD Mahalanobis matrix A with the pairwise or triplet loss; emits G = A^(1/2).")
+  NodeTypeBuilder b("metric.sgd_mahalanobis");
+  b      .doc("SGD on a PSD Mahalanobis matrix A with the pairwise or triplet loss; emits G = A^(1/2).")
       .example("sgd: {type: metric.sgd_mahalanobis, params: {loss: triplet, epochs: 20}}")
       .param(Param::choice("loss", {"pairwise", "triplet"}).default_value("pairwise").doc("the report's variant (i) or (ii)"))
       .param(Param::number("learning_rate").default_value(1e-3).min(0).doc("initial step size"))
       .param(Param::integer("epochs").default_value(100).min(1).doc("passes over the training set"))
+      .param(Param::number("tolerance").default_value(1e-3).min(0)
+                 .doc("converged when the last epoch changed the training loss by less than this (relative); all epochs run"))
       .param(Param::integer("batch_size").default_value(50).min(2).doc("points (pairwise) or triplets per step"))
       .param(Param::integer("validate_every").default_value(10).min(1).doc("epochs between validation losses"))
       .param(Param::integer("random_triplets").default_value(2).min(0).doc("random triplets per anchor besides the hardest"))
@@ -117,10 +128,12 @@ NodeType sgd_mahalanobis_type() {
                  .doc("pairwise: same and different pairs weigh 1/2 each (the report's loss weighs every pair alike)"))
       .param(Param::path("checkpoint_dir").optional().doc("write A after every epoch as epoch_NNN.npy"))
       .param(Param::path("out").optional().doc("write <out>.json and <out>_loss.png"))
-      .input("train", "embedding: f32[B,D], label: i64[B]", "training features")
-      .optional_input("validation", "embedding: f32[V,D], label: i64[V]", "validation features (learning-rate schedule)")
+      .input("train", "*", "training features: embedding f32[B,D], label i64[B] (names as `fields` says)")
+      .optional_input("validation", "*", "validation features, the same fields (learning-rate schedule)")
       .output("transform", "G: f32[D,D], mean: f32[D]", "the learned map, once at end of stream")
-      .create<SgdMahalanobis>();
+;
+  add_learner_fields(b, "embedding: f32[B,D], label: i64[B]");
+  return b.create<SgdMahalanobis>();
 }
 
 }  // namespace embedflow::metric

@@ -284,7 +284,7 @@ edges:
     const Result r = run_cli_in(dir, {"run", "dims.yaml"});
     INFO(r.err);
     CHECK(r.exit_code == 2);
-    CHECK(r.err.find("dims.yaml:12:5: node 'eval': edge 'gallery.out -> eval.gallery': field 'embedding' dim D: is 64") !=
+    CHECK(r.err.find("dims.yaml:5:3: node 'eval': input 'gallery': field 'embedding' dim D: is 64") !=
           std::string::npos);
     CHECK(r.err.find("dims.yaml:15:5: node 'apply': edge 'query.out -> apply.in': field 'embedding' dim D: is 128") !=
           std::string::npos);

@@ -358,7 +358,7 @@ TEST_CASE("component contracts: a trained model's size reaches its evaluator bef
   auto r = run_cli({"validate", (dir / "mismatch.yaml").string()});
   INFO(r.out << r.err);
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("node 'eval': edge 'pixels -> eval.gallery': field 'embedding' dim D: is 784 here but 32"));
+  CHECK_THAT(r.err, Catch::Contains("node 'eval': input 'gallery': field 'embedding' dim D: is 784 here but 32"));
   CHECK_THAT(r.err, Catch::Contains("1 problem found"));
   // The same size on both sides validates; a composite's size is the sum of its parts' (16 + 16).
   write_file(dir / "same.yaml", graph("{type: torch.small_cnn, embedding_dim: 32}"));

@@ -20,11 +20,12 @@ std::vector<std::int64_t> assign_to_centers(MatrixView data, const std::vector<f
   return index;
 }
 
-KMeansResult kmeans(MatrixView X, const KMeansOptions& opt) {
+namespace {
+
+KMeansResult kmeans_once(MatrixView X, const KMeansOptions& opt, int restart) {
   const std::int64_t n = X.rows, dim = X.cols, k = opt.clusters;
-  if (k < 1) throw ConfigError(cat("k-means needs clusters >= 1, got ", k));
-  if (n < k) throw DataError(cat("k-means with ", k, " clusters needs at least as many rows, got ", n));
-  Rng rng(derive_seed(opt.seed, "kmeans++"));
+  // Restart 0 keeps the seed stream of a single run, so n_init: 1 reproduces earlier results.
+  Rng rng(restart == 0 ? derive_seed(opt.seed, "kmeans++") : derive_seed(opt.seed, cat("kmeans++/", restart)));
   KMeansResult res;
   res.centers.assign(static_cast<std::size_t>(k * dim), 0.0f);
   auto set_center = [&](std::int64_t c, std::int64_t row) {
@@ -113,6 +114,63 @@ KMeansResult kmeans(MatrixView X, const KMeansOptions& opt) {
   for (std::int64_t i = 0; i < n; ++i)
     res.inertia += sq(X.row(i), res.centers.data() + res.assignment[static_cast<std::size_t>(i)] * dim);
   return res;
+}
+
+}  // namespace
+
+KMeansResult kmeans(MatrixView X, const KMeansOptions& opt) {
+  const std::int64_t n = X.rows, k = opt.clusters;
+  if (k < 1) throw ConfigError(cat("k-means needs clusters >= 1, got ", k));
+  if (opt.n_init < 1) throw ConfigError(cat("k-means needs n_init >= 1, got ", opt.n_init));
+  if (n < k) throw DataError(cat("k-means with ", k, " clusters needs at least as many rows, got ", n));
+  KMeansResult best;
+  std::vector<double> inertia;
+  for (int r = 0; r < opt.n_init; ++r) {
+    KMeansResult res = kmeans_once(X, opt, r);
+    inertia.push_back(res.inertia);
+    // Strictly lower: ties keep the earlier restart, so the result does not depend on n_init
+    // beyond the restarts that improve on it.
+    if (r == 0 || res.inertia < best.inertia) {
+      best = std::move(res);
+      best.best_init = r;
+    }
+  }
+  best.init_inertia = std::move(inertia);
+  return best;
+}
+
+double assignment_inertia(MatrixView X, const std::vector<std::int64_t>& assignment, std::vector<float>& centers,
+                          std::vector<std::int64_t>& ids) {
+  if (static_cast<std::int64_t>(assignment.size()) != X.rows)
+    throw DataError(cat("the assignment has ", assignment.size(), " values for ", X.rows, " rows"));
+  std::map<std::int64_t, std::size_t> index;
+  for (auto a : assignment) index.emplace(a, 0);
+  ids.clear();
+  for (auto& [id, i] : index) i = ids.size(), ids.push_back(id);
+  const std::int64_t dim = X.cols;
+  std::vector<double> sums(ids.size() * static_cast<std::size_t>(dim), 0.0);
+  std::vector<std::int64_t> sizes(ids.size(), 0);
+  for (std::int64_t i = 0; i < X.rows; ++i) {
+    const std::size_t c = index[assignment[static_cast<std::size_t>(i)]];
+    sizes[c]++;
+    for (std::int64_t d = 0; d < dim; ++d) sums[c * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)] += X.row(i)[d];
+  }
+  centers.assign(sums.size(), 0.0f);
+  for (std::size_t c = 0; c < ids.size(); ++c)
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const std::size_t at = c * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d);
+      centers[at] = static_cast<float>(sums[at] / static_cast<double>(sizes[c]));
+    }
+  double inertia = 0;
+  for (std::int64_t i = 0; i < X.rows; ++i) {
+    const std::size_t c = index[assignment[static_cast<std::size_t>(i)]];
+    for (std::int64_t d = 0; d < dim; ++d) {
+      const double t = double(X.row(i)[d]) - sums[c * static_cast<std::size_t>(dim) + static_cast<std::size_t>(d)] /
+                                                 static_cast<double>(sizes[c]);
+      inertia += t * t;
+    }
+  }
+  return inertia;
 }
 
 namespace {
@@ -207,6 +265,36 @@ double adjusted_mutual_information(const std::vector<std::int64_t>& a, const std
   if (denom < 0) denom = std::min(denom, -tiny);
   else denom = std::max(denom, tiny);
   return (m - emi) / denom;
+}
+
+double adjusted_rand_index(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
+  // scikit-learn's adjusted_rand_score through the pair confusion matrix, in double (the pair
+  // counts reach n^2, whose products overflow 64-bit integers beyond n ~ 50k).
+  const Contingency c = contingency(a, b);
+  const double n = static_cast<double>(c.n);
+  double sum_squares = 0, a2 = 0, b2 = 0;
+  for (const auto& [key, nij] : c.cells) sum_squares += static_cast<double>(nij) * static_cast<double>(nij);
+  for (auto s : c.a_sizes) a2 += static_cast<double>(s) * static_cast<double>(s);
+  for (auto s : c.b_sizes) b2 += static_cast<double>(s) * static_cast<double>(s);
+  const double tp = sum_squares - n;
+  const double fp = b2 - sum_squares;  // same cluster of b, different class of a
+  const double fn = a2 - sum_squares;
+  const double tn = n * n - fp - fn - sum_squares;
+  if (fn == 0 && fp == 0) return 1.0;  // identical partitions (special cases included)
+  return 2.0 * (tp * tn - fn * fp) / ((tp + fn) * (fn + tn) + (tp + fp) * (fp + tn));
+}
+
+double purity(const std::vector<std::int64_t>& truth, const std::vector<std::int64_t>& clusters) {
+  const Contingency c = contingency(truth, clusters);
+  if (c.n == 0) return 0.0;
+  std::vector<std::int64_t> best(c.b_sizes.size(), 0);
+  for (const auto& [key, nij] : c.cells) {
+    auto& m = best[static_cast<std::size_t>(key.second)];
+    m = std::max(m, nij);
+  }
+  double sum = 0;
+  for (auto m : best) sum += static_cast<double>(m);
+  return sum / static_cast<double>(c.n);
 }
 
 }  // namespace embedflow::evalcore

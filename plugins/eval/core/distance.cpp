@@ -61,6 +61,44 @@ inline float chi2f(const float* x, const float* y, std::int64_t dim) {
   return s;
 }
 
+// Double-precision kernels of the exactness pass. Products of two floats are exact in double;
+// the sums run in eight fixed lanes (`omp simd` with -fopenmp-simd vectorises them without
+// -ffast-math), so the value depends only on the two rows, never on where they sit in a block.
+// They are the exactness pass's bulk where positives are dense (about 1000 per query in class
+// retrieval), so each is also compiled for AVX2 and AVX-512 and picked at load time; the machine
+// picks one clone for the whole run, so every pair of a run is scored by the same arithmetic.
+#define EMBEDFLOW_EXACT_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+EMBEDFLOW_EXACT_KERNEL double dot_d(const float* x, const float* y, std::int64_t dim) {
+  double s = 0;
+#pragma omp simd reduction(+ : s) simdlen(8)
+  for (std::int64_t d = 0; d < dim; ++d) s += double(x[d]) * double(y[d]);
+  return s;
+}
+EMBEDFLOW_EXACT_KERNEL double sqdist_d(const float* x, const float* y, std::int64_t dim) {
+  double s = 0;
+#pragma omp simd reduction(+ : s) simdlen(8)
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const double t = double(x[d]) - double(y[d]);
+    s += t * t;
+  }
+  return s;
+}
+EMBEDFLOW_EXACT_KERNEL double l1_d(const float* x, const float* y, std::int64_t dim) {
+  double s = 0;
+#pragma omp simd reduction(+ : s) simdlen(8)
+  for (std::int64_t d = 0; d < dim; ++d) s += std::fabs(double(x[d]) - double(y[d]));
+  return s;
+}
+EMBEDFLOW_EXACT_KERNEL double chi2_d(const float* x, const float* y, std::int64_t dim) {
+  double s = 0;
+#pragma omp simd reduction(+ : s) simdlen(8)
+  for (std::int64_t d = 0; d < dim; ++d) {
+    const double a = x[d], b = y[d], den = a + b, diff = a - b;
+    s += den > 0 ? diff * diff / den : 0.0;
+  }
+  return s;
+}
+
 void norms(const MatrixView& m, std::vector<float>& n2, std::vector<float>& l1n) {
   n2.resize(static_cast<std::size_t>(m.rows));
   l1n.resize(static_cast<std::size_t>(m.rows));
@@ -147,6 +185,16 @@ BlockScorer::BlockScorer(const DistanceSpec& spec, MatrixView query, MatrixView 
   if (spec.kind == DistanceKind::cosine) {
     query_unit_ = unit_rows(query, query_norm2_);
     gallery_unit_ = unit_rows(gallery, gallery_norm2_);
+    auto inverse_norms = [](const MatrixView& m) {
+      std::vector<double> inv(static_cast<std::size_t>(m.rows));
+      for (std::int64_t i = 0; i < m.rows; ++i) {
+        const double n2 = dot_d(m.row(i), m.row(i), m.cols);
+        inv[static_cast<std::size_t>(i)] = n2 > 0 ? 1.0 / std::sqrt(n2) : 0.0;
+      }
+      return inv;
+    };
+    query_inv_norm_ = inverse_norms(query);
+    gallery_inv_norm_ = inverse_norms(gallery);
   }
   for (float v : gallery_norm2_) gallery_max_norm2_ = std::max(gallery_max_norm2_, double(v));
   for (float v : gallery_l1_) gallery_max_l1_ = std::max(gallery_max_l1_, double(v));
@@ -164,18 +212,54 @@ BlockScorer::BlockScorer(const DistanceSpec& spec, MatrixView query, MatrixView 
 }
 
 double BlockScorer::tolerance(std::int64_t i) const {
-  // Float SGEMM loses about D * 2^-24 relative to the magnitudes it cancels; the loops lose about
-  // the same relative to their sums. 1e-4 is a wide margin over either for D up to a few thousand.
-  const double rel = 1e-4 + 4e-7 * static_cast<double>(query_.cols);
+  // Rigorous bounds on |float score - exact score|, u = 2^-24. Any summation order of D products
+  // errs by at most gamma_D = D u / (1 - D u) times the sum of their magnitudes (Higham, Accuracy
+  // and Stability, 3.1), whatever blocking or FMA the BLAS uses; the few roundings around the
+  // sum (unit rows, norms, the final additions) add a handful of u. The double side errs ~1e-16.
+  // Padded by 2x, and by 16 u for what the handful might be.
+  const double u = std::ldexp(1.0, -24);
+  const double gamma = 2 * (static_cast<double>(query_.cols) + 16) * u;
   switch (spec_.kind) {
     case DistanceKind::euclidean:
-    case DistanceKind::sqeuclidean: return rel * (query_norm2_[static_cast<std::size_t>(i)] + gallery_max_norm2_) + 1e-30;
-    case DistanceKind::cosine: return rel * 2;
+    case DistanceKind::sqeuclidean:
+      // -2 q.g errs by gamma |q||g| <= gamma (|q|^2 + |g|^2) / 2; the norms and two additions by
+      // a few u times |q|^2 + |g|^2 + 2|q||g|.
+      return gamma * (query_norm2_[static_cast<std::size_t>(i)] + gallery_max_norm2_) + 1e-30;
+    case DistanceKind::cosine:
+      // Unit rows: |dot| <= 1, so the dot errs by gamma; 1 + dot and the rows' rounding by a few u.
+      return gamma;
     case DistanceKind::manhattan:
-    case DistanceKind::chi_square: return rel * (query_l1_[static_cast<std::size_t>(i)] + gallery_max_l1_) + 1e-30;
-    default: return rel * (1 + spec_.gamma * (query_norm2_[static_cast<std::size_t>(i)] + gallery_max_norm2_ +
-                                              query_l1_[static_cast<std::size_t>(i)] + gallery_max_l1_));
+    case DistanceKind::chi_square:
+      // Each term is <= |x_d| + |y_d|: the sum of magnitudes is at most the two L1 norms.
+      return gamma * (query_l1_[static_cast<std::size_t>(i)] + gallery_max_l1_) + 1e-30;
+    default: {
+      // Kernels: float exp() of a float distance; keep the earlier, wider margin.
+      const double rel = 1e-4 + 4e-7 * static_cast<double>(query_.cols);
+      return rel * (1 + spec_.gamma * (query_norm2_[static_cast<std::size_t>(i)] + gallery_max_norm2_ +
+                                       query_l1_[static_cast<std::size_t>(i)] + gallery_max_l1_));
+    }
   }
+}
+
+double BlockScorer::exact(std::int64_t i, std::int64_t j) const {
+  const float* x = query_.row(i);
+  const float* y = gallery_.row(j);
+  const std::int64_t dim = query_.cols;
+  switch (spec_.kind) {
+    case DistanceKind::euclidean:
+    case DistanceKind::sqeuclidean: return sqdist_d(x, y, dim);
+    case DistanceKind::gaussian_kernel: return -std::exp(-spec_.gamma * sqdist_d(x, y, dim));
+    case DistanceKind::manhattan: return l1_d(x, y, dim);
+    case DistanceKind::laplacian_kernel: return -std::exp(-spec_.gamma * l1_d(x, y, dim));
+    case DistanceKind::cosine: {
+      const double a = query_inv_norm_[static_cast<std::size_t>(i)], b = gallery_inv_norm_[static_cast<std::size_t>(j)];
+      if (a == 0 || b == 0) return 1.0;
+      return 1.0 - dot_d(x, y, dim) * a * b;
+    }
+    case DistanceKind::chi_square: return chi2_d(x, y, dim);
+    case DistanceKind::chi2_kernel: return -std::exp(-spec_.gamma * chi2_d(x, y, dim));
+  }
+  return 0;
 }
 
 void BlockScorer::compute(std::int64_t q0, std::int64_t q1, std::int64_t g0, std::int64_t g1, float* out,

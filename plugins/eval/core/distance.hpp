@@ -63,6 +63,12 @@ class BlockScorer {
   void compute(std::int64_t q_begin, std::int64_t q_end, std::int64_t g_begin, std::int64_t g_end,
                float* out, std::int64_t ld, int threads) const;
 
+  // The score of query row i and gallery row j in double precision: what the exactness pass of
+  // evaluate_retrieval ranks by. Equals pair_score up to double rounding (cosine uses the rows'
+  // norms computed once; every kernel sums in a fixed lane order), and two identical gallery
+  // rows always get the same value, so exact ties still fall back to the gallery index.
+  double exact(std::int64_t i, std::int64_t j) const;
+
   // A loose upper bound on any score (used to push items of another cluster behind all others).
   double score_bound() const { return score_bound_; }
   // Absolute tolerance between this scorer's float scores and pair_score() for query row i.
@@ -78,6 +84,7 @@ class BlockScorer {
   std::vector<float> query_norm2_, gallery_norm2_;         // squared L2 norms
   std::vector<float> query_unit_, gallery_unit_;           // cosine: rows scaled to unit length
   std::vector<float> query_l1_, gallery_l1_;               // L1 norms (bounds and tolerances)
+  std::vector<double> query_inv_norm_, gallery_inv_norm_;  // cosine: 1 / ||row|| in double (0 for a zero row)
   double gallery_max_norm2_ = 0, gallery_max_l1_ = 0;
   double score_bound_ = 0;
 };

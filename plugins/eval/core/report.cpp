@@ -34,6 +34,16 @@ void write_summary_json(JsonWriter& j, const RetrievalSummary& s, const std::vec
   for (int k : ranks) j.field(cat("rank-", k), k <= static_cast<int>(s.cmc.size()) ? s.cmc[static_cast<std::size_t>(k - 1)] : NAN);
   j.field("mAP", s.map).field("mAP_trapezoid", s.map_trapezoid).field("P@1", s.p_at_1);
   j.field("R-precision", s.r_precision).field("MAP@R", s.map_at_r).field("MRR", s.mrr);
+  if (!s.macro.empty()) {
+    // Means over query labels of the per-label means, beside the micro means above.
+    j.key("macro").begin_object();
+    for (int k : ranks) {
+      auto it = s.macro.find(cat("rank-", k));
+      if (it != s.macro.end()) j.field(it->first, it->second);
+    }
+    for (const char* name : {"mAP", "mAP_trapezoid", "P@1", "R-precision", "MAP@R", "MRR"}) j.field(name, s.macro.at(name));
+    j.end_object();
+  }
   j.key("cmc").numbers(s.cmc);
   if (!s.single_shot_cmc.empty()) j.key("single_shot_cmc").numbers(s.single_shot_cmc);
   if (!s.ci.empty()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <unordered_map>
 
@@ -17,7 +18,7 @@ namespace {
 using Item = std::pair<float, std::int64_t>;  // (score, gallery index): lexicographic = rank order
 
 struct Positive {
-  double threshold;  // pair_score in double, before the scan
+  double threshold;  // BlockScorer::exact, before the scan
   std::int64_t index;
   float score;       // what the blocked scan saw
   bool seen;
@@ -33,6 +34,7 @@ struct QueryState {
   double eps = 0, skip_above = -std::numeric_limits<double>::infinity();
   std::vector<std::int64_t> counts;                    // (repeats + 1) x (P + 1) bucket counts
   std::vector<Item> near;                              // negatives too close to a positive to bucket
+  std::vector<double> near_exact;                      // their BlockScorer::exact scores
   std::vector<Item> heap;                              // top-k, max-heap on (score, index)
 };
 
@@ -47,7 +49,22 @@ void push_top(std::vector<Item>& heap, std::size_t k, Item item) {
   }
 }
 
-using Exact = std::pair<double, std::int64_t>;  // (pair_score in double, gallery index)
+// std::lower_bound's index, without data-dependent branches: with ~1000 positives per query the
+// bucket search runs for every scanned negative, and a mispredicted branch per halving cost more
+// than the comparisons.
+inline std::size_t branchless_lower_bound(const std::vector<double>& sorted, double value) {
+  const double* base = sorted.data();
+  std::size_t n = sorted.size();
+  if (n == 0) return 0;
+  while (n > 1) {
+    const std::size_t half = n / 2;
+    base = base[half - 1] < value ? base + half : base;
+    n -= half;
+  }
+  return static_cast<std::size_t>(base - sorted.data()) + (*base < value ? 1 : 0);
+}
+
+using Exact = std::pair<double, std::int64_t>;  // (BlockScorer::exact, gallery index)
 
 std::int64_t count_below(const std::vector<Exact>& sorted, Exact item) {
   return std::lower_bound(sorted.begin(), sorted.end(), item) - sorted.begin();
@@ -130,6 +147,7 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
     result.top_score.assign(static_cast<std::size_t>(Q.rows) * keep, std::numeric_limits<float>::quiet_NaN());
   }
   std::vector<std::int64_t> violations(static_cast<std::size_t>(Q.rows), 0);
+  std::vector<std::int64_t> near_counts(static_cast<std::size_t>(Q.rows), 0);
 
   const std::int64_t qb = std::min<std::int64_t>(opt.query_block, std::max<std::int64_t>(Q.rows, 1));
   const std::int64_t gb = std::min<std::int64_t>(opt.gallery_block, std::max<std::int64_t>(G.rows, 1));
@@ -138,12 +156,22 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
 
   for (std::int64_t q0 = 0; q0 < Q.rows; q0 += qb) {
     const std::int64_t q1 = std::min(Q.rows, q0 + qb);
-    // Positives and their scores before the scan.
+    // Positives and their scores before the scan. Where positives are dense (class retrieval:
+    // every query of a label shares that label's gallery items), scoring them query by query
+    // streams each query's ~1000 gallery rows from memory once per query. Instead the block's
+    // queries are grouped by label and scored gallery row by gallery row, a tile of kTile
+    // queries at a time, so a gallery row is read once per tile and the tile's query rows stay
+    // in cache. The values are the same: BlockScorer::exact depends only on the two rows.
     parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t s = b; s < e; ++s) {
         const std::int64_t q = q0 + s;
         QueryState& st = states[static_cast<std::size_t>(s)];
-        st = QueryState{};
+        // Cleared, not replaced: the vectors keep their capacity from the previous query block,
+        // which saves the page faults of growing them again.
+        st.status = QueryOutcome::Status::ok;
+        st.positives.clear(), st.thresholds.clear(), st.slot_of.clear(), st.counts.clear();
+        st.near.clear(), st.heap.clear();
+        st.skip_above = -std::numeric_limits<double>::infinity();
         st.label = ql[q];
         st.camera = cameras ? labels.query_camera[q] : 0;
         st.group = groups ? labels.query_group[q] : 0;
@@ -154,15 +182,43 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
           continue;
         }
         auto it = by_label.find(st.label);
-        if (it != by_label.end()) {
-          for (std::int64_t j : it->second) {
-            if (opt.exclude_self && j == q) continue;
-            if (cameras && labels.gallery_camera[j] == st.camera) continue;
-            double t = pair_score(scorer.spec(), Q.row(q), G.row(j), Q.cols);
-            if (groups && labels.gallery_group[j] != st.group) t += group_offset;
-            st.positives.push_back({t, j, 0.0f, false});
+        if (it != by_label.end()) st.positives.resize(it->second.size(), Positive{0.0, -1, 0.0f, false});
+      }
+    });
+    std::map<std::int64_t, std::vector<std::int64_t>> block_queries_of_label;  // label -> block slots
+    for (std::int64_t s = 0; s < q1 - q0; ++s) {
+      const QueryState& st = states[static_cast<std::size_t>(s)];
+      if (st.status == QueryOutcome::Status::ok && !st.positives.empty()) block_queries_of_label[st.label].push_back(s);
+    }
+    constexpr std::size_t kTile = 32;
+    for (const auto& [label, slots] : block_queries_of_label) {
+      const std::vector<std::int64_t>& members = by_label.at(label);
+      for (std::size_t t0 = 0; t0 < slots.size(); t0 += kTile) {
+        const std::size_t t1 = std::min(slots.size(), t0 + kTile);
+        parallel_for(static_cast<std::int64_t>(members.size()), opt.threads, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t m = b; m < e; ++m) {
+            const std::int64_t j = members[static_cast<std::size_t>(m)];
+            for (std::size_t t = t0; t < t1; ++t) {
+              const std::int64_t s = slots[t], q = q0 + s;
+              QueryState& st = states[static_cast<std::size_t>(s)];
+              if (opt.exclude_self && j == q) continue;
+              if (cameras && labels.gallery_camera[j] == st.camera) continue;
+              double v = scorer.exact(q, j);
+              if (groups && labels.gallery_group[j] != st.group) v += group_offset;
+              st.positives[static_cast<std::size_t>(m)] = Positive{v, j, 0.0f, false};
+            }
           }
-        }
+        });
+      }
+    }
+    parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t s = b; s < e; ++s) {
+        QueryState& st = states[static_cast<std::size_t>(s)];
+        if (st.status != QueryOutcome::Status::ok) continue;
+        // Drop the excluded gallery items (still marked -1).
+        st.positives.erase(std::remove_if(st.positives.begin(), st.positives.end(),
+                                          [](const Positive& p) { return p.index < 0; }),
+                           st.positives.end());
         if (st.positives.empty()) {
           st.status = QueryOutcome::Status::no_match;
           continue;
@@ -207,9 +263,7 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
               p.seen = true;
               continue;
             }
-            const std::size_t bucket =
-                static_cast<std::size_t>(std::lower_bound(st.thresholds.begin(), st.thresholds.end(), double(d)) -
-                                         st.thresholds.begin());
+            const std::size_t bucket = branchless_lower_bound(st.thresholds, double(d));
             if ((bucket < P && st.thresholds[bucket] - d <= st.eps) ||
                 (bucket > 0 && d - st.thresholds[bucket - 1] <= st.eps)) {
               st.near.emplace_back(d, j);
@@ -220,6 +274,37 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
               if (shot_mask[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)])
                 st.counts[static_cast<std::size_t>(r + 1) * (P + 1) + bucket] += 1;
           }
+        }
+      });
+    }
+
+    // Exact scores of the near negatives, in an order that reuses rows: tiles of kNearTile
+    // queries (whose rows stay in cache), and inside a tile by gallery index (each gallery row
+    // read once per tile). Where positives are dense, most negatives ranked before the last
+    // positive are near one, so this pass is as large as the positives' one.
+    {
+      constexpr std::int64_t kNearTile = 256;
+      struct NearPair {
+        std::int64_t tile, j, s;
+        std::size_t i;
+        bool operator<(const NearPair& o) const {
+          return tile != o.tile ? tile < o.tile : j != o.j ? j < o.j : s < o.s;
+        }
+      };
+      std::vector<NearPair> pairs;
+      for (std::int64_t s = 0; s < q1 - q0; ++s) {
+        QueryState& st = states[static_cast<std::size_t>(s)];
+        st.near_exact.assign(st.near.size(), 0.0);
+        for (std::size_t i = 0; i < st.near.size(); ++i) pairs.push_back({s / kNearTile, st.near[i].second, s, i});
+      }
+      std::sort(pairs.begin(), pairs.end());
+      parallel_for(static_cast<std::int64_t>(pairs.size()), opt.threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t k = b; k < e; ++k) {
+          const NearPair& np = pairs[static_cast<std::size_t>(k)];
+          QueryState& st = states[static_cast<std::size_t>(np.s)];
+          double v = scorer.exact(q0 + np.s, np.j);
+          if (groups && labels.gallery_group[np.j] != st.group) v += group_offset;
+          st.near_exact[np.i] = v;
         }
       });
     }
@@ -238,11 +323,12 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
         QueryOutcome& out = result.queries[static_cast<std::size_t>(q)];
         if (st.status != QueryOutcome::Status::ok) {
           out.status = st.status;
+          out.label = st.label;
           continue;
         }
         const std::size_t P = st.positives.size();
-        // Near-ties are settled in double: positives by their pair_score threshold, negatives
-        // that fell within the float tolerance of one by a pair_score of their own, so the
+        // Near-ties are settled in double: positives by their exact threshold, negatives
+        // that fell within the float tolerance of one by an exact score of their own, so the
         // ranking equals a stable argsort of double-precision scores.
         std::vector<Exact> pos_items(P);
         for (std::size_t k = 0; k < P; ++k) {
@@ -251,12 +337,8 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
           pos_items[k] = {p.threshold, p.index};
         }
         std::vector<Exact> near(st.near.size());
-        for (std::size_t i = 0; i < near.size(); ++i) {
-          const std::int64_t j = st.near[i].second;
-          double v = pair_score(scorer.spec(), Q.row(q), G.row(j), Q.cols);
-          if (groups && labels.gallery_group[j] != st.group) v += group_offset;
-          near[i] = {v, j};
-        }
+        near_counts[static_cast<std::size_t>(q)] = static_cast<std::int64_t>(near.size());
+        for (std::size_t i = 0; i < near.size(); ++i) near[i] = {st.near_exact[i], st.near[i].second};
         std::sort(near.begin(), near.end());
         // pos_items is already in (threshold, index) order.
         std::vector<std::int64_t> ranks(P);
@@ -266,6 +348,7 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
           ranks[k] = 1 + below + count_below(near, pos_items[k]) + static_cast<std::int64_t>(k);
         }
         out = outcome_from_ranks(ranks);
+        out.label = st.label;
         for (int r = 0; r < repeats; ++r) {
           Rng rng(derive_seed(derive_seed(opt.seed, static_cast<std::uint64_t>(q)), cat("shot/", r)));
           const std::size_t k = std::uniform_int_distribution<std::size_t>(0, P - 1)(rng);
@@ -285,6 +368,8 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
 
   result.summary = summarize(result.queries, opt);
   for (auto v : violations) result.summary.tolerance_violations += v;
+  for (auto v : near_counts) result.summary.exact_negatives += v;
+  for (const auto& o : result.queries) result.summary.exact_positives += o.positives;
   return result;
 }
 
@@ -323,6 +408,26 @@ RetrievalSummary summarize(const std::vector<QueryOutcome>& queries, const Retri
   s.r_precision /= n;
   s.map_at_r /= n;
   s.mrr /= n;
+
+  // Per label, then their mean (macro): a label's weight no longer grows with its query count.
+  for (const auto* q : ok) {
+    auto& m = s.per_label[q->label];
+    m["queries"] += 1;
+    for (int k : opt.ranks) m[cat("rank-", k)] += q->first_rank <= k ? 1.0 : 0.0;
+    m["mAP"] += q->ap;
+    m["mAP_trapezoid"] += q->ap_trapezoid;
+    m["P@1"] += q->first_rank == 1 ? 1.0 : 0.0;
+    m["R-precision"] += q->r_precision;
+    m["MAP@R"] += q->map_at_r;
+    m["MRR"] += q->reciprocal_rank;
+  }
+  for (auto& [label, m] : s.per_label) {
+    const double count = m["queries"];
+    for (auto& [name, v] : m)
+      if (name != "queries") v /= count;
+    for (const auto& [name, v] : m)
+      if (name != "queries") s.macro[name] += v / static_cast<double>(s.per_label.size());
+  }
 
   if (opt.bootstrap > 0) {
     // Percentile bootstrap over queries: resample the evaluated queries with replacement.

@@ -5,7 +5,7 @@
 // Memory stays bounded whatever the gallery size: one query_block x gallery_block score buffer,
 // plus per query its valid positives, a top-k heap and the negatives that score within float
 // tolerance of a positive. The trick that keeps it exact in one SGEMM pass: positives are known
-// from the labels before the scan, so their scores are computed first (pair_score, in double);
+// from the labels before the scan, so their scores are computed first (BlockScorer::exact, in double);
 // each negative met in the scan is then only counted into the bucket between two positive
 // scores, and the few whose score is too close to a positive to order safely are kept and
 // compared exactly at the end (ties by gallery index, like a stable argsort).
@@ -59,6 +59,7 @@ struct RetrievalOptions {
 struct QueryOutcome {
   enum class Status : std::uint8_t { ok, junk_query, no_match };
   Status status = Status::ok;
+  std::int64_t label = 0;  // the query's label (macro averages group by it)
   std::int64_t positives = 0;
   std::int64_t first_rank = 0;
   double ap = 0, ap_trapezoid = 0, r_precision = 0, map_at_r = 0, reciprocal_rank = 0;
@@ -81,7 +82,13 @@ struct RetrievalSummary {
   std::vector<double> single_shot_cmc;  // empty unless single_shot_repeats > 0
   double map = 0, map_trapezoid = 0, p_at_1 = 0, r_precision = 0, map_at_r = 0, mrr = 0;
   std::map<std::string, Interval> ci;   // metric name -> bootstrap interval
+  // Macro averages: each metric's mean over query labels of its mean over the label's evaluated
+  // queries (rank-k for options.ranks, mAP, mAP_trapezoid, P@1, R-precision, MAP@R, MRR), and
+  // the same per label (label -> metric -> value, plus "queries").
+  std::map<std::string, double> macro;
+  std::map<std::int64_t, std::map<std::string, double>> per_label;
   std::int64_t tolerance_violations = 0;  // positives whose blocked score left the tolerance band
+  std::int64_t exact_positives = 0, exact_negatives = 0;  // pairs scored in double (cost diagnostics)
 };
 
 struct RetrievalResult {

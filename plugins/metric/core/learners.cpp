@@ -330,12 +330,22 @@ LmnnResult lmnn(const Data& data, const LmnnOptions& o) {
       res.objective.push_back(obj);
       res.active_triplets.push_back(active);
       lr *= 1.01;  // bold driver: grow slowly while steps succeed
-      if (gain < o.tolerance) break;
+      if (gain < o.tolerance) {
+        res.converged = true;
+        ++res.iterations;
+        break;
+      }
     } else {
       lr *= 0.5;   // overshot: retry from the same L with half the step
-      if (lr * gnorm < 1e-12 * frobenius(L)) break;
+      if (lr * gnorm < 1e-12 * frobenius(L)) {
+        res.converged = true;
+        ++res.iterations;
+        break;
+      }
     }
   }
+  if (lr <= 0) res.converged = true;  // a zero gradient at the identity: nothing to descend
+  res.stop_reason = res.converged ? "converged" : (o.stop && o.stop()) ? "stopped" : "iteration_cap";
   res.final_learning_rate = lr;
   res.transform.in_dim = res.transform.out_dim = d;
   res.transform.G = L;
@@ -538,6 +548,7 @@ SgdResult sgd_mahalanobis(const Data& train, const Data& val, const SgdOptions& 
     }
     res.train_loss.push_back(epoch_loss / steps);
     res.learning_rate.push_back(lr);
+    res.epochs_run = epoch;
     res.max_negative_eigenvalue = std::min(res.max_negative_eigenvalue, min_eigenvalue(A, d));
     if (o.checkpoint) o.checkpoint(epoch, A);
     if (o.validate_every > 0 && epoch % o.validate_every == 0 && (!val_pairs.empty() || !val_triplets.empty())) {
@@ -547,6 +558,11 @@ SgdResult sgd_mahalanobis(const Data& train, const Data& val, const SgdOptions& 
       if (v > last_val) lr *= 0.5;  // the report's schedule: halve when validation loss rises
       last_val = v;
     }
+  }
+  if (res.train_loss.size() >= 2) {
+    const double last = res.train_loss.back(), before = res.train_loss[res.train_loss.size() - 2];
+    res.last_relative_change = std::fabs(last - before) / std::max(std::fabs(before), 1e-300);
+    res.converged = res.last_relative_change < o.tolerance;
   }
   res.A = A;
   res.transform.in_dim = res.transform.out_dim = d;

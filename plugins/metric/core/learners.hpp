@@ -65,6 +65,10 @@ struct LmnnResult {
   std::vector<std::int64_t> active_triplets;
   int iterations = 0;
   double final_learning_rate = 0;
+  // How it ended: "converged" (relative decrease below tolerance, or the step shrank to nothing),
+  // "iteration_cap" (max_iterations reached first) or "stopped" (interrupted).
+  bool converged = false;
+  std::string stop_reason;
 };
 
 LmnnResult lmnn(const Data& data, const LmnnOptions& options);
@@ -95,6 +99,7 @@ struct SgdOptions {
   bool trace_normalize = true;     // keep tr(A) = d: the pairwise loss is unbounded otherwise
   bool balance_pairs = false;      // pairwise: weigh same / different pairs 1/2 each in total
   std::uint64_t seed = 0;
+  double tolerance = 1e-3;         // relative change of the epoch loss taken as converged
   std::function<void(int epoch, const Mat& A)> checkpoint;
   std::function<bool()> stop;
 };
@@ -107,6 +112,11 @@ struct SgdResult {
   std::vector<int> validation_epoch;
   std::vector<double> learning_rate;    // per epoch
   double max_negative_eigenvalue = 0;   // most negative eigenvalue of A seen after projection
+  int epochs_run = 0;
+  // The last epoch changed the mean training loss by less than tolerance (relative). SGD runs
+  // its epochs whatever this says; it only tells whether the cap cut a still-moving descent.
+  bool converged = false;
+  double last_relative_change = 0;
 };
 
 // `validation` may have n == 0 (then no learning-rate schedule).
