@@ -210,6 +210,31 @@ NodeType op_node_type(const OpSpec& op) {
   return t;
 }
 
+cv::Mat resize_image(const cv::Mat& in, cv::Size size, int interpolation, bool antialias) {
+  cv::Mat out;
+  const bool shrink_x = size.width < in.cols, shrink_y = size.height < in.rows;
+  const bool smooth = interpolation == cv::INTER_LINEAR || interpolation == cv::INTER_CUBIC;
+  if (!antialias || !smooth || (!shrink_x && !shrink_y)) {
+    cv::resize(in, out, size, 0, 0, interpolation);
+  } else if (shrink_x && shrink_y) {
+    cv::resize(in, out, size, 0, 0, cv::INTER_AREA);
+  } else {
+    // One axis shrinks, the other grows: area along the first, then the interpolation along
+    // the second (each pass leaves the other axis untouched).
+    cv::Mat half;
+    const cv::Size first = shrink_x ? cv::Size(size.width, in.rows) : cv::Size(in.cols, size.height);
+    cv::resize(in, half, first, 0, 0, cv::INTER_AREA);
+    cv::resize(half, out, size, 0, 0, interpolation);
+  }
+  return out;
+}
+
+ParamSpec antialias_param() {
+  return Param::boolean("antialias").default_value(true).doc(
+      "when shrinking with linear or cubic, average the covered area (INTER_AREA) as PIL and torchvision's "
+      "antialias=True do; false: plain cv::resize, which aliases below half size");
+}
+
 ParamSpec interpolation_param(const std::string& default_value) {
   return Param::choice("interpolation", {"nearest", "linear", "cubic", "area"})
       .default_value(default_value)

@@ -87,6 +87,15 @@ void infer_image_schema(SchemaContext& c, const std::vector<std::string>& fields
 // The node type of a single pixel op (image.resize, image.flip, ...): parallel, `fields` param.
 NodeType op_node_type(const OpSpec& op);
 
+// cv::resize, antialiased when shrinking as PIL's resampling and torchvision's
+// antialias=True are: with linear or cubic interpolation, an axis that shrinks is resized with
+// INTER_AREA (each output pixel the mean of the input area it covers) and an axis that grows
+// with the interpolation asked for. OpenCV's INTER_LINEAR alone samples 2 input pixels per
+// output pixel whatever the scale, so shrinking by 2x or more aliases. antialias false, nearest
+// and area: plain cv::resize.
+cv::Mat resize_image(const cv::Mat& in, cv::Size size, int interpolation, bool antialias);
+ParamSpec antialias_param();
+
 // Helpers for ops' parameters.
 ParamSpec interpolation_param(const std::string& default_value = "linear");
 int interpolation_flag(const std::string& name);
