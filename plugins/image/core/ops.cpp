@@ -58,7 +58,7 @@ Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw
     if (!chw_out) return m.data == in.data ? a : array_from_mat(std::move(m));
     Shape shape;
     place(m, shape);
-    Array out = Array::zeros(m.depth() == CV_8U ? DType::u8 : DType::f32, shape);
+    Array out = uninitialized_array(m.depth() == CV_8U ? DType::u8 : DType::f32, shape);
     mat_to_chw(m, out.mutable_raw());
     return out;
   }
@@ -76,7 +76,7 @@ Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw
       first = shape;
       Shape all = shape;
       all.insert(all.begin(), b);
-      out = Array::zeros(m.depth() == CV_8U ? DType::u8 : DType::f32, all);
+      out = uninitialized_array(m.depth() == CV_8U ? DType::u8 : DType::f32, all);
       image_bytes = m.total() * m.elemSize();
     } else if (shape != first) {
       throw DataError(cat("image ", i, " of the batch came out ", shape_str(shape), " but image 0 came out ",
