@@ -67,7 +67,9 @@ using ImageFn = std::function<cv::Mat(const cv::Mat&, Rng&)>;
 // Applies fn to an HWC image (rank 3) or to each image of a BHWC batch (rank 4, image i seeded
 // from derive_seed(seed, i)). chw_out writes CHW / BCHW. A single image that fn leaves
 // unchanged is forwarded without a copy. Images of one batch must come out the same size.
-Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw_out);
+// u8_to_f32 (with chw_out): fn's u8 results are written as f32 / 255, the to_tensor of the
+// list's end, without an f32 HWC image in between.
+Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw_out, bool u8_to_f32 = false);
 
 // Parameter every image node that transforms fields carries.
 ParamSpec fields_param();

@@ -105,9 +105,11 @@ AUGMENT = ('{type: image.augment, params: {ops: [{op: random_resized_crop, heigh
 def graph_files(work, listing, limit):
     g = os.path.join(work, f'files_{limit}.yaml')
     with open(g, 'w') as f:
-        f.write(f"""# (a): JPEG files -> random resized crop 224 + flip -> f32 NCHW batches of {BATCH}
+        f.write(f"""# (a): JPEG files -> random resized crop 224 + flip -> f32 NCHW batches of {BATCH}; a batch is
+# 36 MB decoded and 38 MB as f32, so the reader keeps 4 batches in flight and decodes one ahead
 nodes:
-  read:  {{type: image.files_reader, params: {{csv: {listing}, mode: color, shuffle: true, batch_size: {BATCH}, limit: {limit}}}}}
+  read:  {{type: image.files_reader, params: {{csv: {listing}, mode: color, shuffle: true, batch_size: {BATCH}, limit: {limit},
+                                           chunk: {BATCH}}}, in_flight: 4}}
   aug:   {AUGMENT}
   count: {{type: core.sink, params: {{mode: count}}}}
 edges: [read.out -> aug.in, aug.out -> count.in]
@@ -121,7 +123,7 @@ def graph_cached(work, listing, limit):
         f.write(f"""# (c): the reader's decoded, resized u8 images replayed from the stage cache
 nodes:
   read:  {{type: image.files_reader, params: {{csv: {listing}, mode: color, shuffle: true, batch_size: {BATCH}, limit: {limit},
-                                           height: 256, width: 341}}, cache: true}}
+                                           height: 256, width: 341, chunk: {BATCH}}}, in_flight: 4, cache: true}}
   aug:   {AUGMENT}
   count: {{type: core.sink, params: {{mode: count}}}}
 edges: [read.out -> aug.in, aug.out -> count.in]
