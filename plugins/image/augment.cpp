@@ -83,6 +83,13 @@ class Augment final : public Node {
       ops_.push_back(make_op(*p.spec, p.params));
     }
     if (!problems.empty()) throw ConfigError(problems.front());
+    // A to_tensor ending the list is done while writing the output (u8 -> f32 CHW in one pass),
+    // so u8 images never become f32 HWC copies first.
+    std::vector<ParsedOp> parsed = parse_ops(ctx.params().value("ops"), problems);
+    if (!parsed.empty() && parsed.back().spec && parsed.back().spec->effect == OpSpec::Effect::to_tensor) {
+      ops_.pop_back();
+      to_tensor_last_ = true;
+    }
     fields_ = ctx.params().strings("fields");
     seed_ = ctx.seed();
   }
@@ -96,7 +103,7 @@ class Augment final : public Node {
     for (const std::string& f : fields_) {
       const Array& a = in->get(f);
       try {
-        r.set(f, map_images(a, record_seed(seed_, out.sequence(), f), fn, chw_));
+        r.set(f, map_images(a, record_seed(seed_, out.sequence(), f), fn, chw_, to_tensor_last_));
       } catch (const cv::Exception& e) {
         throw DataError(cat("field '", f, "' (", a.describe(), ") of record ", out.sequence(), ": OpenCV: ", e.what()));
       }
@@ -108,7 +115,7 @@ class Augment final : public Node {
   std::vector<std::unique_ptr<ImageOp>> ops_;
   std::vector<std::string> fields_;
   std::uint64_t seed_ = 0;
-  bool chw_ = false;
+  bool chw_ = false, to_tensor_last_ = false;
 };
 
 }  // namespace

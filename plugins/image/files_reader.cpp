@@ -7,7 +7,8 @@
 // Outputs: out — per image {id: i64[], label: i64[], epoch: i64[], image: u8[H,W,C]} (C = 1 for
 //          mode grey, 3 in RGB order for mode color); batches with batch_size N; one table
 //          record with batch_size -1 (for the batchers' side ports).
-// Caveats: a missing, empty or undecodable file stops the run with a DataError naming the file
+// Caveats: a missing, empty or undecodable file (a truncated or corrupt JPEG included: libjpeg's
+// warnings are errors here) stops the run with a DataError naming the file
 // (and the CSV line) unless on_bad_image: skip, which skips it and logs the count and the first
 // few names at the end. Without height/width, images keep their own sizes, so batches need
 // equally sized files. Directory labels: integer class names are used as labels, other names
@@ -19,6 +20,7 @@
 //     count:  {type: core.sink, params: {mode: count}}
 //   edges: [photos.out -> count.in]
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <set>
 
@@ -44,6 +46,17 @@ std::vector<ImageEntry> list_from_params(const Params& p, std::vector<std::strin
   return list_directory(p.string("dir"), class_names);
 }
 
+// Array::stack, into a pooled buffer (a batch of photos is tens of MB; see uninitialized_array).
+Array stack_images(const std::vector<Array>& images) {
+  Shape shape = images[0].shape();
+  shape.insert(shape.begin(), static_cast<std::int64_t>(images.size()));
+  Array out = uninitialized_array(images[0].dtype(), shape);
+  auto* dst = static_cast<std::uint8_t*>(out.mutable_raw());
+  const std::size_t bytes = images[0].nbytes();
+  for (std::size_t i = 0; i < images.size(); ++i) std::memcpy(dst + i * bytes, images[i].raw(), bytes);
+  return out;
+}
+
 class FilesReader final : public Node {
  public:
   void open(NodeContext& ctx) override {
@@ -59,6 +72,7 @@ class FilesReader final : public Node {
     decode_.color = p.string("mode") == "color";
     decode_.height = static_cast<int>(p.integer("height"));
     decode_.width = static_cast<int>(p.integer("width"));
+    decode_.dct_scaling = p.boolean("dct_scaling");
     skip_bad_ = p.string("on_bad_image") == "skip";
     shuffle_ = p.boolean("shuffle");
     epochs_ = p.integer("epochs");
@@ -184,7 +198,7 @@ class FilesReader final : public Node {
     r.set("id", Array::from_vector<std::int64_t>({b}, std::move(ids)));
     r.set("label", Array::from_vector<std::int64_t>({b}, std::move(labels)));
     r.set("epoch", Array::from_vector<std::int64_t>({b}, std::vector<std::int64_t>(n, epoch_)));
-    r.set("image", Array::stack(images));
+    r.set("image", stack_images(images));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     out.emit(std::move(r));
   }
@@ -227,6 +241,8 @@ NodeType files_reader_type() {
       .param(Param::choice("mode", {"grey", "color"}).default_value("grey").doc("grey: 1 channel; color: 3 channels in RGB order"))
       .param(Param::integer("height").default_value(0).range(0, 65536).doc("> 0 (with width): resize every image to this height"))
       .param(Param::integer("width").default_value(0).range(0, 65536).doc("> 0 (with height): resize every image to this width"))
+      .param(Param::boolean("dct_scaling").default_value(true)
+                 .doc("JPEG with height/width: decode at 1/2, 1/4 or 1/8 in the DCT domain when that still covers the size"))
       .param(classes_param())
       .param(Param::integer("limit").default_value(0).min(0).doc("keep the first N selected images (list order); 0: all"))
       .param(Param::boolean("shuffle").default_value(false).doc("permute the images each epoch (seeded by node seed and epoch)"))

@@ -21,6 +21,7 @@ NodeType normalize_type();
 NodeType to_tensor_type();
 NodeType augment_type();
 // Samplers and batchers.
+NodeType decode_by_id_type();
 NodeType pair_join_type();
 NodeType triplet_join_type();
 NodeType class_batches_type();

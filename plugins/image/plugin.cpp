@@ -20,6 +20,7 @@ void register_types(embedflow::Registry& r) {
   r.add(normalize_type());
   r.add(to_tensor_type());
   r.add(augment_type());
+  r.add(decode_by_id_type());
   r.add(pair_join_type());
   r.add(triplet_join_type());
   r.add(class_batches_type());

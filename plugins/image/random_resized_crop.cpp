@@ -4,8 +4,9 @@
 //
 // Inputs: in — records or batches with HWC image fields (u8 or f32)
 // Outputs: out — image fields [height, width, C] (batches [B, height, width, C])
-// Caveats: seeded per image from (node seed, record sequence, field, index in batch), so
-// identical for any --threads.
+// Caveats: shrinking is antialiased (area averaging, as PIL's bilinear and torchvision's
+// antialias=True) unless antialias: false. Seeded per image from (node seed, record sequence,
+// field, index in batch), so identical for any --threads.
 //
 //   nodes:
 //     images: {type: image.idx_reader, params: {split: test, limit: 8}}
@@ -57,17 +58,17 @@ class RandomResizedCrop final : public ImageOp {
       : h_(static_cast<int>(p.integer("height"))),
         w_(static_cast<int>(p.integer("width"))),
         interp_(interpolation_flag(p.string("interpolation"))),
+        antialias_(p.boolean("antialias")),
         scale_(p.numbers("scale")),
         ratio_(p.numbers("ratio")) {}
   cv::Mat apply(const cv::Mat& in, Rng& rng) const override {
     const cv::Rect r = random_resized_crop_rect(in.cols, in.rows, scale_[0], scale_[1], ratio_[0], ratio_[1], rng);
-    cv::Mat out;
-    cv::resize(in(r), out, cv::Size(w_, h_), 0, 0, interp_);
-    return out;
+    return resize_image(in(r), cv::Size(w_, h_), interp_, antialias_);
   }
 
  private:
   int h_, w_, interp_;
+  bool antialias_;
   std::vector<double> scale_, ratio_;
 };
 
@@ -90,7 +91,7 @@ const OpSpec& random_resized_crop_op() {
                     .doc("[lo, hi] fraction of the image area the crop covers"),
                 Param::numbers("ratio").default_value(std::vector<double>{3.0 / 4.0, 4.0 / 3.0})
                     .doc("[lo, hi] crop aspect ratio (width / height), drawn log-uniformly"),
-                interpolation_param("linear")};
+                interpolation_param("linear"), antialias_param()};
     s.validate = [](const Params& p, std::string& param) {
       std::string why = check_range(p, "scale", 1e-6, 1.0, param);
       if (why.empty()) why = check_range(p, "ratio", 1e-3, 1e3, param);

@@ -1,4 +1,5 @@
-// image.resize — resizes every image to height x width (OpenCV cv::resize).
+// image.resize — resizes every image to height x width (OpenCV cv::resize; antialiased when
+// shrinking, as PIL and torchvision are, unless antialias: false).
 //
 // Inputs: in — records or batches with HWC image fields (u8 or f32)
 // Outputs: out — the same records, image fields [height, width, C] (batches [B, height, width, C])
@@ -20,16 +21,15 @@ namespace {
 
 class Resize final : public ImageOp {
  public:
-  Resize(int h, int w, int interp) : h_(h), w_(w), interp_(interp) {}
+  Resize(int h, int w, int interp, bool antialias) : h_(h), w_(w), interp_(interp), antialias_(antialias) {}
   cv::Mat apply(const cv::Mat& in, Rng&) const override {
     if (in.rows == h_ && in.cols == w_) return in;
-    cv::Mat out;
-    cv::resize(in, out, cv::Size(w_, h_), 0, 0, interp_);
-    return out;
+    return resize_image(in, cv::Size(w_, h_), interp_, antialias_);
   }
 
  private:
   int h_, w_, interp_;
+  bool antialias_;
 };
 
 }  // namespace
@@ -47,7 +47,7 @@ const OpSpec& resize_op() {
         "edges: [images.out -> bigger.in, bigger.out -> show.in]\n";
     s.params = {Param::integer("height").range(1, 65536).doc("output height in pixels"),
                 Param::integer("width").range(1, 65536).doc("output width in pixels"),
-                interpolation_param("linear")};
+                interpolation_param("linear"), antialias_param()};
     s.size = [](const Params& p, std::int64_t& h, std::int64_t& w) {
       h = p.integer("height");
       w = p.integer("width");
@@ -55,7 +55,7 @@ const OpSpec& resize_op() {
     };
     s.create = [](const Params& p) -> std::unique_ptr<ImageOp> {
       return std::make_unique<Resize>(static_cast<int>(p.integer("height")), static_cast<int>(p.integer("width")),
-                                      interpolation_flag(p.string("interpolation")));
+                                      interpolation_flag(p.string("interpolation")), p.boolean("antialias"));
     };
     return s;
   }();

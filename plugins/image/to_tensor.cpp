@@ -27,7 +27,7 @@ Array hwc_to_chw_f32(const Array& a) {
   const std::size_t o = batch ? 1 : 0;
   const std::int64_t h = a.dim(o), w = a.dim(o + 1), c = a.dim(o + 2);
   Shape shape = batch ? Shape{b, c, h, w} : Shape{c, h, w};
-  Array out = Array::zeros(DType::f32, shape);
+  Array out = uninitialized_array(DType::f32, shape);
   float* dst = out.mutable_data<float>();
   const std::size_t hw = static_cast<std::size_t>(h * w), img = hw * static_cast<std::size_t>(c);
   auto convert = [&](auto* src, float scale) {

@@ -1,8 +1,65 @@
 #include "core/arrays.hpp"
 
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
+#include <unordered_map>
 
 namespace embedflow::image {
+namespace {
+
+// Freed large buffers by size, at most kKeep of each: enough for the batches in flight
+// between two stages to be recycled, bounded whatever the graph does.
+class BufferPool {
+ public:
+  static constexpr std::size_t kKeep = 4;
+  void* take(std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void give_back(void* p, std::size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[bytes];
+      if (list.size() < kKeep) {
+        list.push_back(p);
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+};
+
+// Never destroyed: arrays may be released during static destruction.
+BufferPool& pool() {
+  static BufferPool* p = new BufferPool;
+  return *p;
+}
+
+}  // namespace
+
+Array uninitialized_array(DType dtype, Shape shape) {
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  if (bytes < (std::size_t{1} << 20)) return Array::zeros(dtype, std::move(shape));
+  void* data = pool().take(bytes);
+  std::shared_ptr<const void> owner(data, [bytes](const void* p) { pool().give_back(const_cast<void*>(p), bytes); });
+  return Array::wrap(dtype, std::move(shape), data, std::move(owner));
+}
 
 Array take_rows(const Array& a, const std::vector<std::int64_t>& index) {
   if (a.rank() == 0) throw DataError(cat("cannot take rows of a scalar ", a.describe()));
@@ -17,7 +74,7 @@ Array take_rows(const Array& a, const std::vector<std::int64_t>& index) {
     for (std::int64_t i : index) values.push_back(a.string_at(i));
     return Array::strings(std::move(values)).reshape(shape);
   }
-  Array out = Array::zeros(a.dtype(), shape);
+  Array out = uninitialized_array(a.dtype(), shape);
   const std::size_t row_bytes = rows ? a.nbytes() / static_cast<std::size_t>(rows) : 0;
   const auto* src = static_cast<const std::uint8_t*>(a.raw());
   auto* dst = static_cast<std::uint8_t*>(out.mutable_raw());

@@ -13,6 +13,13 @@
 
 namespace embedflow::image {
 
+// An array whose contents are left uninitialised (the caller writes every byte). Large ones
+// (>= 1 MiB: image batches) come from a small pool of freed buffers of the same size: a batch
+// of 64 f32 224 x 224 images is 38 MB, above glibc's largest mmap threshold, so without the
+// pool every batch is a fresh mmap whose pages fault in (and were zeroed first by
+// Array::zeros): half the CPU time of a photo pipeline.
+Array uninitialized_array(DType dtype, Shape shape);
+
 // Rows of `a` at `index` along the leading axis, copied into a new array (string columns too).
 Array take_rows(const Array& a, const std::vector<std::int64_t>& index);
 // Every field of a batch gathered at `index`; fields whose leading dim is not `rows` are

@@ -15,6 +15,9 @@
 #include <embedflow/error.hpp>
 #include <embedflow/log.hpp>
 
+#include "core/jpeg.hpp"
+#include "core/ops.hpp"
+
 namespace embedflow::image {
 namespace fs = std::filesystem;
 namespace {
@@ -119,20 +122,20 @@ std::vector<ImageEntry> list_directory(const std::string& dir, std::vector<std::
   return out;
 }
 
-cv::Mat decode_image(const std::string& path, const DecodeOptions& o, std::string& error) {
+bool read_file_bytes(const std::string& path, std::vector<unsigned char>& bytes, std::string& error) {
   // POSIX calls: an ifstream costs more than decoding a 28x28 PNG.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error = cat("cannot open (", std::strerror(errno), ")");
-    return {};
+    return false;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     error = "not a regular file";
-    return {};
+    return false;
   }
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(st.st_size));
+  bytes.resize(static_cast<std::size_t>(st.st_size));
   std::size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
@@ -143,31 +146,64 @@ cv::Mat decode_image(const std::string& path, const DecodeOptions& o, std::strin
   ::close(fd);
   if (got != bytes.size()) {
     error = cat("read error after ", got, " of ", bytes.size(), " bytes");
-    return {};
+    return false;
   }
   if (bytes.empty()) {
     error = "empty file";
-    return {};
+    return false;
   }
+  return true;
+}
+
+int jpeg_reduction(int w, int h, int target_w, int target_h) {
+  for (int d : {8, 4, 2}) {
+    const cv::Size s = reduced_size(w, h, d);
+    if (s.width >= target_w && s.height >= target_h) return d;
+  }
+  return 1;
+}
+
+cv::Mat decode_image_bytes(const std::vector<unsigned char>& bytes, const DecodeOptions& o, std::string& error) {
+  const bool resize = o.height > 0 && o.width > 0;
   cv::Mat m;
-  try {
-    m = cv::imdecode(bytes, o.color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
-  } catch (const cv::Exception& e) {
-    error = cat("OpenCV cannot decode it: ", e.what());
-    return {};
+  JpegHeader header;
+  std::string jpeg_error;
+  if (looks_like_jpeg(bytes.data(), bytes.size())) {
+    if (!read_jpeg_header(bytes.data(), bytes.size(), header, jpeg_error)) {
+      error = cat("corrupt JPEG: ", jpeg_error);
+      return {};
+    }
   }
-  if (m.empty()) {
-    error = "not a decodable image (corrupt or unsupported format)";
-    return {};
+  if (header.plain) {
+    JpegDecodeOptions j;
+    j.color = o.color;
+    if (resize && o.dct_scaling) j.reduce = jpeg_reduction(header.width, header.height, o.width, o.height);
+    m = decode_jpeg(bytes.data(), bytes.size(), j, jpeg_error);
+    if (m.empty()) {
+      error = cat("corrupt JPEG: ", jpeg_error);
+      return {};
+    }
+  } else {
+    try {
+      m = cv::imdecode(bytes, o.color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
+    } catch (const cv::Exception& e) {
+      error = cat("OpenCV cannot decode it: ", e.what());
+      return {};
+    }
+    if (m.empty()) {
+      error = "not a decodable image (corrupt or unsupported format)";
+      return {};
+    }
+    if (o.color) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
   }
-  if (o.color) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
-  if (o.height > 0 && o.width > 0 && (m.rows != o.height || m.cols != o.width)) {
-    const bool shrink = o.height < m.rows && o.width < m.cols;
-    cv::Mat r;
-    cv::resize(m, r, cv::Size(o.width, o.height), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
-    m = r;
-  }
+  if (resize && (m.rows != o.height || m.cols != o.width)) m = resize_image(m, cv::Size(o.width, o.height), cv::INTER_LINEAR, true);
   return m;
+}
+
+cv::Mat decode_image(const std::string& path, const DecodeOptions& o, std::string& error) {
+  std::vector<unsigned char> bytes;
+  if (!read_file_bytes(path, bytes, error)) return {};
+  return decode_image_bytes(bytes, o, error);
 }
 
 }  // namespace embedflow::image

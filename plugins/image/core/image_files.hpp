@@ -34,11 +34,25 @@ std::vector<ImageEntry> list_directory(const std::string& dir, std::vector<std::
 
 struct DecodeOptions {
   bool color = false;  // true: 3 channels, RGB order; false: 1 grey channel
-  int height = 0, width = 0;  // > 0: resize to this size (area when shrinking, bilinear else)
+  int height = 0, width = 0;  // > 0: resize to this size (antialiased: area when shrinking, bilinear else)
+  // JPEG only: decode at 1/2, 1/4 or 1/8 in the DCT domain (libjpeg-turbo's scaled IDCT) when
+  // the reduced image still covers height x width, then resize. Much faster for thumbnails;
+  // pixels differ from a full decode + resize by the two filters' difference.
+  bool dct_scaling = true;
 };
 
+// The largest of 1, 2, 4, 8 that keeps a w x h image at least target_w x target_h.
+int jpeg_reduction(int w, int h, int target_w, int target_h);
+
 // Decodes one file; returns an empty Mat and sets `error` when it is missing, unreadable or not
-// an image OpenCV can decode.
+// an image OpenCV can decode. JPEGs are decoded strictly (core/jpeg.hpp): a truncated or
+// corrupt JPEG is an error even where libjpeg would only warn.
 cv::Mat decode_image(const std::string& path, const DecodeOptions& o, std::string& error);
+
+// Decodes the bytes of a file already read, as decode_image.
+cv::Mat decode_image_bytes(const std::vector<unsigned char>& bytes, const DecodeOptions& o, std::string& error);
+
+// Reads a whole file with POSIX calls; false and `error` when missing, not regular or short.
+bool read_file_bytes(const std::string& path, std::vector<unsigned char>& bytes, std::string& error);
 
 }  // namespace embedflow::image

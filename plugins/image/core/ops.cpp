@@ -44,7 +44,26 @@ std::uint64_t record_seed(std::uint64_t node_seed, std::uint64_t sequence, const
   return derive_seed(derive_seed(node_seed, sequence), field);
 }
 
-Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw_out) {
+namespace {
+
+// u8 HWC -> f32 CHW / 255 into dst (what to_tensor does, in one pass).
+void u8_hwc_to_f32_chw(const cv::Mat& m, float* dst) {
+  const int c = m.channels();
+  const std::size_t hw = static_cast<std::size_t>(m.rows) * static_cast<std::size_t>(m.cols);
+  const float scale = 1.0f / 255.0f;
+  for (int y = 0; y < m.rows; ++y) {
+    const std::uint8_t* s = m.ptr<std::uint8_t>(y);
+    const std::size_t row = static_cast<std::size_t>(y) * static_cast<std::size_t>(m.cols);
+    for (int k = 0; k < c; ++k) {
+      float* d = dst + static_cast<std::size_t>(k) * hw + row;
+      for (int x = 0; x < m.cols; ++x) d[x] = static_cast<float>(s[x * c + k]) * scale;
+    }
+  }
+}
+
+}  // namespace
+
+Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw_out, bool u8_to_f32) {
   if (!is_hwc_image(a))
     throw DataError(cat("expected a u8 or f32 image [H,W,C] or batch [B,H,W,C], got ", a.describe()));
   auto place = [&](const cv::Mat& m, Shape& shape) {
@@ -58,8 +77,10 @@ Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw
     if (!chw_out) return m.data == in.data ? a : array_from_mat(std::move(m));
     Shape shape;
     place(m, shape);
-    Array out = Array::zeros(m.depth() == CV_8U ? DType::u8 : DType::f32, shape);
-    mat_to_chw(m, out.mutable_raw());
+    const bool convert = u8_to_f32 && m.depth() == CV_8U;
+    Array out = uninitialized_array(m.depth() == CV_8U && !convert ? DType::u8 : DType::f32, shape);
+    if (convert) u8_hwc_to_f32_chw(m, out.mutable_data<float>());
+    else mat_to_chw(m, out.mutable_raw());
     return out;
   }
   const std::int64_t b = a.dim(0);
@@ -72,18 +93,20 @@ Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw
     if (!m.isContinuous()) m = m.clone();
     Shape shape;
     place(m, shape);
+    const bool convert = chw_out && u8_to_f32 && m.depth() == CV_8U;
     if (i == 0) {
       first = shape;
       Shape all = shape;
       all.insert(all.begin(), b);
-      out = Array::zeros(m.depth() == CV_8U ? DType::u8 : DType::f32, all);
-      image_bytes = m.total() * m.elemSize();
+      out = uninitialized_array(m.depth() == CV_8U && !convert ? DType::u8 : DType::f32, all);
+      image_bytes = m.total() * static_cast<std::size_t>(m.channels()) * (convert ? sizeof(float) : m.elemSize1());
     } else if (shape != first) {
       throw DataError(cat("image ", i, " of the batch came out ", shape_str(shape), " but image 0 came out ",
                           shape_str(first), "; give the op a fixed output size"));
     }
     auto* dst = static_cast<std::uint8_t*>(out.mutable_raw()) + static_cast<std::size_t>(i) * image_bytes;
-    if (chw_out) mat_to_chw(m, dst);
+    if (convert) u8_hwc_to_f32_chw(m, reinterpret_cast<float*>(dst));
+    else if (chw_out) mat_to_chw(m, dst);
     else std::memcpy(dst, m.data, image_bytes);
   }
   if (b == 0) {  // an empty batch keeps its shape
@@ -208,6 +231,31 @@ NodeType op_node_type(const OpSpec& op) {
   NodeType t = b.create<OpNode>();
   t.create = [spec] { return std::unique_ptr<Node>(new OpNode(spec)); };
   return t;
+}
+
+cv::Mat resize_image(const cv::Mat& in, cv::Size size, int interpolation, bool antialias) {
+  cv::Mat out;
+  const bool shrink_x = size.width < in.cols, shrink_y = size.height < in.rows;
+  const bool smooth = interpolation == cv::INTER_LINEAR || interpolation == cv::INTER_CUBIC;
+  if (!antialias || !smooth || (!shrink_x && !shrink_y)) {
+    cv::resize(in, out, size, 0, 0, interpolation);
+  } else if (shrink_x && shrink_y) {
+    cv::resize(in, out, size, 0, 0, cv::INTER_AREA);
+  } else {
+    // One axis shrinks, the other grows: area along the first, then the interpolation along
+    // the second (each pass leaves the other axis untouched).
+    cv::Mat half;
+    const cv::Size first = shrink_x ? cv::Size(size.width, in.rows) : cv::Size(in.cols, size.height);
+    cv::resize(in, half, first, 0, 0, cv::INTER_AREA);
+    cv::resize(half, out, size, 0, 0, interpolation);
+  }
+  return out;
+}
+
+ParamSpec antialias_param() {
+  return Param::boolean("antialias").default_value(true).doc(
+      "when shrinking with linear or cubic, average the covered area (INTER_AREA) as PIL and torchvision's "
+      "antialias=True do; false: plain cv::resize, which aliases below half size");
 }
 
 ParamSpec interpolation_param(const std::string& default_value) {

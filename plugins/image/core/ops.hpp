@@ -67,7 +67,9 @@ using ImageFn = std::function<cv::Mat(const cv::Mat&, Rng&)>;
 // Applies fn to an HWC image (rank 3) or to each image of a BHWC batch (rank 4, image i seeded
 // from derive_seed(seed, i)). chw_out writes CHW / BCHW. A single image that fn leaves
 // unchanged is forwarded without a copy. Images of one batch must come out the same size.
-Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw_out);
+// u8_to_f32 (with chw_out): fn's u8 results are written as f32 / 255, the to_tensor of the
+// list's end, without an f32 HWC image in between.
+Array map_images(const Array& a, std::uint64_t seed, const ImageFn& fn, bool chw_out, bool u8_to_f32 = false);
 
 // Parameter every image node that transforms fields carries.
 ParamSpec fields_param();
@@ -86,6 +88,15 @@ void infer_image_schema(SchemaContext& c, const std::vector<std::string>& fields
 
 // The node type of a single pixel op (image.resize, image.flip, ...): parallel, `fields` param.
 NodeType op_node_type(const OpSpec& op);
+
+// cv::resize, antialiased when shrinking as PIL's resampling and torchvision's
+// antialias=True are: with linear or cubic interpolation, an axis that shrinks is resized with
+// INTER_AREA (each output pixel the mean of the input area it covers) and an axis that grows
+// with the interpolation asked for. OpenCV's INTER_LINEAR alone samples 2 input pixels per
+// output pixel whatever the scale, so shrinking by 2x or more aliases. antialias false, nearest
+// and area: plain cv::resize.
+cv::Mat resize_image(const cv::Mat& in, cv::Size size, int interpolation, bool antialias);
+ParamSpec antialias_param();
 
 // Helpers for ops' parameters.
 ParamSpec interpolation_param(const std::string& default_value = "linear");
