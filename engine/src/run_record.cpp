@@ -182,10 +182,14 @@ RunRecorder::RunRecorder(fs::path out_dir, RunRecordInfo info, const ResolvedGra
   g["path"] = info.graph_file;
   g["absolute_path"] = fs::absolute(info.graph_file).lexically_normal().string();
   // With --from, the graph that runs is the recorded one; the file may have changed since.
-  try {
-    g["sha256"] = sha256_file(info.graph_file);
-  } catch (const Error&) {
-    g["sha256"] = nullptr;
+  if (!info.graph_sha256.empty()) {
+    g["sha256"] = info.graph_sha256;
+  } else {
+    try {
+      g["sha256"] = sha256_file(info.graph_file);
+    } catch (const Error&) {
+      g["sha256"] = nullptr;
+    }
   }
   g["description"] = spec.description;
   g["resolved_file"] = kResolvedGraphFile;

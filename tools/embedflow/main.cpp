@@ -6,6 +6,7 @@
 //   embedflow inspect [TYPE] [--json]  node and component types, like gst-inspect
 //   embedflow dot G.yaml [-o g.dot]    Graphviz drawing with port schemas
 //   embedflow cache ls|info|rm|gc      stage cache entries
+//   embedflow report OUT [OUT2 ...]    one self-contained HTML page about runs, comparing several
 //
 // Exit codes: 0 done, 1 runtime failure, 2 invalid usage or graph, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 #include <boost/program_options.hpp>
@@ -28,6 +29,7 @@
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
+#include "embedflow_engine/report.hpp"
 #include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/runtime.hpp"
 
@@ -60,6 +62,8 @@ const char* kUsage =
     "  inspect [TYPE]   list node and component types, or describe one\n"
     "  dot GRAPH        print the resolved graph as Graphviz\n"
     "  cache ls|info|rm|gc   list, describe and remove stage cache entries\n"
+    "  report OUT [OUT2...]  one offline HTML page about runs (run record, graph, metrics, charts,\n"
+    "                   images), comparing them when several are named\n"
     "  version          print versions\n\n"
     "Run 'embedflow <command> --help' for its options.\n";
 
@@ -167,9 +171,19 @@ bool args_has(const std::vector<std::string>& args, const std::string& flag) {
 }
 
 // Writes OUT/report.html after a run; a report that cannot be made is a warning, not a failed run.
-}  // namespace
-void write_run_report(const fs::path& dir, bool quiet);
-namespace {
+// Writes OUT/report.html after a run; a report that cannot be made is a warning, not a failed run.
+void write_run_report(const fs::path& dir, bool quiet) {
+  ReportOptions o;
+  o.runs = {dir};
+  o.output = dir / "report.html";
+  o.assets = find_report_assets();
+  try {
+    write_report(o);
+    if (!quiet) std::cerr << "report: " << o.output.string() << "\n";
+  } catch (const std::exception& e) {
+    log_warning("report", "no report written: ", e.what());
+  }
+}
 
 int parse_or_usage(po::options_description& desc, po::positional_options_description& pos,
                    const std::vector<std::string>& args, po::variables_map& vm, const char* command) {
@@ -396,7 +410,10 @@ int cmd_run(const std::vector<std::string>& args) {
   info.threads = threads;
   info.cache_dir = cache_used;
   info.no_cache = no_cache;
-  if (rerun) info.from_record = from;
+  if (rerun) {
+    info.from_record = from;
+    info.graph_sha256 = rerun->record["graph"].value("sha256", "");
+  }
   std::unique_ptr<RunRecorder> recorder;
   try {
     recorder = std::make_unique<RunRecorder>(run_output_dir(g.spec, out_option), info, g,
@@ -439,6 +456,38 @@ int cmd_run(const std::vector<std::string>& args) {
   if (!c.quiet) std::cerr << "run record: " << record_path.string() << "\n";
   if (!no_report) write_run_report(recorder->dir(), c.quiet);
   return r.exit_code;
+}
+
+int cmd_report(const std::vector<std::string>& args) {
+  std::vector<std::string> runs;
+  std::string output;
+  po::options_description desc("embedflow report OUT [OUT2 ...] [options]");
+  desc.add_options()("help,h", "this help")
+      ("output,o", po::value(&output), "the HTML file (default: OUT/report.html for one run, report.html for several)")
+      ("run", po::value(&runs)->composing(), "run output folders (each holds a run.json)");
+  po::positional_options_description pos;
+  pos.add("run", -1);
+  po::variables_map vm;
+  if (int r = parse_or_usage(desc, pos, args, vm, "report"); r >= 0) return r;
+  if (runs.empty()) {
+    std::cerr << "embedflow report: name a run's output folder (it holds run.json)\n";
+    return kExitInvalid;
+  }
+  ReportOptions o;
+  for (const auto& r : runs) o.runs.push_back(r);
+  o.output = !output.empty() ? fs::path(output) : runs.size() == 1 ? fs::path(runs[0]) / "report.html" : fs::path("report.html");
+  o.assets = find_report_assets();
+  try {
+    write_report(o);
+  } catch (const ConfigError& e) {
+    std::cerr << "embedflow report: " << e.what() << "\n";
+    return kExitInvalid;
+  } catch (const std::exception& e) {
+    std::cerr << "embedflow report: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  std::cout << o.output.string() << "\n";
+  return kExitOk;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {
@@ -782,6 +831,7 @@ int main(int argc, char** argv) {
     if (command == "inspect") return cmd_inspect(args);
     if (command == "dot") return cmd_dot(args);
     if (command == "cache") return cmd_cache(args);
+    if (command == "report") return cmd_report(args);
     if (command == "version" || command == "--version") {
       std::cout << "embedflow " << kVersion << " (ABI " << kAbiVersion << ", " << kToolchain << ")\n";
       return kExitOk;
@@ -796,4 +846,3 @@ int main(int argc, char** argv) {
   std::cerr << "embedflow: unknown command '" << command << "'\n\n" << kUsage;
   return kExitInvalid;
 }
-void write_run_report(const fs::path&, bool) {}

@@ -47,6 +47,7 @@ struct RunRecordInfo {
   std::string cache_dir;              // empty when no node is cached or --no-cache
   bool no_cache = false;
   std::string from_record;            // --from: the record this run repeats
+  std::string graph_sha256;           // --from: the recorded file's hash (the file may have changed)
 };
 
 class RunRecorder {
