@@ -248,6 +248,8 @@ void warn_about_changes(const Rerun& rerun, const std::string& graph, const Comm
   std::string old_sha = rerun.record["graph"].value("sha256", ""), new_sha = sha256_file(graph);
   std::vector<Diagnostic> problems;
   GraphSpec spec = load_graph_file(graph, problems);
+  // The recorded command line applies to the file as it is now, --seed included.
+  if (rerun.record.value("seed_from_command_line", false)) spec.seed = rerun.record.value("seed", spec.seed);
   for (const auto& s : recorded_sets.sets) apply_override(spec, s, problems);
   ResolvedGraph now = resolve(std::move(spec), registry, problems);
   std::vector<std::string> diffs;
