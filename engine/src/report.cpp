@@ -177,14 +177,57 @@ struct RunData {
   GraphSpec spec;
 };
 
+struct Walk {
+  std::string file;
+  json& rows;
+  json& charts;
+  json& tables;
+  std::map<std::string, json>& scalars;
+  std::map<std::string, std::size_t> chart_of;  // "file: leaf key" -> chart index, to overlay curves
+};
+
+std::string leaf_key(const std::string& path) {
+  auto dot = path.find_last_of('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+// Rows of objects with a numeric "x" (a swept variable: eval.report's methods): each other
+// numeric field charted against x, one line per method.
+void chart_against_x(const json& items, const std::string& path, const std::string& x_label, Walk& w) {
+  std::map<std::string, json> by_metric;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const json& item = items[i];
+    if (!item.is_object() || !item.contains("x") || !item["x"].is_number()) continue;
+    const std::string series = item.contains("method") && item["method"].is_string() ? item["method"].get<std::string>()
+                                                                                       : cat(path, "[", i, "]");
+    for (auto it = item.begin(); it != item.end(); ++it)
+      if (it.key() != "x" && it.value().is_number())
+        by_metric[it.key()].push_back({{"x", item["x"]}, {"y", it.value()}, {"series", series}});
+  }
+  for (auto& [metric, points] : by_metric)
+    w.charts.push_back({{"title", w.file + ": " + metric + " against " + x_label}, {"x_title", x_label},
+                        {"y_title", metric}, {"points", points}});
+}
+
 // Walks a JSON document: scalar leaves become rows "a.b.c = v", arrays of numbers become
-// charts, arrays of flat objects become tables of their own.
-void walk_json(const json& v, const std::string& path, const std::string& file, json& rows, json& charts,
-               json& tables, std::map<std::string, json>& scalars) {
+// charts (arrays under the same key in one file share a chart: every method's CMC in one),
+// arrays of flat objects become tables of their own.
+void walk_json(const json& v, const std::string& path, Walk& w) {
+  const std::string& file = w.file;
+  json& rows = w.rows;
+  json& charts = w.charts;
+  json& tables = w.tables;
+  auto& scalars = w.scalars;
   if (v.is_object()) {
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (path.empty() && it.key() == "run_id") continue;  // shown with the run record
-      walk_json(it.value(), path.empty() ? it.key() : path + "." + it.key(), file, rows, charts, tables, scalars);
+      if (it.value().is_array()) {
+        std::size_t with_x = 0;
+        for (const auto& item : it.value()) with_x += item.is_object() && item.contains("x") && item["x"].is_number();
+        if (with_x >= 2)
+          chart_against_x(it.value(), it.key(), v.contains("x_label") && v["x_label"].is_string() ? v["x_label"].get<std::string>() : "x", w);
+      }
+      walk_json(it.value(), path.empty() ? it.key() : path + "." + it.key(), w);
     }
     return;
   }
@@ -193,13 +236,16 @@ void walk_json(const json& v, const std::string& path, const std::string& file, 
       rows.push_back({path, cat("(", v.size(), " values)")});
       return;
     }
-    const bool cmc = path.find("cmc") != std::string::npos || path.find("CMC") != std::string::npos;
-    json points = json::array();
+    const std::string leaf = leaf_key(path);
+    const bool cmc = leaf.find("cmc") != std::string::npos || leaf.find("CMC") != std::string::npos;
+    const std::string key = file + ": " + leaf;
+    auto found = w.chart_of.find(key);
+    if (found == w.chart_of.end()) {
+      found = w.chart_of.emplace(key, charts.size()).first;
+      charts.push_back({{"title", key}, {"x_title", cmc ? "rank" : "index"}, {"y_title", leaf}, {"points", json::array()}});
+    }
+    json& points = charts[found->second]["points"];
     for (std::size_t i = 0; i < v.size(); ++i) points.push_back({{"x", i + 1}, {"y", v[i]}, {"series", path}});
-    charts.push_back({{"title", file + ": " + path},
-                      {"x_title", cmc ? "rank" : "index"},
-                      {"y_title", path},
-                      {"points", points}});
     return;
   }
   if (all_flat_objects(v)) {
@@ -218,8 +264,17 @@ void walk_json(const json& v, const std::string& path, const std::string& file, 
     return;
   }
   if (v.is_array()) {
-    for (std::size_t i = 0; i < v.size(); ++i)
-      walk_json(v[i], cat(path, "[", i, "]"), file, rows, charts, tables, scalars);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      // Name an element by its "method" or "name" when it has one: rows read "methods[kNN cosine].mAP".
+      std::string name = cat(i);
+      if (v[i].is_object())
+        for (const char* k : {"method", "name"})
+          if (v[i].contains(k) && v[i][k].is_string()) {
+            name = v[i][k].get<std::string>();
+            break;
+          }
+      walk_json(v[i], cat(path, "[", name, "]"), w);
+    }
     return;
   }
   rows.push_back({path, v});
@@ -340,7 +395,8 @@ RunData collect_run(const fs::path& dir) {
         continue;
       }
       json file_rows = json::array();
-      walk_json(doc, "", rel, file_rows, charts, tables, run.scalars);
+      Walk walk{rel, file_rows, charts, tables, run.scalars, {}};
+      walk_json(doc, "", walk);
       if (!file_rows.empty()) rows.push_back({{"file", rel}, {"run_id", doc.is_object() ? doc.value("run_id", "") : ""},
                                               {"rows", file_rows}});
     } else if (ext == ".csv") {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -290,9 +291,11 @@ class NodeRuntime final : public NodeContext {
     st.id = id();
     st.records_in = records_in_.load();
     st.records_out = records_out_.load();
-    st.busy_s = static_cast<double>(busy_ns_.load()) * 1e-9;
+    st.busy_s = static_cast<double>(busy_ns_.load()) / 1e9;  // exact to the nanosecond, printed short
     const double wall_sampled = static_cast<double>(wall_sampled_ns_.load());
-    if (wall_sampled > 0) st.cpu_s = st.busy_s * static_cast<double>(cpu_sampled_ns_.load()) / wall_sampled;
+    // An estimate: kept to the microsecond, which is all the sampling can claim.
+    if (wall_sampled > 0)
+      st.cpu_s = std::round(st.busy_s * static_cast<double>(cpu_sampled_ns_.load()) / wall_sampled * 1e6) / 1e6;
     st.mode = replaying_ ? "replay" : "run";
     st.cache_write = tap_ != nullptr;
     return st;

@@ -131,11 +131,15 @@ def flatten(v, path, out):
             flatten(x, f"{path}.{k}" if path else k, out)
     elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
         pass  # drawn as a chart
-    elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+    elif isinstance(v, list) and v and all(isinstance(x, dict) and
+                                           all(not isinstance(f, (list, dict)) for f in x.values()) for x in v):
         pass  # a table of its own
     elif isinstance(v, list):
         for i, x in enumerate(v):
-            flatten(x, f"{path}[{i}]", out)
+            name = i
+            if isinstance(x, dict):
+                name = next((x[k] for k in ("method", "name") if isinstance(x.get(k), str)), i)
+            flatten(x, f"{path}[{name}]", out)
     elif isinstance(v, (int, float)) and not isinstance(v, bool):
         out[path] = v
 
@@ -217,7 +221,7 @@ TEST_CASE("a run's report and a two-run comparison work in headless Chromium and
     CHECK(page.dom.find("node 'lmnn' param 'k': 3 -&gt; 2") != std::string::npos);
     const fs::path dom = dir / "compare.dom.html";
     write_file(dom, page.dom);
-    for (const char* file : {"lmnn.json", "euclidean.json"}) {
+    for (const char* file : {"lmnn.json", "euclidean.json", "table.json"}) {
       const Result numbers = run_python(kCheckNumbers, {dom.string(), (dir / "out/a").string(), (dir / "out/b").string(), file});
       INFO(file << "\n" << numbers.out << numbers.err);
       CHECK(numbers.exit_code == 0);

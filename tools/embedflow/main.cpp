@@ -509,9 +509,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
   Common c;
   std::string type;
   bool json = false;
-  po::options_description desc("embedflow inspect [TYPE] [options]");
-  desc.add_options()("help,h", "this help")("type", po::value(&type), "node or component type")
-      ("json", po::bool_switch(&json), "dump every schema as JSON");
+  po::options_description desc("embedflow inspect [TYPE|PLUGIN] [options]");
+  desc.add_options()("help,h", "this help")("type", po::value(&type), "node or component type, or a plugin name")
+      ("json", po::bool_switch(&json), "schemas as JSON (every type, or the one named, or the plugin's)");
   add_common(desc, c);
   po::positional_options_description pos;
   pos.add("type", 1);
@@ -521,12 +521,26 @@ int cmd_inspect(const std::vector<std::string>& args) {
   Registry registry;
   PluginLoader* loader = nullptr;
   if (!load_plugins(c, registry, loader)) return kExitInvalid;
-  if (json) {
-    write_schema_json(std::cout, registry);
+  const LoadedPlugin* plugin = nullptr;
+  for (const auto& p : loader->plugins())
+    if (p.name == type) plugin = &p;
+  const bool known_type = registry.node_type(type) || registry.component_type(type);
+  if (json && (type.empty() || known_type || plugin)) {
+    write_schema_json(std::cout, registry, type);
     return kExitOk;
   }
   if (type.empty()) {
     print_type_list(std::cout, registry, loader->plugins());
+    return kExitOk;
+  }
+  if (plugin && !known_type) {
+    // The plugin's own types only, in the list's format.
+    Registry mine;
+    for (const NodeType* t : registry.node_types())
+      if (t->plugin == type) mine.add(*t);
+    for (const ComponentType* t : registry.component_types())
+      if (t->plugin == type) mine.add(*t);
+    print_type_list(std::cout, mine, {*plugin});
     return kExitOk;
   }
   if (const NodeType* t = registry.node_type(type)) {
@@ -539,8 +553,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
   }
   std::vector<std::string> names = registry.node_type_names();
   for (const auto& n : registry.component_type_names()) names.push_back(n);
+  for (const auto& p : loader->plugins()) names.push_back(p.name);
   std::string hint = closest_match(type, names);
-  std::cerr << "embedflow inspect: no node or component type '" << type << "'"
+  std::cerr << "embedflow inspect: no node or component type or plugin '" << type << "'"
             << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n";
   return kExitInvalid;
 }
@@ -548,17 +563,19 @@ int cmd_inspect(const std::vector<std::string>& args) {
 int cmd_dot(const std::vector<std::string>& args) {
   Common c;
   std::string graph, output;
+  DotOptions dot;
   po::options_description desc("embedflow dot GRAPH [options]");
-  desc.add_options()("help,h", "this help")("output,o", po::value(&output), "write to this file instead of stdout");
+  desc.add_options()("help,h", "this help")("output,o", po::value(&output), "write to this file instead of stdout")
+      ("all-params", po::bool_switch(&dot.all_params), "show every parameter, defaults included");
   if (int r = parse_graph_command("dot", desc, args, c, graph); r >= 0) return r;
   Registry registry;
   ResolvedGraph g;
   if (!load_graph(graph, c, std::nullopt, registry, g)) return kExitInvalid;
   if (output.empty()) {
-    write_dot(std::cout, g);
+    write_dot(std::cout, g, dot);
   } else {
     std::ofstream f(output);
-    write_dot(f, g);
+    write_dot(f, g, dot);
     if (!f) {
       std::cerr << "embedflow dot: cannot write " << output << "\n";
       return kExitFailure;
@@ -781,6 +798,10 @@ int cmd_cache(const std::vector<std::string>& args) {
   if (args.empty()) {
     std::cerr << usage;
     return kExitInvalid;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << usage;
+    return kExitOk;
   }
   std::string sub = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
