@@ -123,7 +123,11 @@ class Runtime {
         p.first_ns = now;
       }
       p.reported = true;
+      // A report without metrics (a trainer between its logging steps) keeps the last ones shown.
+      std::vector<std::pair<std::string, double>> kept;
+      if (report.metrics.empty()) kept = std::move(p.latest.metrics);
       p.latest = report;
+      if (report.metrics.empty()) p.latest.metrics = std::move(kept);
       p.latest_ns = now;
     }
     if (options.on_progress) options.on_progress(id, report);
@@ -300,7 +304,13 @@ class NodeRuntime final : public NodeContext {
     st.cache_write = tap_ != nullptr;
     return st;
   }
-  std::int64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
+  // Busy time up to `now`, counting calls still running (a trainer's epochs replayed inside one
+  // close() call would otherwise show as idle until the call returns).
+  std::int64_t busy_ns(std::int64_t now) const {
+    const std::int64_t running = running_calls_.load(std::memory_order_relaxed);
+    const std::int64_t started = running_start_sum_.load(std::memory_order_relaxed);
+    return busy_ns_.load(std::memory_order_relaxed) + std::max<std::int64_t>(0, running * now - started);
+  }
   bool parallel() const { return parallel_; }
   void deliver(const Message& m, bool via_gate) {
     if (via_gate) gate_->try_put(m);
@@ -317,10 +327,14 @@ class NodeRuntime final : public NodeContext {
       if (n_.calls_.fetch_add(1, std::memory_order_relaxed) % 64 == 0 ||
           n_.last_call_ns_.load(std::memory_order_relaxed) > 200000)
         c0_ = thread_cpu_ns();
+      n_.running_start_sum_.fetch_add(t0_, std::memory_order_relaxed);
+      n_.running_calls_.fetch_add(1, std::memory_order_relaxed);
     }
     ~CallTimer() {
       const std::int64_t wall = TraceRecorder::now_ns() - t0_;
       n_.busy_ns_.fetch_add(wall, std::memory_order_relaxed);
+      n_.running_calls_.fetch_sub(1, std::memory_order_relaxed);
+      n_.running_start_sum_.fetch_sub(t0_, std::memory_order_relaxed);
       n_.last_call_ns_.store(wall, std::memory_order_relaxed);
       if (c0_ >= 0) {
         n_.cpu_sampled_ns_.fetch_add(thread_cpu_ns() - c0_, std::memory_order_relaxed);
@@ -604,6 +618,7 @@ class NodeRuntime final : public NodeContext {
   std::atomic<std::uint64_t> records_in_{0}, records_out_{0};
   std::atomic<std::int64_t> busy_ns_{0}, cpu_sampled_ns_{0}, wall_sampled_ns_{0}, last_call_ns_{0};
   std::atomic<std::uint64_t> calls_{0};
+  std::atomic<std::int64_t> running_calls_{0}, running_start_sum_{0};
 };
 
 // Progress line on a terminal, drawn below the log (progress.hpp: set_status_line):
@@ -645,11 +660,12 @@ class Progress {
   std::size_t bounding_node(double dt_s) {
     std::size_t best = nodes_.size();
     double best_share = 0;
+    const std::int64_t now = TraceRecorder::now_ns();
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       if (!nodes_[i]) continue;
-      std::int64_t busy = nodes_[i]->busy_ns();
+      std::int64_t busy = nodes_[i]->busy_ns(now);
       double capacity = nodes_[i]->parallel() ? rt_.threads : 1;
-      double share = dt_s > 0 ? static_cast<double>(busy - busy_[i]) * 1e-9 / (dt_s * capacity) : 0;
+      double share = dt_s > 0 ? std::max(0.0, static_cast<double>(busy - busy_[i]) * 1e-9 / (dt_s * capacity)) : 0;
       busy_[i] = busy;
       share_[i] = 0.5 * share_[i] + 0.5 * std::min(share, 1.0);
       if (share_[i] > best_share) {
