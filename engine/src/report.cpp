@@ -510,7 +510,7 @@ void write_report(const ReportOptions& options) {
        << "<script type=\"application/json\" id=\"report-data\">" << script_json(data) << "</script>\n"
        << "</head><body data-status=\"loading\"><div id=\"report\"></div>\n"
        << "<script>" << report_page_script() << "</script>\n</body></html>\n";
-  write_text_atomic(options.output.string(), html.str());
+  write_file_replacing(options.output, html.str());
 }
 
 }  // namespace embedflow::engine

@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <set>
@@ -92,7 +93,7 @@ json progress_json(const ProgressReport& r) {
   return p;
 }
 
-void write_file_atomic(const fs::path& path, const std::string& text) { write_text_atomic(path.string(), text); }
+void write_file_atomic(const fs::path& path, const std::string& text) { write_file_replacing(path, text); }
 
 // Flattens a parameter value into "path: text" pairs so a difference names the leaf that changed.
 void flatten(const Value& v, const std::string& path, std::map<std::string, std::string>& out) {
@@ -109,6 +110,25 @@ std::string edge_text(const EdgeSpec& e) {
 }
 
 }  // namespace
+
+void write_file_replacing(const fs::path& path, const std::string& text) {
+  static std::atomic<unsigned> counter{0};
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  if (ec) throw Error(cat("cannot create directory '", path.parent_path().string(), "': ", ec.message()));
+  const fs::path tmp = path.string() + cat(".tmp-", getpid(), "-", counter.fetch_add(1));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw Error(cat("cannot write '", tmp.string(), "'"));
+    out << text;
+    if (!out) throw Error(cat("write to '", tmp.string(), "' failed"));
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw Error(cat("cannot rename '", tmp.string(), "' to '", path.string(), "'"));
+  }
+}
 
 std::string utc_timestamp(std::chrono::system_clock::time_point t) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();

@@ -87,6 +87,10 @@ nlohmann::ordered_json read_run_record(const std::string& path);
 // "edge added: a.out -> b.in", "seed: 7 -> 8"); empty when they are the same graph.
 std::vector<std::string> graph_differences(const GraphSpec& recorded, const GraphSpec& current);
 
+// Writes `text` to `path` through a temporary named after this process and a counter, then a
+// rename: runs of one graph started at once (tests, sweeps) never trip over each other's file.
+void write_file_replacing(const std::filesystem::path& path, const std::string& text);
+
 // UTC ISO 8601 with milliseconds.
 std::string utc_timestamp(std::chrono::system_clock::time_point t);
 
