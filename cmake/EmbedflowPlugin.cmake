@@ -12,4 +12,8 @@ function(embedflow_add_plugin)
   if(DEFINED EMBEDFLOW_PLUGIN_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${EMBEDFLOW_PLUGIN_DIR})
   endif()
+  # Where an installed embedflow looks (bin/../<libdir>/embedflow/plugins), as its own component
+  # so `cmake --install --component Unspecified` installs the SDK alone.
+  include(GNUInstallDirs)
+  install(TARGETS ${target} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/embedflow/plugins COMPONENT plugins)
 endfunction()

@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "embedflow/report_files.hpp"
+
 namespace embedflow::engine {
 
 std::string json_quote(const std::string& s) {
@@ -113,13 +115,43 @@ void print_component_type(std::ostream& out, const ComponentType& t) {
   if (t.check) out << "  (refined at graph load from its parameters and parts)\n";
 }
 
+// A parameter value as typed JSON: a default of 0.5 is the number 0.5, true the boolean.
+static std::string value_json(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::null: return "null";
+    case Value::Kind::boolean: return v.as_boolean() ? "true" : "false";
+    case Value::Kind::integer: return std::to_string(v.as_integer());
+    case Value::Kind::number: {
+      JsonWriter j;
+      j.value(v.as_number());
+      return j.str();
+    }
+    case Value::Kind::string: return json_quote(v.as_string());
+    case Value::Kind::list: {
+      std::string s = "[";
+      for (std::size_t i = 0; i < v.as_list().size(); ++i) s += (i ? ", " : "") + value_json(v.as_list()[i]);
+      return s + "]";
+    }
+    case Value::Kind::map: {
+      std::string s = "{";
+      bool first = true;
+      for (const auto& [k, item] : v.as_map()) {
+        s += (first ? "" : ", ") + json_quote(k) + ": " + value_json(item);
+        first = false;
+      }
+      return s + "}";
+    }
+  }
+  return "null";
+}
+
 static void params_json(std::ostream& out, const std::vector<ParamSpec>& params) {
   out << "[";
   for (std::size_t i = 0; i < params.size(); ++i) {
     const ParamSpec& p = params[i];
     out << (i ? "," : "") << "\n        {\"name\": " << json_quote(p.name) << ", \"type\": " << json_quote(param_type_name(p.type))
         << ", \"doc\": " << json_quote(p.doc);
-    if (p.default_value) out << ", \"default\": " << json_quote(p.default_value->str());
+    if (p.default_value) out << ", \"default\": " << value_json(*p.default_value);
     out << ", \"required\": " << (p.required() ? "true" : "false");
     if (p.min) out << ", \"min\": " << *p.min;
     if (p.max) out << ", \"max\": " << *p.max;
@@ -159,10 +191,11 @@ static void ports_json(std::ostream& out, const std::vector<PortSpec>& ports) {
   out << "]";
 }
 
-void write_schema_json(std::ostream& out, const Registry& registry) {
+void write_schema_json(std::ostream& out, const Registry& registry, const std::string& only) {
   out << "{\n  \"nodes\": {";
   bool first = true;
   for (const NodeType* t : registry.node_types()) {
+    if (!only.empty() && t->name != only && t->plugin != only) continue;
     out << (first ? "" : ",") << "\n    " << json_quote(t->name) << ": {\n      \"plugin\": " << json_quote(t->plugin)
         << ",\n      \"doc\": " << json_quote(t->doc) << ",\n      \"source\": " << (t->source ? "true" : "false")
         << ",\n      \"concurrency\": " << json_quote(t->concurrency == Concurrency::parallel ? "parallel" : "serial")
@@ -178,6 +211,7 @@ void write_schema_json(std::ostream& out, const Registry& registry) {
   out << "\n  },\n  \"components\": {";
   first = true;
   for (const ComponentType* t : registry.component_types()) {
+    if (!only.empty() && t->name != only && t->plugin != only) continue;
     out << (first ? "" : ",") << "\n    " << json_quote(t->name) << ": {\n      \"plugin\": " << json_quote(t->plugin)
         << ",\n      \"kind\": " << json_quote(t->kind) << ",\n      \"doc\": " << json_quote(t->doc)
         << ",\n      \"params\": ";
@@ -199,8 +233,10 @@ static std::string dot_escape(const std::string& s) {
   return out;
 }
 
-void write_dot(std::ostream& out, const ResolvedGraph& g) {
-  out << "digraph embedflow {\n  rankdir=LR;\n  node [shape=record, fontname=\"Helvetica\", fontsize=10];\n"
+void write_dot(std::ostream& out, const ResolvedGraph& g, const DotOptions& options) {
+  const bool compact = g.nodes.size() > kDotCompactNodes;
+  out << "digraph embedflow {\n  rankdir=" << (compact ? "TB;\n  nodesep=0.25; ranksep=0.5; splines=true;" : "LR;")
+      << "\n  node [shape=record, fontname=\"Helvetica\", fontsize=10];\n"
          "  edge [fontname=\"Helvetica\", fontsize=8];\n";
   if (!g.spec.description.empty()) {
     std::string first = g.spec.description.substr(0, g.spec.description.find('\n'));
@@ -216,6 +252,8 @@ void write_dot(std::ostream& out, const ResolvedGraph& g) {
       outs += cat(p ? "|" : "", "<o", p, "> ", dot_escape(n.type->outputs[p].name));
     std::string params;
     for (const auto& [k, v] : n.params.all()) {
+      // Defaults are noise in a drawing: only what the file sets, unless asked for all.
+      if (!options.all_params && !(n.spec->params.is_map() && n.spec->params.get(k))) continue;
       std::string text = v.str();
       if (text.size() > 40) text = text.substr(0, 37) + "...";
       params += dot_escape(k + "=" + text) + "\\l";
@@ -235,8 +273,8 @@ void write_dot(std::ostream& out, const ResolvedGraph& g) {
     // Long schemas wrap one field per line so the drawing stays readable.
     std::string wrapped;
     for (const auto& f : s.fields()) wrapped += dot_escape(f.str()) + "\\l";
-    out << "  n" << e.from.node << ":o" << e.from.port << " -> n" << e.to.node << ":i" << e.to.port << " [label=\""
-        << (s.is_any() ? "*" : wrapped) << "\"";
+    out << "  n" << e.from.node << ":o" << e.from.port << " -> n" << e.to.node << ":i" << e.to.port << " ["
+        << (compact ? "tooltip" : "label") << "=\"" << (s.is_any() ? "*" : wrapped) << "\"";
     if (g.nodes[e.to.node].type->inputs[e.to.port].side) out << ", style=dashed";
     out << "];\n";
   }

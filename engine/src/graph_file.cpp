@@ -136,13 +136,14 @@ struct Parser {
       fail(root, "a graph file is a map with 'nodes' and 'edges'");
       return g;
     }
-    static const std::set<std::string> keys{"seed", "vars", "nodes", "edges", "max_in_flight", "description"};
+    static const std::set<std::string> keys{"seed", "vars", "nodes", "edges", "max_in_flight", "description", "out",
+                                            "plugin_dirs"};
     repeated_keys(root);
     for (const auto& kv : root) {
       const std::string k = kv.first.Scalar();
       if (!keys.count(k)) {
         std::string hint = closest_match(k, {keys.begin(), keys.end()});
-        fail(kv.first, cat("unknown top-level key '", k, "' (expected seed, vars, nodes, edges, max_in_flight)",
+        fail(kv.first, cat("unknown top-level key '", k, "' (expected seed, vars, nodes, edges, max_in_flight, out, plugin_dirs)",
                            hint.empty() ? "" : cat("; did you mean '", hint, "'?")));
       }
     }
@@ -155,6 +156,20 @@ struct Parser {
       Value v = to_value(s);
       if (!v.is_integer() || v.as_integer() < 1) fail(s, "max_in_flight must be a positive integer");
       else g.max_in_flight = v.as_integer();
+    }
+    if (auto o = root["out"]) {
+      Value v = to_value(o);
+      if (!v.is_string() || v.as_string().empty()) fail(o, "out must be a directory path (the run's output folder)");
+      else g.out = v;
+    }
+    if (auto d = root["plugin_dirs"]) {
+      Value v = to_value(d);
+      bool ok = v.is_list();
+      if (ok)
+        for (const auto& item : v.as_list()) ok = ok && item.is_string();
+      if (!ok) fail(d, "plugin_dirs must be a list of directories (relative to the graph file)");
+      else
+        for (const auto& item : v.as_list()) g.plugin_dirs.push_back(item.as_string());
     }
     if (auto s = root["description"]) {
       if (s.IsScalar()) g.description = s.Scalar();
@@ -376,6 +391,7 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
 void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
   std::map<std::string, const Value*> vars;
   for (const auto& [name, v] : spec.vars) vars[name] = &v;
+  substitute(spec.out, vars, "", problems);
   for (auto& n : spec.nodes) {
     substitute(n.params, vars, n.id, problems);
     substitute(n.cache, vars, n.id, problems);

@@ -32,6 +32,11 @@ std::vector<std::string> PluginLoader::default_search_path(const std::vector<std
     fs::path bin = exe.parent_path();
     path.push_back((bin.parent_path() / "plugins").string());
     path.push_back((bin.parent_path() / "lib" / "embedflow" / "plugins").string());
+#ifdef EMBEDFLOW_INSTALL_PLUGIN_DIR
+    // The libdir the tree was installed with (lib/x86_64-linux-gnu under /usr on Debian).
+    const fs::path installed = bin.parent_path() / EMBEDFLOW_INSTALL_PLUGIN_DIR;
+    if (installed != bin.parent_path() / "lib" / "embedflow" / "plugins") path.push_back(installed.string());
+#endif
   }
   return path;
 }

@@ -1,16 +1,20 @@
 #include "embedflow_engine/runtime.hpp"
 
 #include <tbb/flow_graph.h>
+#include <sys/ioctl.h>
 #include <tbb/global_control.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "embedflow/atomic_file.hpp"
 #include "embedflow/log.hpp"
@@ -20,6 +24,20 @@ namespace embedflow::engine {
 namespace {
 
 namespace flow = tbb::flow;
+
+std::int64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// The latest progress report of a node and where it started, for rates and ETAs.
+struct NodeProgress {
+  bool reported = false;
+  ProgressReport latest;
+  std::uint64_t first_done = 0;
+  std::int64_t first_ns = 0, latest_ns = 0;
+};
 
 class Runtime;
 class NodeRuntime;
@@ -91,6 +109,30 @@ class Runtime {
   std::atomic<std::uint64_t> source_records{0};
   std::atomic<std::uint64_t> expected_records{0};
   int threads = 1;
+  std::unordered_map<std::string, std::size_t> index_of;  // node id -> index
+  std::mutex progress_mutex;
+  std::vector<NodeProgress> progress;  // per node, guarded by progress_mutex
+
+  void note_progress(std::string_view id, const ProgressReport& report) {
+    auto it = index_of.find(std::string(id));
+    if (it != index_of.end()) {
+      std::int64_t now = TraceRecorder::now_ns();
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      NodeProgress& p = progress[it->second];
+      if (!p.reported || report.done < p.latest.done) {  // first report, or the node started over
+        p.first_done = report.done;
+        p.first_ns = now;
+      }
+      p.reported = true;
+      // A report without metrics (a trainer between its logging steps) keeps the last ones shown.
+      std::vector<std::pair<std::string, double>> kept;
+      if (report.metrics.empty()) kept = std::move(p.latest.metrics);
+      p.latest = report;
+      if (report.metrics.empty()) p.latest.metrics = std::move(kept);
+      p.latest_ns = now;
+    }
+    if (options.on_progress) options.on_progress(id, report);
+  }
 
   bool stop_requested() const { return options.stop && options.stop->load(std::memory_order_relaxed); }
 
@@ -219,6 +261,7 @@ class NodeRuntime final : public NodeContext {
   void open() {
     auto t0 = TraceRecorder::now_ns();
     try {
+      CallTimer timed(*this);
       node_->open(*this);
     } catch (...) {
       rt_.fail(index_, "open", std::current_exception());
@@ -248,13 +291,66 @@ class NodeRuntime final : public NodeContext {
     }
     return s;
   }
-  NodeStats stats() const { return NodeStats{id(), records_in_.load(), records_out_.load()}; }
+  NodeStats stats() const {
+    NodeStats st;
+    st.id = id();
+    st.records_in = records_in_.load();
+    st.records_out = records_out_.load();
+    st.busy_s = static_cast<double>(busy_ns_.load()) / 1e9;  // exact to the nanosecond, printed short
+    const double wall_sampled = static_cast<double>(wall_sampled_ns_.load());
+    // An estimate: kept to the microsecond, which is all the sampling can claim.
+    if (wall_sampled > 0)
+      st.cpu_s = std::round(st.busy_s * static_cast<double>(cpu_sampled_ns_.load()) / wall_sampled * 1e6) / 1e6;
+    st.mode = replaying_ ? "replay" : "run";
+    st.cache_write = tap_ != nullptr;
+    return st;
+  }
+  // Busy time up to `now`, counting calls still running (a trainer's epochs replayed inside one
+  // close() call would otherwise show as idle until the call returns).
+  std::int64_t busy_ns(std::int64_t now) const {
+    const std::int64_t running = running_calls_.load(std::memory_order_relaxed);
+    const std::int64_t started = running_start_sum_.load(std::memory_order_relaxed);
+    return busy_ns_.load(std::memory_order_relaxed) + std::max<std::int64_t>(0, running * now - started);
+  }
+  bool parallel() const { return parallel_; }
   void deliver(const Message& m, bool via_gate) {
     if (via_gate) gate_->try_put(m);
     else inbox_->try_put(m);
   }
 
  private:
+  // Adds the duration of one call into the node's body to its busy time (NodeStats).
+  class CallTimer {
+   public:
+    explicit CallTimer(NodeRuntime& n) : n_(n), t0_(TraceRecorder::now_ns()) {
+      // Thread CPU time costs a system call: taken on calls that were long last time and on
+      // every 64th, which is enough for the ratio that scales busy time to CPU time.
+      if (n_.calls_.fetch_add(1, std::memory_order_relaxed) % 64 == 0 ||
+          n_.last_call_ns_.load(std::memory_order_relaxed) > 200000)
+        c0_ = thread_cpu_ns();
+      n_.running_start_sum_.fetch_add(t0_, std::memory_order_relaxed);
+      n_.running_calls_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~CallTimer() {
+      const std::int64_t wall = TraceRecorder::now_ns() - t0_;
+      n_.busy_ns_.fetch_add(wall, std::memory_order_relaxed);
+      n_.running_calls_.fetch_sub(1, std::memory_order_relaxed);
+      n_.running_start_sum_.fetch_sub(t0_, std::memory_order_relaxed);
+      n_.last_call_ns_.store(wall, std::memory_order_relaxed);
+      if (c0_ >= 0) {
+        n_.cpu_sampled_ns_.fetch_add(thread_cpu_ns() - c0_, std::memory_order_relaxed);
+        n_.wall_sampled_ns_.fetch_add(wall, std::memory_order_relaxed);
+      }
+    }
+    CallTimer(const CallTimer&) = delete;
+    CallTimer& operator=(const CallTimer&) = delete;
+
+   private:
+    NodeRuntime& n_;
+    std::int64_t t0_;
+    std::int64_t c0_ = -1;
+  };
+
   class Emit final : public Emitter {
    public:
     Emit(NodeRuntime& n, std::uint64_t seq, const TicketPtr* ticket, std::vector<Output>* capture)
@@ -369,11 +465,15 @@ class NodeRuntime final : public NodeContext {
     auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
     if (!parallel_) {
       Emit out(*this, m.seq, &m.ticket, nullptr);
+      CallTimer timed(*this);
       node_->process(m.port, m.record, out);
     } else {
       std::vector<Output> captured;
       Emit out(*this, m.seq, &m.ticket, &captured);
-      node_->process(m.port, m.record, out);
+      {
+        CallTimer timed(*this);
+        node_->process(m.port, m.record, out);
+      }
       resequence(m.seq, std::move(captured), m.ticket);
     }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "process", t0, TraceRecorder::now_ns());
@@ -405,7 +505,10 @@ class NodeRuntime final : public NodeContext {
     }
     Emit out(*this, m.seq, &m.ticket, nullptr);
     auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
-    node_->on_side(e.port, m.record, out);
+    {
+      CallTimer timed(*this);
+      node_->on_side(e.port, m.record, out);
+    }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "side", t0, TraceRecorder::now_ns());
     if (source_ && sides_missing_.load() == 0) pump_->try_put(0);
     // Stream records that waited for this value run now, in arrival order.
@@ -438,6 +541,7 @@ class NodeRuntime final : public NodeContext {
     auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
     {
       Emit out(*this, 0, nullptr, nullptr);
+      CallTimer timed(*this);
       node_->close(out);
     }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "close", t0, TraceRecorder::now_ns());
@@ -460,7 +564,11 @@ class NodeRuntime final : public NodeContext {
         }
         auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
         Emit out(*this, produced_, nullptr, nullptr);
-        bool more = node_->produce(out);
+        bool more;
+        {
+          CallTimer timed(*this);
+          more = node_->produce(out);
+        }
         produced_ = out.sequence();
         if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "produce", t0, TraceRecorder::now_ns());
         if (!more) exhausted_ = true;
@@ -509,12 +617,22 @@ class NodeRuntime final : public NodeContext {
 
   std::atomic<bool> finished_{false};
   std::atomic<std::uint64_t> records_in_{0}, records_out_{0};
+  std::atomic<std::int64_t> busy_ns_{0}, cpu_sampled_ns_{0}, wall_sampled_ns_{0}, last_call_ns_{0};
+  std::atomic<std::uint64_t> calls_{0};
+  std::atomic<std::int64_t> running_calls_{0}, running_start_sum_{0};
 };
 
-// Progress line on a terminal: records from sources, rate, ETA when sources announced a total.
+// Progress line on a terminal, drawn below the log (progress.hpp: set_status_line):
+//   12s | bound by train (97% busy): 45/600 steps 7% loss 0.213 lr 0.001 ETA 2m10s | 23040 records 1920/s
+// The bounding stage is the node busiest over the last seconds, its busy time divided by the
+// threads it can use (1 for a serial node, every worker for a parallel one): a stage that is busy
+// all the time holds up everything before it (sources park at their in-flight cap) and starves
+// everything after it.
 class Progress {
  public:
-  explicit Progress(Runtime& rt) : rt_(rt), start_(std::chrono::steady_clock::now()), thread_([this] { loop(); }) {}
+  Progress(Runtime& rt, const std::vector<std::unique_ptr<NodeRuntime>>& nodes)
+      : rt_(rt), nodes_(nodes), start_(std::chrono::steady_clock::now()), busy_(nodes.size(), 0),
+        share_(nodes.size(), 0.0), thread_([this] { loop(); }) {}
   ~Progress() {
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -522,28 +640,94 @@ class Progress {
     }
     cv_.notify_all();
     thread_.join();
-    std::fputs("\r\033[K", stderr);
-    std::fflush(stderr);
+    set_status_line("");
   }
 
  private:
+  static std::string duration(double s) {
+    long t = static_cast<long>(s);
+    if (t < 60) return cat(t, "s");
+    if (t < 3600) return cat(t / 60, "m", t % 60 < 10 ? "0" : "", t % 60, "s");
+    return cat(t / 3600, "h", (t % 3600) / 60 < 10 ? "0" : "", (t % 3600) / 60, "m");
+  }
+
+  static std::string number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+    return buf;
+  }
+
+  // Exponentially smoothed busy share of each node over the last ticks; returns the busiest.
+  std::size_t bounding_node(double dt_s) {
+    std::size_t best = nodes_.size();
+    double best_share = 0;
+    const std::int64_t now = TraceRecorder::now_ns();
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (!nodes_[i]) continue;
+      std::int64_t busy = nodes_[i]->busy_ns(now);
+      double capacity = nodes_[i]->parallel() ? rt_.threads : 1;
+      double share = dt_s > 0 ? std::max(0.0, static_cast<double>(busy - busy_[i]) * 1e-9 / (dt_s * capacity)) : 0;
+      busy_[i] = busy;
+      share_[i] = 0.5 * share_[i] + 0.5 * std::min(share, 1.0);
+      if (share_[i] > best_share) {
+        best_share = share_[i];
+        best = i;
+      }
+    }
+    return best;
+  }
+
+  std::string line(double secs, double dt) {
+    std::size_t bound = bounding_node(dt);
+    std::string text = duration(secs);
+    if (bound < nodes_.size()) {
+      text += cat(" | bound by ", rt_.graph.nodes[bound].id(), " (", static_cast<int>(100 * share_[bound]), "% busy)");
+      NodeProgress p;
+      {
+        std::lock_guard<std::mutex> lock(rt_.progress_mutex);
+        p = rt_.progress[bound];
+      }
+      if (p.reported) {
+        const ProgressReport& r = p.latest;
+        text += cat(": ", r.done);
+        if (r.total) text += cat("/", r.total);
+        text += " " + (r.unit.empty() ? std::string("items") : r.unit);
+        if (r.total) text += cat(" ", (100 * std::min(r.done, r.total)) / r.total, "%");
+        for (const auto& [name, v] : r.metrics) text += " " + name + " " + number(v);
+        double span = static_cast<double>(p.latest_ns - p.first_ns) * 1e-9;
+        if (r.total > r.done && r.done > p.first_done && span > 0)
+          text += " ETA " + duration(static_cast<double>(r.total - r.done) * span / static_cast<double>(r.done - p.first_done));
+      }
+    }
+    std::uint64_t n = rt_.source_records.load();
+    std::uint64_t total = rt_.expected_records.load();
+    double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
+    text += cat(" | ", n, " records ", static_cast<std::uint64_t>(rate), "/s");
+    if (total > 0 && rate > 0 && n <= total)
+      text += cat(" ", (100 * n) / total, "% ETA ", duration(static_cast<double>(total - n) / rate));
+    // A line wider than the terminal wraps, and "\r" then redraws only its last part.
+    winsize ws{};
+    std::size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 160;
+    if (text.size() >= width) text.resize(width - 1);
+    return text;
+  }
+
   void loop() {
     std::unique_lock<std::mutex> lock(m_);
+    auto last = start_;
     while (!cv_.wait_for(lock, std::chrono::milliseconds(500), [this] { return done_; })) {
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      std::uint64_t n = rt_.source_records.load();
-      std::uint64_t total = rt_.expected_records.load();
-      double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
-      std::string line = cat("\r\033[K", n, " records  ", static_cast<std::uint64_t>(rate), "/s  ",
-                             static_cast<int>(secs), "s");
-      if (total > 0 && rate > 0 && n <= total)
-        line += cat("  ", (100 * n) / total, "%  ETA ", static_cast<int>(static_cast<double>(total - n) / rate), "s");
-      std::fputs(line.c_str(), stderr);
-      std::fflush(stderr);
+      auto now = std::chrono::steady_clock::now();
+      double secs = std::chrono::duration<double>(now - start_).count();
+      double dt = std::chrono::duration<double>(now - last).count();
+      last = now;
+      set_status_line(line(secs, dt));
     }
   }
   Runtime& rt_;
+  const std::vector<std::unique_ptr<NodeRuntime>>& nodes_;
   std::chrono::steady_clock::time_point start_;
+  std::vector<std::int64_t> busy_;
+  std::vector<double> share_;
   std::mutex m_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -567,6 +751,11 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
 
   Runtime rt(graph, options);
   rt.threads = threads;
+  rt.progress.resize(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) rt.index_of[graph.nodes[i].id()] = i;
+  // Nodes report progress through the SDK (progress.hpp); this run listens until it ends.
+  ProgressSink previous_sink =
+      set_progress_sink([&rt](std::string_view id, const ProgressReport& r) { rt.note_progress(id, r); });
   if (!options.trace_path.empty()) rt.trace = std::make_unique<TraceRecorder>();
 
   // Tickets may outlive the node that issued them (messages left in queues of a cancelled
@@ -612,7 +801,7 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
   }
   {
     std::unique_ptr<Progress> progress;
-    if (options.progress && !rt.cancelled) progress = std::make_unique<Progress>(rt);
+    if (options.progress && !rt.cancelled) progress = std::make_unique<Progress>(rt, nodes);
     try {
       if (!rt.cancelled)
         for (std::size_t i : graph.order)
@@ -624,11 +813,22 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
   }
   for (auto& n : nodes)
     if (n) n->release_sources();
+  set_progress_sink(std::move(previous_sink));
 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   result.source_records = rt.source_records.load();
-  for (auto& n : nodes)
-    if (n) result.stats.push_back(n->stats());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    NodeStats st;
+    if (nodes[i]) {
+      st = nodes[i]->stats();
+    } else {
+      st.id = graph.nodes[i].id();
+      st.mode = "skip";
+    }
+    st.reported_progress = rt.progress[i].reported;
+    st.last_progress = rt.progress[i].latest;
+    result.stats.push_back(std::move(st));
+  }
   if (rt.cancelled) {
     result.exit_code = rt.error_code ? rt.error_code : 1;
     result.error = rt.error;

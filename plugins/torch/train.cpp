@@ -54,6 +54,8 @@
 #include <numeric>
 #include <random>
 
+#include "embedflow/progress.hpp"
+
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "checkpoint.hpp"
@@ -316,6 +318,7 @@ class Train final : public Node {
     ++window_steps_;
     last_lr_ = lr;
     if (step_ % log_every_ == 0) flush_metrics(out);
+    else report_step({});
     if (!checkpoint_dir_.empty() && checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) save_checkpoint();
     if (snapshot_every_ > 0 && step_ % snapshot_every_ == 0 && ctx_->output_connected(1)) emit_snapshot(out);
     if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
@@ -328,6 +331,8 @@ class Train final : public Node {
                   seconds > 0 ? static_cast<double>(window_samples_) / seconds : 0.0};
     history_.push_back(row);
     if (log_) log_->append(row);
+    report_step({{"loss", row.loss}, {"lr", row.lr}, {"samples_per_s", row.samples_per_s},
+                 {"epoch", static_cast<double>(row.epoch)}});
     if (ctx_->output_connected(0)) {
       Record r;
       r.set("step", Array::scalar<std::int64_t>(row.step));
@@ -341,6 +346,16 @@ class Train final : public Node {
     window_samples_ = 0;
     window_steps_ = 0;
     window_start_ = Clock::now();  // time spent writing metrics is not charged to the next window
+  }
+
+  // The progress line shows the step; reports with metrics also go to the run's metrics.jsonl.
+  void report_step(std::vector<std::pair<std::string, double>> metrics) {
+    ProgressReport p;
+    p.done = static_cast<std::uint64_t>(step_);
+    p.total = max_steps_ > 0 ? static_cast<std::uint64_t>(max_steps_) : 0;
+    p.unit = "steps";
+    p.metrics = std::move(metrics);
+    report_progress(*ctx_, p);
   }
 
   // What snapshots and checkpoints export as the model: the live state, or with averaging the

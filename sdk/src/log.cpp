@@ -1,5 +1,7 @@
 #include "embedflow/log.hpp"
 
+#include "embedflow/progress.hpp"
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -9,6 +11,13 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::info)};
 std::mutex g_mutex;
 LogSink g_sink;  // guarded by g_mutex
+std::string g_status;  // the status line on screen, guarded by g_mutex
+
+void draw_status_locked() {
+  std::fputs("\r\033[K", stderr);
+  std::fputs(g_status.c_str(), stderr);
+  std::fflush(stderr);
+}
 }  // namespace
 
 void set_log_level(LogLevel level) { g_level = static_cast<int>(level); }
@@ -39,9 +48,22 @@ void log_message(LogLevel level, std::string_view source, std::string_view messa
     g_sink(level, line);
     return;
   }
-  // A progress line may be on screen: clear it so the log line is readable.
+  // A status line may be on screen: clear it, print the log line, and draw it again below.
+  if (!g_status.empty()) std::fputs("\r\033[K", stderr);
   std::fputs(line.c_str(), stderr);
+  if (!g_status.empty()) draw_status_locked();
   std::fflush(stderr);
+}
+
+void set_status_line(std::string line) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  bool was_shown = !g_status.empty();
+  g_status = std::move(line);
+  if (!g_status.empty()) draw_status_locked();
+  else if (was_shown) {
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
 }
 
 }  // namespace embedflow

@@ -2,14 +2,25 @@
 
 #include "embedflow/atomic_file.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "embedflow/error.hpp"
+#include "embedflow/progress.hpp"
 
 namespace embedflow {
+
+namespace {
+// Shortest text that reads back as the same double: 0.1 stays "0.1", never 0.10000000000000001.
+void append_shortest(std::string& out, double v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+}  // namespace
 
 std::string json_quote(const std::string& s) {
   std::string o = "\"";
@@ -43,10 +54,16 @@ void JsonWriter::separate() {
   first_.back() = false;
 }
 JsonWriter& JsonWriter::begin_object() {
+  const bool top_level = depth_ == 0;
   separate();
   out_ += "{";
   first_.push_back(true);
   ++depth_;
+  // Every document written during a run names the run that wrote it (run.json has the details).
+  if (top_level) {
+    std::string id = run_id();
+    if (!id.empty()) field("run_id", id);
+  }
   return *this;
 }
 JsonWriter& JsonWriter::end_object() {
@@ -81,9 +98,7 @@ JsonWriter& JsonWriter::key(const std::string& k) {
 JsonWriter& JsonWriter::value(double v) {
   if (!std::isfinite(v)) return null();
   separate();
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  out_ += buf;
+  append_shortest(out_, v);
   return *this;
 }
 JsonWriter& JsonWriter::value(std::int64_t v) {
@@ -111,9 +126,9 @@ JsonWriter& JsonWriter::numbers(const std::vector<double>& v) {
   separate();
   out_ += "[";
   for (std::size_t i = 0; i < v.size(); ++i) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%s%.6g", i ? ", " : "", std::isfinite(v[i]) ? v[i] : 0.0);
-    out_ += std::isfinite(v[i]) ? buf : (i ? ", null" : "null");
+    if (i) out_ += ", ";
+    if (std::isfinite(v[i])) append_shortest(out_, v[i]);
+    else out_ += "null";
   }
   out_ += "]";
   return *this;

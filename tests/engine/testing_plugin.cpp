@@ -1,12 +1,16 @@
 // Node types for engine tests only: a vector source with a dim parameter, a two-input node
 // that requires equal dims, a node that throws at a given record, and a parallel node with
 // random per-record delays (to provoke out-of-order completion), and a counted line reader (cache
-// tests: the log says how often it ran).
+// tests: the log says how often it ran), and a slow pass-through that reports progress with
+// metrics, logs now and then and writes a JSON summary (run record and live view tests).
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <thread>
 
 #include <embedflow/embedflow.hpp>
+#include <embedflow/progress.hpp>
+#include <embedflow/report_files.hpp>
 
 using namespace embedflow;
 
@@ -194,6 +198,44 @@ void register_contract_types(Registry& r) {
             .create<Passing>());
 }
 
+// Reports progress per record: done = records so far, total = `total`, loss = 1 / done,
+// lr = 0.5 ^ done; logs a line every `log_every` records; writes {"records": n} to `json`.
+class ProgressReporter final : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    total_ = static_cast<std::uint64_t>(ctx.params().integer("total"));
+    delay_us_ = ctx.params().integer("delay_us");
+    log_every_ = ctx.params().integer("log_every");
+    json_ = ctx.params().has("json") ? ctx.params().string("json") : "";
+  }
+  void process(std::size_t, const RecordPtr& record, Emitter& out) override {
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
+    ++done_;
+    ProgressReport p;
+    p.done = done_;
+    p.total = total_;
+    p.unit = "steps";
+    p.metrics = {{"loss", 1.0 / static_cast<double>(done_)}, {"lr", std::pow(0.5, static_cast<double>(done_))}};
+    report_progress(*ctx_, p);
+    if (log_every_ > 0 && done_ % static_cast<std::uint64_t>(log_every_) == 0) log_info(ctx_->id(), "step ", done_);
+    out.emit(record);
+  }
+  void close(Emitter&) override {
+    if (json_.empty()) return;
+    JsonWriter j;
+    j.begin_object().field("records", static_cast<std::int64_t>(done_)).field("last_loss", 1.0 / static_cast<double>(done_));
+    j.end_object();
+    write_text_atomic(json_, j.str() + "\n");
+  }
+
+ private:
+  NodeContext* ctx_ = nullptr;
+  std::uint64_t total_ = 0, done_ = 0;
+  std::int64_t delay_us_ = 0, log_every_ = 0;
+  std::string json_;
+};
+
 void register_types(Registry& r) {
   register_contract_types(r);
   r.add(NodeTypeBuilder("testing.lines")
@@ -225,6 +267,17 @@ void register_types(Registry& r) {
             .output("out", "*")
             .forward("in", "out")
             .create<Explode>());
+  r.add(NodeTypeBuilder("testing.progress")
+            .doc("Pass-through that reports progress (loss, lr) per record, logs every log_every records and "
+                 "writes a JSON summary at close.")
+            .param(Param::integer("total").default_value(0).min(0).doc("records expected (0: unknown)"))
+            .param(Param::integer("delay_us").default_value(0).min(0).doc("sleep per record"))
+            .param(Param::integer("log_every").default_value(0).min(0).doc("log a line every this many records"))
+            .param(Param::path("json").optional().doc("write {records, last_loss} here at close"))
+            .input("in", "*")
+            .output("out", "*")
+            .forward("in", "out")
+            .create<ProgressReporter>());
   r.add(NodeTypeBuilder("testing.jittery")
             .doc("Parallel pass-through with random delays.")
             .parallel()

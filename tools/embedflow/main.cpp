@@ -1,10 +1,12 @@
 // embedflow: run, validate, inspect and draw dataflow graphs.
 //
-//   embedflow run G.yaml [--set node.param=value]... [--threads N] [--seed N] [--trace t.json]
+//   embedflow run G.yaml [--set node.param=value]... [--threads N] [--seed N] [--trace t.json] [--out DIR]
+//   embedflow run --from OUT/run.json  the recorded run again (its resolved graph, seed, threads)
 //   embedflow validate G.yaml          every problem at once, as FILE:LINE:COL: node 'x': ...
 //   embedflow inspect [TYPE] [--json]  node and component types, like gst-inspect
 //   embedflow dot G.yaml [-o g.dot]    Graphviz drawing with port schemas
 //   embedflow cache ls|info|rm|gc      stage cache entries
+//   embedflow report OUT [OUT2 ...]    one self-contained HTML page about runs, comparing several
 //
 // Exit codes: 0 done, 1 runtime failure, 2 invalid usage or graph, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 #include <boost/program_options.hpp>
@@ -17,14 +19,18 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "embedflow/hdf5/stream_file.hpp"
 #include "embedflow/log.hpp"
+#include "embedflow/progress.hpp"
 #include "embedflow/version.hpp"
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
+#include "embedflow_engine/report.hpp"
+#include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/runtime.hpp"
 
 namespace po = boost::program_options;
@@ -35,6 +41,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::vector<std::string> g_command;  // argv, for the run record
 std::atomic<int> g_signal{0};
 
 void on_stop_signal(int sig) {
@@ -55,6 +62,8 @@ const char* kUsage =
     "  inspect [TYPE]   list node and component types, or describe one\n"
     "  dot GRAPH        print the resolved graph as Graphviz\n"
     "  cache ls|info|rm|gc   list, describe and remove stage cache entries\n"
+    "  report OUT [OUT2...]  one offline HTML page about runs (run record, graph, metrics, charts,\n"
+    "                   images), comparing them when several are named\n"
     "  version          print versions\n\n"
     "Run 'embedflow <command> --help' for its options.\n";
 
@@ -81,7 +90,28 @@ void configure_logging(const Common& c) {
   if (c.verbose) set_log_level(LogLevel::debug);
 }
 
-bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out) {
+// `plugin_dirs:` of a graph, relative to the graph file's folder, checked to exist.
+bool spec_plugin_dirs(const GraphSpec& spec, const std::string& graph, std::vector<std::string>& dirs) {
+  for (const auto& d : spec.plugin_dirs) {
+    fs::path p = fs::path(graph).parent_path() / d;
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) {
+      std::cerr << "embedflow: " << graph << ": plugin_dirs entry '" << d << "' (" << p.string() << "): no such directory\n";
+      return false;
+    }
+    dirs.push_back(p.string());
+  }
+  return true;
+}
+
+bool graph_plugin_dirs(const std::string& graph, std::vector<std::string>& dirs) {
+  std::vector<Diagnostic> ignored;  // the real parse reports them
+  return spec_plugin_dirs(load_graph_file(graph, ignored), graph, dirs);
+}
+
+const PluginLoader* g_loader = nullptr;
+
+bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out, const std::vector<std::string>& extra_dirs = {}) {
   static std::unique_ptr<PluginLoader> loader;  // libraries stay resident until exit
   // A directory the user names must exist: a typo would otherwise load the default plugins.
   for (const auto& dir : c.plugin_path) {
@@ -91,7 +121,10 @@ bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out) {
       return false;
     }
   }
-  loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(c.plugin_path));
+  std::vector<std::string> dirs = c.plugin_path;
+  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
+  loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(dirs));
+  g_loader = loader.get();
   out = loader.get();
   try {
     loader->load_all(registry);
@@ -107,11 +140,9 @@ void print_problems(const std::vector<Diagnostic>& problems) {
   std::cerr << problems.size() << (problems.size() == 1 ? " problem" : " problems") << " found\n";
 }
 
-// Loads, overrides and resolves a graph; prints every problem. Returns false when invalid.
-bool prepare(const std::string& file, const Common& c, std::optional<std::uint64_t> seed, Registry& registry,
-             ResolvedGraph& out) {
-  std::vector<Diagnostic> problems;
-  GraphSpec spec = load_graph_file(file, problems);
+// Overrides and resolves a parsed graph; prints every problem. Returns false when invalid.
+bool prepare_spec(GraphSpec spec, std::vector<Diagnostic> problems, const Common& c, std::optional<std::uint64_t> seed,
+                  Registry& registry, ResolvedGraph& out) {
   if (seed) spec.seed = *seed;
   for (const auto& s : c.sets) apply_override(spec, s, problems);
   // Shape problems do not stop resolution, so one pass reports everything it can.
@@ -126,6 +157,32 @@ bool prepare(const std::string& file, const Common& c, std::optional<std::uint64
     log_info("graph", "left out (enabled: false, or fed only by left-out nodes): ", names);
   }
   return true;
+}
+
+bool prepare(const std::string& file, const Common& c, std::optional<std::uint64_t> seed, Registry& registry,
+             ResolvedGraph& out) {
+  std::vector<Diagnostic> problems;
+  GraphSpec spec = load_graph_file(file, problems);
+  return prepare_spec(std::move(spec), std::move(problems), c, seed, registry, out);
+}
+
+bool args_has(const std::vector<std::string>& args, const std::string& flag) {
+  return std::any_of(args.begin(), args.end(), [&](const std::string& a) { return a == flag || a.rfind(flag + "=", 0) == 0; });
+}
+
+// Writes OUT/report.html after a run; a report that cannot be made is a warning, not a failed run.
+// Writes OUT/report.html after a run; a report that cannot be made is a warning, not a failed run.
+void write_run_report(const fs::path& dir, bool quiet) {
+  ReportOptions o;
+  o.runs = {dir};
+  o.output = dir / "report.html";
+  o.assets = find_report_assets();
+  try {
+    write_report(o);
+    if (!quiet) std::cerr << "report: " << o.output.string() << "\n";
+  } catch (const std::exception& e) {
+    log_warning("report", "no report written: ", e.what());
+  }
 }
 
 int parse_or_usage(po::options_description& desc, po::positional_options_description& pos,
@@ -148,7 +205,7 @@ int parse_or_usage(po::options_description& desc, po::positional_options_descrip
 // positional argument), then load plugins and resolve the graph. Returns an exit code to stop
 // with, or -1 to go on.
 int parse_graph_command(const char* command, po::options_description& desc, const std::vector<std::string>& args,
-                        Common& c, std::string& graph) {
+                        Common& c, std::string& graph, const std::string* instead_of_graph = nullptr) {
   desc.add_options()("graph", po::value(&graph), "graph file");
   add_graph_options(desc, c);
   add_common(desc, c);
@@ -156,7 +213,7 @@ int parse_graph_command(const char* command, po::options_description& desc, cons
   pos.add("graph", 1);
   po::variables_map vm;
   if (int r = parse_or_usage(desc, pos, args, vm, command); r >= 0) return r;
-  if (graph.empty()) {
+  if (graph.empty() && !(instead_of_graph && !instead_of_graph->empty())) {
     std::cerr << "embedflow " << command << ": no graph file given\n";
     return kExitInvalid;
   }
@@ -167,25 +224,80 @@ int parse_graph_command(const char* command, po::options_description& desc, cons
 bool load_graph(const std::string& graph, const Common& c, std::optional<std::uint64_t> seed, Registry& registry,
                 ResolvedGraph& out) {
   PluginLoader* loader = nullptr;
-  return load_plugins(c, registry, loader) && prepare(graph, c, seed, registry, out);
+  std::vector<std::string> extra;
+  return graph_plugin_dirs(graph, extra) && load_plugins(c, registry, loader, extra) &&
+         prepare(graph, c, seed, registry, out);
+}
+
+// What `--from OUT/run.json` takes from the record, and how the graph file differs from it now.
+struct Rerun {
+  nlohmann::ordered_json record;
+  std::string resolved_path;  // OUT/graph.resolved.yaml: where the recorded graph's locations point
+};
+
+// Warns, naming each difference, when the graph file (with the recorded overrides) no longer
+// resolves to the recorded graph, or the plugins' versions changed. The recorded graph runs.
+void warn_about_changes(const Rerun& rerun, const std::string& graph, const Common& recorded_sets,
+                        const ResolvedGraph& recorded, const Registry& registry) {
+  const std::string id = rerun.record.value("run_id", "");
+  std::error_code ec;
+  if (!fs::exists(graph, ec)) {
+    log_warning("run", "graph file ", graph, " of run ", id, " no longer exists; running the recorded graph");
+    return;
+  }
+  std::string old_sha = rerun.record["graph"].value("sha256", ""), new_sha = sha256_file(graph);
+  std::vector<Diagnostic> problems;
+  GraphSpec spec = load_graph_file(graph, problems);
+  // The recorded command line applies to the file as it is now, --seed included.
+  if (rerun.record.value("seed_from_command_line", false)) spec.seed = rerun.record.value("seed", spec.seed);
+  for (const auto& s : recorded_sets.sets) apply_override(spec, s, problems);
+  ResolvedGraph now = resolve(std::move(spec), registry, problems);
+  std::vector<std::string> diffs;
+  if (!problems.empty()) diffs.push_back("it no longer validates: " + problems.front().str());
+  else diffs = graph_differences(recorded.spec, now.spec);
+  if (!diffs.empty()) {
+    std::string list;
+    for (const auto& d : diffs) list += "\n  " + d;
+    log_warning("run", graph, " has changed since run ", id, " (sha256 ", old_sha.substr(0, 12), " -> ",
+                new_sha.substr(0, 12), "); running the recorded graph, which differs from the file in:", list);
+  } else if (old_sha != new_sha) {
+    log_info("run", graph, " was edited since run ", id, " but resolves to the same graph");
+  }
+  std::map<std::string, std::string> before;
+  for (const auto& p : rerun.record["versions"].value("plugins", nlohmann::ordered_json::array()))
+    before[p.value("name", "")] = p.value("version", "");
+  if (g_loader)
+    for (const auto& p : g_loader->plugins()) {
+      auto it = before.find(p.name);
+      if (it != before.end() && it->second != p.version)
+        log_warning("run", "plugin ", p.name, " is version ", p.version, "; run ", id, " used ", it->second);
+    }
 }
 
 int cmd_run(const std::vector<std::string>& args) {
   Common c;
-  std::string graph, trace, cache_dir;
+  std::string graph, trace, cache_dir, out_option, from;
   int threads = 0;
   std::int64_t seed = -1;
-  bool explain_cache = false, no_cache = false, rebuild_cache = false;
-  po::options_description desc("embedflow run GRAPH [options]");
+  bool explain_cache = false, no_cache = false, rebuild_cache = false, dry_run = false, no_report = false,
+       progress_always = false;
+  po::options_description desc("embedflow run GRAPH [options]\nembedflow run --from OUT/run.json [options]");
   desc.add_options()("help,h", "this help")
-      ("threads,j", po::value(&threads), "worker threads (default: every core)")
+      ("threads,j", po::value(&threads), "worker threads (default: every core; with --from: the recorded count)")
       ("seed", po::value(&seed), "graph seed (overrides the file's)")
+      ("out,o", po::value(&out_option), "output folder for run.json, graph.resolved.yaml, metrics.jsonl and report.html "
+                                        "(default: the graph's out:, else its variable out, else out/<graph name>); "
+                                        "also sets the variable out when the graph has one")
+      ("from", po::value(&from), "run a recorded run again: its run.json (the resolved graph it ran, its threads)")
+      ("no-report", po::bool_switch(&no_report), "do not write report.html at the end")
+      ("progress", po::bool_switch(&progress_always), "draw the progress line even when stderr is not a terminal")
       ("trace", po::value(&trace), "write Chrome trace events (Perfetto) to this file")
       ("cache-dir", po::value(&cache_dir), "stage cache directory (default: $EMBEDFLOW_CACHE_DIR, else ~/.cache/embedflow)")
       ("explain-cache", po::bool_switch(&explain_cache), "say for every node whether it replays, runs or is skipped, and why")
+      ("dry-run", po::bool_switch(&dry_run), "resolve the graph and plan its caches (see --explain-cache), run nothing")
       ("no-cache", po::bool_switch(&no_cache), "ignore cache: settings (read nothing, write nothing)")
       ("rebuild-cache", po::bool_switch(&rebuild_cache), "run cached nodes and overwrite their entries");
-  if (int r = parse_graph_command("run", desc, args, c, graph); r >= 0) return r;
+  if (int r = parse_graph_command("run", desc, args, c, graph, &from); r >= 0) return r;
   if (threads < 0) {
     std::cerr << "embedflow run: --threads must be positive\n";
     return kExitInvalid;
@@ -198,13 +310,71 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   std::optional<std::uint64_t> seed_override;
   if (seed >= 0) seed_override = static_cast<std::uint64_t>(seed);
-  if (!load_graph(graph, c, seed_override, registry, g)) return kExitInvalid;
+
+  std::optional<Rerun> rerun;
+  if (!from.empty()) {
+    if (!graph.empty() || !c.sets.empty() || seed_override) {
+      std::cerr << "embedflow run: --from runs the recorded graph as it was; it takes no GRAPH, --set or --seed "
+                   "(edit a copy of its graph.resolved.yaml and run that instead)\n";
+      return kExitInvalid;
+    }
+    try {
+      rerun = Rerun{read_run_record(from), ""};
+    } catch (const ConfigError& e) {
+      std::cerr << "embedflow run: " << e.what() << "\n";
+      return kExitInvalid;
+    }
+    const auto& rec = rerun->record;
+    // Relative paths in the graph (data files, outputs) meant what they meant in the recorded
+    // working directory.
+    std::string cwd = rec.value("cwd", "");
+    std::error_code ec;
+    if (!cwd.empty() && fs::current_path(ec) != fs::path(cwd)) {
+      if (!fs::is_directory(cwd, ec)) {
+        std::cerr << "embedflow run: " << from << ": the recorded working directory " << cwd << " no longer exists\n";
+        return kExitInvalid;
+      }
+      fs::path abs_from = fs::absolute(from);
+      fs::current_path(cwd, ec);
+      from = abs_from.string();
+      log_info("run", "working directory ", cwd, ", as recorded");
+    }
+    graph = rec["graph"].value("path", "");
+    for (const auto& s : rec.value("overrides", nlohmann::ordered_json::array())) c.sets.push_back(s.get<std::string>());
+    if (!args_has(args, "--threads") && !args_has(args, "-j")) threads = rec.value("threads", 0);
+    if (out_option.empty()) out_option = rec.value("out", "");
+    rerun->resolved_path = (fs::path(from).parent_path() / kResolvedGraphFile).string();
+  }
+
+  if (rerun) {
+    std::vector<Diagnostic> problems;
+    GraphSpec spec = parse_graph_text(rerun->record["graph"]["resolved_yaml"].get<std::string>(), rerun->resolved_path, problems);
+    std::vector<std::string> extra;
+    PluginLoader* loader = nullptr;
+    if (!spec_plugin_dirs(spec, graph, extra) || !load_plugins(c, registry, loader, extra)) return kExitInvalid;
+    Common no_sets = c;
+    no_sets.sets.clear();  // the recorded graph has them applied already
+    if (!prepare_spec(std::move(spec), std::move(problems), no_sets, std::nullopt, registry, g)) return kExitInvalid;
+    warn_about_changes(*rerun, graph, c, g, registry);
+  } else {
+    std::vector<std::string> extra;
+    PluginLoader* loader = nullptr;
+    if (!graph_plugin_dirs(graph, extra) || !load_plugins(c, registry, loader, extra)) return kExitInvalid;
+    std::vector<Diagnostic> problems;
+    GraphSpec spec = load_graph_file(graph, problems);
+    // --out moves the whole run: the record, and every output a graph puts under its `out` variable.
+    if (!out_option.empty() && std::any_of(spec.vars.begin(), spec.vars.end(), [](const auto& v) { return v.first == "out"; }))
+      c.sets.insert(c.sets.begin(), "out=" + out_option);
+    if (!prepare_spec(std::move(spec), std::move(problems), c, seed_override, registry, g)) return kExitInvalid;
+  }
 
   std::vector<NodePlan> plans;
   std::unique_ptr<CachePlanner> planner;  // holds hit entries open until the run ends
+  std::string cache_used;
   if (!no_cache && CachePlanner::any_cached(g)) {
     CacheRunOptions co;
     co.dir = cache_dir.empty() ? default_cache_dir() : fs::path(cache_dir);
+    cache_used = co.dir.string();
     co.graph_file = fs::absolute(graph).lexically_normal().string();
     co.explain = explain_cache;
     co.explain_out = &std::cerr;
@@ -221,6 +391,41 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cerr << "cache plan: " << (no_cache ? "--no-cache given" : "no node has cache: enabled")
               << "; every node runs\n";
   }
+  if (dry_run) {
+    std::size_t run = 0, replay = 0, skip = 0;
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      auto mode = plans.empty() ? NodePlan::Mode::run : plans[i].mode;
+      (mode == NodePlan::Mode::run ? run : mode == NodePlan::Mode::replay ? replay : skip)++;
+    }
+    std::cerr << "dry run: " << run << " nodes would run, " << replay << " replay from the cache, " << skip
+              << " are not needed; nothing was run or written\n";
+    return kExitOk;
+  }
+
+  RunRecordInfo info;
+  info.run_id = make_run_id();
+  info.command = g_command;
+  info.graph_file = graph;
+  info.overrides = c.sets;
+  info.seed_override = seed_override;
+  if (rerun && rerun->record.value("seed_from_command_line", false)) info.seed_override = g.spec.seed;
+  info.threads = threads;
+  info.cache_dir = cache_used;
+  info.no_cache = no_cache;
+  if (rerun) {
+    info.from_record = from;
+    info.graph_sha256 = rerun->record["graph"].value("sha256", "");
+  }
+  std::unique_ptr<RunRecorder> recorder;
+  try {
+    recorder = std::make_unique<RunRecorder>(run_output_dir(g.spec, out_option), info, g,
+                                             g_loader ? g_loader->plugins() : std::vector<LoadedPlugin>{});
+  } catch (const Error& e) {
+    std::cerr << "embedflow: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  set_run_id(info.run_id);
+
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   RunOptions options;
@@ -228,14 +433,21 @@ int cmd_run(const std::vector<std::string>& args) {
   options.threads = threads;
   options.trace_path = trace;
   options.stop = &g_stop;
-  options.progress = !c.quiet && isatty(STDERR_FILENO);
+  options.progress = !c.quiet && (progress_always || isatty(STDERR_FILENO));
+  options.on_progress = [&recorder](std::string_view node, const ProgressReport& report) {
+    recorder->on_progress(node, report);
+  };
   RunResult r = run_graph(g, options);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   // A drained stop exits as the shell reports the signal: 130 for SIGINT, 143 for SIGTERM.
   if (r.exit_code == 130 && g_signal.load() == SIGTERM) r.exit_code = 128 + SIGTERM;
+  recorder->finish(r);
+  set_run_id("");
+  const fs::path record_path = recorder->dir() / kRunRecordFile;
   if (r.exit_code != 0 && r.exit_code != 130 && r.exit_code != 128 + SIGTERM) {
     std::cerr << "embedflow: " << r.error << "\n";
+    std::cerr << "run record: " << record_path.string() << "\n";
     return r.exit_code;
   }
   if (!c.quiet)
@@ -243,7 +455,41 @@ int cmd_run(const std::vector<std::string>& args) {
               << r.source_records << " source records in "
               << r.seconds << " s\n";
   if (!trace.empty() && !c.quiet) std::cerr << "trace written to " << trace << "\n";
+  if (!c.quiet) std::cerr << "run record: " << record_path.string() << "\n";
+  if (!no_report) write_run_report(recorder->dir(), c.quiet);
   return r.exit_code;
+}
+
+int cmd_report(const std::vector<std::string>& args) {
+  std::vector<std::string> runs;
+  std::string output;
+  po::options_description desc("embedflow report OUT [OUT2 ...] [options]");
+  desc.add_options()("help,h", "this help")
+      ("output,o", po::value(&output), "the HTML file (default: OUT/report.html for one run, report.html for several)")
+      ("run", po::value(&runs)->composing(), "run output folders (each holds a run.json)");
+  po::positional_options_description pos;
+  pos.add("run", -1);
+  po::variables_map vm;
+  if (int r = parse_or_usage(desc, pos, args, vm, "report"); r >= 0) return r;
+  if (runs.empty()) {
+    std::cerr << "embedflow report: name a run's output folder (it holds run.json)\n";
+    return kExitInvalid;
+  }
+  ReportOptions o;
+  for (const auto& r : runs) o.runs.push_back(r);
+  o.output = !output.empty() ? fs::path(output) : runs.size() == 1 ? fs::path(runs[0]) / "report.html" : fs::path("report.html");
+  o.assets = find_report_assets();
+  try {
+    write_report(o);
+  } catch (const ConfigError& e) {
+    std::cerr << "embedflow report: " << e.what() << "\n";
+    return kExitInvalid;
+  } catch (const std::exception& e) {
+    std::cerr << "embedflow report: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  std::cout << o.output.string() << "\n";
+  return kExitOk;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {
@@ -263,9 +509,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
   Common c;
   std::string type;
   bool json = false;
-  po::options_description desc("embedflow inspect [TYPE] [options]");
-  desc.add_options()("help,h", "this help")("type", po::value(&type), "node or component type")
-      ("json", po::bool_switch(&json), "dump every schema as JSON");
+  po::options_description desc("embedflow inspect [TYPE|PLUGIN] [options]");
+  desc.add_options()("help,h", "this help")("type", po::value(&type), "node or component type, or a plugin name")
+      ("json", po::bool_switch(&json), "schemas as JSON (every type, or the one named, or the plugin's)");
   add_common(desc, c);
   po::positional_options_description pos;
   pos.add("type", 1);
@@ -275,12 +521,26 @@ int cmd_inspect(const std::vector<std::string>& args) {
   Registry registry;
   PluginLoader* loader = nullptr;
   if (!load_plugins(c, registry, loader)) return kExitInvalid;
-  if (json) {
-    write_schema_json(std::cout, registry);
+  const LoadedPlugin* plugin = nullptr;
+  for (const auto& p : loader->plugins())
+    if (p.name == type) plugin = &p;
+  const bool known_type = registry.node_type(type) || registry.component_type(type);
+  if (json && (type.empty() || known_type || plugin)) {
+    write_schema_json(std::cout, registry, type);
     return kExitOk;
   }
   if (type.empty()) {
     print_type_list(std::cout, registry, loader->plugins());
+    return kExitOk;
+  }
+  if (plugin && !known_type) {
+    // The plugin's own types only, in the list's format.
+    Registry mine;
+    for (const NodeType* t : registry.node_types())
+      if (t->plugin == type) mine.add(*t);
+    for (const ComponentType* t : registry.component_types())
+      if (t->plugin == type) mine.add(*t);
+    print_type_list(std::cout, mine, {*plugin});
     return kExitOk;
   }
   if (const NodeType* t = registry.node_type(type)) {
@@ -293,8 +553,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
   }
   std::vector<std::string> names = registry.node_type_names();
   for (const auto& n : registry.component_type_names()) names.push_back(n);
+  for (const auto& p : loader->plugins()) names.push_back(p.name);
   std::string hint = closest_match(type, names);
-  std::cerr << "embedflow inspect: no node or component type '" << type << "'"
+  std::cerr << "embedflow inspect: no node or component type or plugin '" << type << "'"
             << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n";
   return kExitInvalid;
 }
@@ -302,17 +563,19 @@ int cmd_inspect(const std::vector<std::string>& args) {
 int cmd_dot(const std::vector<std::string>& args) {
   Common c;
   std::string graph, output;
+  DotOptions dot;
   po::options_description desc("embedflow dot GRAPH [options]");
-  desc.add_options()("help,h", "this help")("output,o", po::value(&output), "write to this file instead of stdout");
+  desc.add_options()("help,h", "this help")("output,o", po::value(&output), "write to this file instead of stdout")
+      ("all-params", po::bool_switch(&dot.all_params), "show every parameter, defaults included");
   if (int r = parse_graph_command("dot", desc, args, c, graph); r >= 0) return r;
   Registry registry;
   ResolvedGraph g;
   if (!load_graph(graph, c, std::nullopt, registry, g)) return kExitInvalid;
   if (output.empty()) {
-    write_dot(std::cout, g);
+    write_dot(std::cout, g, dot);
   } else {
     std::ofstream f(output);
-    write_dot(f, g);
+    write_dot(f, g, dot);
     if (!f) {
       std::cerr << "embedflow dot: cannot write " << output << "\n";
       return kExitFailure;
@@ -536,6 +799,10 @@ int cmd_cache(const std::vector<std::string>& args) {
     std::cerr << usage;
     return kExitInvalid;
   }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << usage;
+    return kExitOk;
+  }
   std::string sub = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   Common c;
@@ -574,6 +841,7 @@ int cmd_cache(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_command.assign(argv, argv + argc);
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help") {
     std::cout << kUsage;
     return argc < 2 ? kExitInvalid : kExitOk;
@@ -586,6 +854,7 @@ int main(int argc, char** argv) {
     if (command == "inspect") return cmd_inspect(args);
     if (command == "dot") return cmd_dot(args);
     if (command == "cache") return cmd_cache(args);
+    if (command == "report") return cmd_report(args);
     if (command == "version" || command == "--version") {
       std::cout << "embedflow " << kVersion << " (ABI " << kAbiVersion << ", " << kToolchain << ")\n";
       return kExitOk;

@@ -17,8 +17,15 @@ void print_node_type(std::ostream& out, const NodeType& type);
 void print_component_type(std::ostream& out, const ComponentType& type);
 // Every node and component type with parameters and ports, as JSON (sorted, stable: checked in
 // as a snapshot so schema changes show up in review).
-void write_schema_json(std::ostream& out, const Registry& registry);
-void write_dot(std::ostream& out, const ResolvedGraph& graph);
+// `only`: a type name or a plugin name; empty for every type.
+void write_schema_json(std::ostream& out, const Registry& registry, const std::string& only = "");
+struct DotOptions {
+  bool all_params = false;  // false: only the parameters the graph file sets, not the defaults
+};
+// A graph of more than kDotCompactNodes nodes is laid out top to bottom, with port schemas as
+// edge tooltips instead of labels, so it stays readable.
+inline constexpr std::size_t kDotCompactNodes = 12;
+void write_dot(std::ostream& out, const ResolvedGraph& graph, const DotOptions& options = {});
 std::string json_quote(const std::string& s);
 
 }  // namespace embedflow::engine

@@ -39,6 +39,12 @@ struct GraphSpec {
   // `vars:` — named values that params refer to as "${name}" (the whole string: the value keeps
   // its type; inside a longer string: its text). `--set name=value` overrides one.
   std::vector<std::pair<std::string, Value>> vars;
+  // `out:` — the run's output folder (run.json, the resolved graph, metrics.jsonl, the report);
+  // may use "${var}". Null when the file does not name one.
+  Value out;
+  // `plugin_dirs:` — extra plugin directories, relative to the graph file, searched before the
+  // default ones.
+  std::vector<std::string> plugin_dirs;
   std::vector<NodeSpec> nodes;
   std::vector<EdgeSpec> edges;
   std::vector<std::string> disabled;  // filled by resolve(): nodes left out by `enabled: false`
@@ -63,5 +69,10 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
 // Replaces "${name}" in every node's params, cache and enabled by the graph's vars. Unknown
 // names are problems located at the value.
 void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems);
+
+// The graph as a YAML graph file that reproduces it: seed, max_in_flight, out, every node's
+// type, params (as given, variables substituted), cache, enabled and in_flight, and the edges;
+// no vars (they are applied). Numbers are written shortest round-trip.
+std::string graph_to_yaml(const GraphSpec& spec, const std::string& header_comment);
 
 }  // namespace embedflow::engine

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "embedflow/node.hpp"
+#include "embedflow/progress.hpp"
 #include "embedflow_engine/graph.hpp"
 
 namespace embedflow::engine {
@@ -49,11 +50,25 @@ struct RunOptions {
   bool progress = false;      // progress line on stderr
   const std::atomic<bool>* stop = nullptr;  // set by SIGINT
   std::vector<NodePlan>* plans = nullptr;    // per node, indexed like ResolvedGraph::nodes
+  // Called with every progress report a node makes (progress.hpp), on the reporting thread,
+  // after the runtime has noted it for the progress line. The run's metrics.jsonl is written here.
+  std::function<void(std::string_view node, const ProgressReport& report)> on_progress;
 };
 
 struct NodeStats {
   std::string id;
   std::uint64_t records_in = 0, records_out = 0;
+  // Time spent inside the node's open / produce / process / on_side / close calls, summed over
+  // the threads that made them (a parallel node may exceed the run's wall time).
+  double busy_s = 0;
+  // CPU time of the calling threads during those calls: measured on long calls and on every
+  // 64th short one, and scaled to busy_s by the measured ratio. Pools a node runs itself
+  // (LibTorch's intra-op threads, OpenCV's) are not included; run.json has the process's total.
+  double cpu_s = 0;
+  std::string mode = "run";  // run, replay (from its cache), skip (not needed: all consumers replay)
+  bool cache_write = false;  // ran with a cache tap: a miss whose output is being stored
+  ProgressReport last_progress;  // the node's latest report (done = 0 when it made none)
+  bool reported_progress = false;
 };
 
 struct RunResult {

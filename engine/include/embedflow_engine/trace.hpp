@@ -12,6 +12,11 @@
 
 namespace embedflow::engine {
 
+// Consecutive calls of one node on one thread, each shorter than kTinySpanNs and as close
+// together, are written as one span (args: calls, busy_us), up to kMaxMergedSpanNs long.
+inline constexpr std::int64_t kTinySpanNs = 20'000;
+inline constexpr std::int64_t kMaxMergedSpanNs = 20'000'000;
+
 class TraceRecorder {
  public:
   explicit TraceRecorder(std::size_t max_events = 4'000'000) : max_events_(max_events) {}

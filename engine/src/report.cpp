@@ -1,0 +1,516 @@
+#include "embedflow_engine/report.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "embedflow/error.hpp"
+#include "embedflow/report_files.hpp"
+#include "embedflow_engine/graph_file.hpp"
+#include "embedflow_engine/run_record.hpp"
+
+#ifndef EMBEDFLOW_SOURCE_REPORT_ASSETS
+#define EMBEDFLOW_SOURCE_REPORT_ASSETS ""
+#endif
+
+namespace embedflow::engine {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+// The page's own script and style (report_page.cpp).
+const char* report_page_script();
+const char* report_page_style();
+
+namespace {
+
+constexpr const char* kAssetFiles[] = {"vega.min.js", "vega-lite.min.js", "vega-embed.min.js"};
+
+// A library file in an assets folder: flat (an installed tree), or as npm lays it out
+// (node_modules/vega-lite/build/vega-lite.min.js).
+fs::path asset_file(const fs::path& dir, const std::string& name) {
+  std::error_code ec;
+  if (fs::exists(dir / name, ec)) return dir / name;
+  const std::string package = name.substr(0, name.find(".min.js"));
+  return dir / "node_modules" / package / "build" / name;
+}
+constexpr std::uintmax_t kMaxImageBytes = 8u << 20;
+constexpr std::uintmax_t kMaxJsonBytes = 16u << 20;
+constexpr std::size_t kMaxChartPoints = 5000;
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(cat("cannot read '", p.string(), "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string base64(const std::string& bytes) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                 static_cast<unsigned char>(bytes[i + 2]);
+    out += table[(v >> 18) & 63];
+    out += table[(v >> 12) & 63];
+    out += table[(v >> 6) & 63];
+    out += table[v & 63];
+  }
+  if (i < bytes.size()) {
+    unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
+    out += table[(v >> 18) & 63];
+    out += table[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? table[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+// The graph drawn as layers top to bottom: a node's layer is the longest path from a source.
+std::string graph_svg(const GraphSpec& spec) {
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < spec.nodes.size(); ++i) index[spec.nodes[i].id] = i;
+  std::vector<std::vector<std::size_t>> succ(spec.nodes.size());
+  std::vector<int> indegree(spec.nodes.size(), 0), layer(spec.nodes.size(), 0);
+  for (const auto& e : spec.edges) {
+    auto a = index.find(e.from_node), b = index.find(e.to_node);
+    if (a == index.end() || b == index.end()) continue;
+    succ[a->second].push_back(b->second);
+    ++indegree[b->second];
+  }
+  std::vector<std::size_t> queue;
+  for (std::size_t i = 0; i < spec.nodes.size(); ++i)
+    if (indegree[i] == 0) queue.push_back(i);
+  for (std::size_t q = 0; q < queue.size(); ++q)
+    for (std::size_t s : succ[queue[q]]) {
+      layer[s] = std::max(layer[s], layer[queue[q]] + 1);
+      if (--indegree[s] == 0) queue.push_back(s);
+    }
+  std::map<int, std::vector<std::size_t>> layers;
+  for (std::size_t i = 0; i < spec.nodes.size(); ++i) layers[layer[i]].push_back(i);
+  const int box_w = 180, box_h = 42, gap_x = 24, gap_y = 46, margin = 12;
+  std::size_t widest = 1;
+  for (const auto& [l, ids] : layers) widest = std::max(widest, ids.size());
+  const int width = margin * 2 + static_cast<int>(widest) * (box_w + gap_x) - gap_x;
+  const int height = margin * 2 + static_cast<int>(layers.size()) * (box_h + gap_y) - gap_y;
+  std::vector<std::pair<int, int>> pos(spec.nodes.size());
+  int row = 0;
+  for (const auto& [l, ids] : layers) {
+    const int row_w = static_cast<int>(ids.size()) * (box_w + gap_x) - gap_x;
+    int x = (width - row_w) / 2;
+    for (std::size_t i : ids) {
+      pos[i] = {x, margin + row * (box_h + gap_y)};
+      x += box_w + gap_x;
+    }
+    ++row;
+  }
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph\" width=\"" << width << "\" height=\"" << height
+    << "\" viewBox=\"0 0 " << width << " " << height << "\">"
+    << "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" "
+       "orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#667\"/></marker></defs>";
+  for (const auto& e : spec.edges) {
+    auto a = index.find(e.from_node), b = index.find(e.to_node);
+    if (a == index.end() || b == index.end()) continue;
+    const int x1 = pos[a->second].first + box_w / 2, y1 = pos[a->second].second + box_h;
+    const int x2 = pos[b->second].first + box_w / 2, y2 = pos[b->second].second;
+    const int my = (y1 + y2) / 2;
+    s << "<path class=\"edge\" d=\"M" << x1 << "," << y1 << " C" << x1 << "," << my << " " << x2 << "," << my << " " << x2
+      << "," << y2 << "\" fill=\"none\" stroke=\"#667\" marker-end=\"url(#arrow)\"><title>"
+      << xml_escape(e.from_node + (e.from_port.empty() ? "" : "." + e.from_port) + " -> " + e.to_node +
+                    (e.to_port.empty() ? "" : "." + e.to_port))
+      << "</title></path>";
+  }
+  for (std::size_t i = 0; i < spec.nodes.size(); ++i) {
+    const auto& n = spec.nodes[i];
+    const auto [x, y] = pos[i];
+    s << "<g class=\"node\"><title>" << xml_escape(n.id + " (" + n.type + ")\n" + n.params.str()) << "</title>"
+      << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << box_w << "\" height=\"" << box_h
+      << "\" rx=\"6\" fill=\"#eef3fb\" stroke=\"#4a6fa5\"/>"
+      << "<text x=\"" << x + box_w / 2 << "\" y=\"" << y + 17 << "\" text-anchor=\"middle\" font-weight=\"bold\">"
+      << xml_escape(n.id) << "</text>"
+      << "<text x=\"" << x + box_w / 2 << "\" y=\"" << y + 33 << "\" text-anchor=\"middle\" font-size=\"11\" fill=\"#445\">"
+      << xml_escape(n.type) << "</text></g>";
+  }
+  s << "</svg>";
+  return s.str();
+}
+
+bool all_numbers(const json& a) {
+  if (!a.is_array() || a.empty()) return false;
+  return std::all_of(a.begin(), a.end(), [](const json& v) { return v.is_number() || v.is_null(); });
+}
+
+bool all_flat_objects(const json& a) {
+  if (!a.is_array() || a.empty()) return false;
+  return std::all_of(a.begin(), a.end(), [](const json& v) {
+    if (!v.is_object()) return false;
+    return std::all_of(v.begin(), v.end(), [](const json& f) { return f.is_primitive(); });
+  });
+}
+
+struct RunData {
+  json page;                        // what the page shows for this run
+  std::map<std::string, json> scalars;  // "file: key" -> number, for the comparison
+  GraphSpec spec;
+};
+
+struct Walk {
+  std::string file;
+  json& rows;
+  json& charts;
+  json& tables;
+  std::map<std::string, json>& scalars;
+  std::map<std::string, std::size_t> chart_of;  // "file: leaf key" -> chart index, to overlay curves
+};
+
+std::string leaf_key(const std::string& path) {
+  auto dot = path.find_last_of('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+// Rows of objects with a numeric "x" (a swept variable: eval.report's methods): each other
+// numeric field charted against x, one line per method.
+void chart_against_x(const json& items, const std::string& path, const std::string& x_label, Walk& w) {
+  std::map<std::string, json> by_metric;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const json& item = items[i];
+    if (!item.is_object() || !item.contains("x") || !item["x"].is_number()) continue;
+    const std::string series = item.contains("method") && item["method"].is_string() ? item["method"].get<std::string>()
+                                                                                       : cat(path, "[", i, "]");
+    for (auto it = item.begin(); it != item.end(); ++it)
+      if (it.key() != "x" && it.value().is_number())
+        by_metric[it.key()].push_back({{"x", item["x"]}, {"y", it.value()}, {"series", series}});
+  }
+  for (auto& [metric, points] : by_metric)
+    w.charts.push_back({{"title", w.file + ": " + metric + " against " + x_label}, {"x_title", x_label},
+                        {"y_title", metric}, {"points", points}});
+}
+
+// Walks a JSON document: scalar leaves become rows "a.b.c = v", arrays of numbers become
+// charts (arrays under the same key in one file share a chart: every method's CMC in one),
+// arrays of flat objects become tables of their own.
+void walk_json(const json& v, const std::string& path, Walk& w) {
+  const std::string& file = w.file;
+  json& rows = w.rows;
+  json& charts = w.charts;
+  json& tables = w.tables;
+  auto& scalars = w.scalars;
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (path.empty() && it.key() == "run_id") continue;  // shown with the run record
+      if (it.value().is_array()) {
+        std::size_t with_x = 0;
+        for (const auto& item : it.value()) with_x += item.is_object() && item.contains("x") && item["x"].is_number();
+        if (with_x >= 2)
+          chart_against_x(it.value(), it.key(), v.contains("x_label") && v["x_label"].is_string() ? v["x_label"].get<std::string>() : "x", w);
+      }
+      walk_json(it.value(), path.empty() ? it.key() : path + "." + it.key(), w);
+    }
+    return;
+  }
+  if (all_numbers(v) && v.size() >= 2) {
+    if (v.size() > kMaxChartPoints) {
+      rows.push_back({path, cat("(", v.size(), " values)")});
+      return;
+    }
+    const std::string leaf = leaf_key(path);
+    const bool cmc = leaf.find("cmc") != std::string::npos || leaf.find("CMC") != std::string::npos;
+    const std::string key = file + ": " + leaf;
+    auto found = w.chart_of.find(key);
+    if (found == w.chart_of.end()) {
+      found = w.chart_of.emplace(key, charts.size()).first;
+      charts.push_back({{"title", key}, {"x_title", cmc ? "rank" : "index"}, {"y_title", leaf}, {"points", json::array()}});
+    }
+    json& points = charts[found->second]["points"];
+    for (std::size_t i = 0; i < v.size(); ++i) points.push_back({{"x", i + 1}, {"y", v[i]}, {"series", path}});
+    return;
+  }
+  if (all_flat_objects(v)) {
+    json columns = json::array();
+    std::set<std::string> seen;
+    for (const auto& item : v)
+      for (auto it = item.begin(); it != item.end(); ++it)
+        if (seen.insert(it.key()).second) columns.push_back(it.key());
+    json table_rows = json::array();
+    for (const auto& item : v) {
+      json row = json::array();
+      for (const auto& c : columns) row.push_back(item.contains(c.get<std::string>()) ? item[c.get<std::string>()] : json(nullptr));
+      table_rows.push_back(row);
+    }
+    tables.push_back({{"title", file + ": " + path}, {"columns", columns}, {"rows", table_rows}});
+    return;
+  }
+  if (v.is_array()) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      // Name an element by its "method" or "name" when it has one: rows read "methods[kNN cosine].mAP".
+      std::string name = cat(i);
+      if (v[i].is_object())
+        for (const char* k : {"method", "name"})
+          if (v[i].contains(k) && v[i][k].is_string()) {
+            name = v[i][k].get<std::string>();
+            break;
+          }
+      walk_json(v[i], cat(path, "[", name, "]"), w);
+    }
+    return;
+  }
+  rows.push_back({path, v});
+  if (v.is_number()) scalars[file + ": " + path] = v;
+}
+
+// A CSV of a header and numeric rows: a table, and a chart of every column against the first.
+void read_csv(const fs::path& p, const std::string& rel, json& charts, json& tables) {
+  std::ifstream in(p);
+  std::string line;
+  if (!std::getline(in, line)) return;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> cells;
+    std::stringstream ss(l);
+    for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
+    return cells;
+  };
+  std::vector<std::string> header = split(line);
+  json rows = json::array();
+  std::vector<std::vector<double>> numeric;
+  bool all_numeric = true;
+  while (std::getline(in, line) && rows.size() < 10000) {
+    if (line.empty()) continue;
+    auto cells = split(line);
+    json row = json::array();
+    std::vector<double> values;
+    for (const auto& c : cells) {
+      char* end = nullptr;
+      double d = std::strtod(c.c_str(), &end);
+      if (!c.empty() && end && *end == '\0') {
+        row.push_back(d);
+        values.push_back(d);
+      } else {
+        row.push_back(c);
+        all_numeric = false;
+      }
+    }
+    rows.push_back(row);
+    numeric.push_back(values);
+  }
+  tables.push_back({{"title", rel}, {"columns", header}, {"rows", rows}});
+  if (!all_numeric || numeric.size() < 2 || header.size() < 2) return;
+  json points = json::array();
+  for (const auto& r : numeric)
+    for (std::size_t c = 1; c < r.size() && c < header.size(); ++c)
+      points.push_back({{"x", r[0]}, {"y", r[c]}, {"series", header[c]}});
+  charts.push_back({{"title", rel}, {"x_title", header[0]}, {"y_title", header.size() == 2 ? header[1] : "value"},
+                    {"points", points}});
+}
+
+RunData collect_run(const fs::path& dir) {
+  const fs::path record_path = dir / kRunRecordFile;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw ConfigError(cat(dir.string(), ": no such folder"));
+  if (!fs::exists(record_path, ec))
+    throw ConfigError(cat(dir.string(), ": no run record (", kRunRecordFile, ") in this folder; `embedflow run` writes one "
+                                        "in the graph's output folder"));
+  RunData run;
+  json record = read_run_record(record_path.string());
+  std::vector<Diagnostic> problems;
+  run.spec = parse_graph_text(record["graph"]["resolved_yaml"].get<std::string>(), (dir / kResolvedGraphFile).string(), problems);
+  json& page = run.page;
+  page["dir"] = dir.string();
+  page["record"] = record;
+  page["graph_svg"] = graph_svg(run.spec);
+  json rows = json::array(), charts = json::array(), tables = json::array(), images = json::array(), files = json::array();
+
+  // metrics.jsonl: one chart per node and metric, against the node's progress count.
+  std::map<std::string, json> metric_points;
+  std::map<std::string, std::string> metric_unit;
+  std::ifstream metrics(dir / kMetricsFile);
+  std::size_t line_no = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    ++line_no;
+    if (line.empty()) continue;
+    json m;
+    try {
+      m = json::parse(line);
+    } catch (const nlohmann::json::parse_error&) {
+      throw Error(cat((dir / kMetricsFile).string(), ":", line_no, ": not a JSON line"));
+    }
+    const std::string node = m.value("node", "");
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      static const std::set<std::string> meta{"run_id", "t", "node", "done", "total", "unit"};
+      if (meta.count(it.key()) || !it.value().is_number()) continue;
+      const std::string key = node + ": " + it.key();
+      metric_points[key].push_back({{"x", m.value("done", 0)}, {"y", it.value()}, {"series", it.key()}});
+      metric_unit[key] = m.value("unit", "items");
+    }
+  }
+  for (auto& [key, points] : metric_points) {
+    const std::string metric = key.substr(key.find(": ") + 2);
+    charts.push_back({{"title", key}, {"x_title", metric_unit[key]}, {"y_title", metric}, {"points", points}});
+  }
+
+  std::vector<fs::path> paths;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file()) paths.push_back(it->path());
+  std::sort(paths.begin(), paths.end());
+  for (const auto& p : paths) {
+    const std::string rel = fs::relative(p, dir).string();
+    const std::string name = p.filename().string();
+    const std::string ext = p.extension().string();
+    if (name == kRunRecordFile || name == kMetricsFile || name == kResolvedGraphFile || ext == ".html" ||
+        name.find(".tmp") != std::string::npos)
+      continue;
+    const std::uintmax_t size = fs::file_size(p, ec);
+    if (ext == ".json") {
+      if (size > kMaxJsonBytes) {
+        files.push_back({{"file", rel}, {"note", cat("not shown: ", size, " bytes")}});
+        continue;
+      }
+      json doc;
+      try {
+        doc = json::parse(read_bytes(p));
+      } catch (const nlohmann::json::parse_error& e) {
+        files.push_back({{"file", rel}, {"note", cat("not JSON: ", e.what())}});
+        continue;
+      }
+      json file_rows = json::array();
+      Walk walk{rel, file_rows, charts, tables, run.scalars, {}};
+      walk_json(doc, "", walk);
+      if (!file_rows.empty()) rows.push_back({{"file", rel}, {"run_id", doc.is_object() ? doc.value("run_id", "") : ""},
+                                              {"rows", file_rows}});
+    } else if (ext == ".csv") {
+      read_csv(p, rel, charts, tables);
+    } else if (ext == ".png" || ext == ".jpg" || ext == ".jpeg") {
+      if (size > kMaxImageBytes) {
+        files.push_back({{"file", rel}, {"note", cat("not inlined: ", size, " bytes")}});
+        continue;
+      }
+      images.push_back({{"file", rel},
+                        {"src", std::string("data:image/") + (ext == ".png" ? "png" : "jpeg") + ";base64," +
+                                    base64(read_bytes(p))}});
+    } else {
+      files.push_back({{"file", rel}, {"bytes", size}});
+    }
+  }
+  page["metrics"] = rows;
+  page["tables"] = tables;
+  page["charts"] = charts;
+  page["images"] = images;
+  page["files"] = files;
+  return run;
+}
+
+// JSON inside <script>: "<" escaped so no "</script>" or "<!--" can end the element early.
+std::string script_json(const json& j) {
+  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '<') out += "\\u003c";
+    else out += c;
+  }
+  return out;
+}
+
+std::string script_text(std::string js) {
+  // A library's text never closes the element it sits in.
+  for (std::size_t at = js.find("</script"); at != std::string::npos; at = js.find("</script", at + 2)) js.insert(at + 1, "\\");
+  return js;
+}
+
+}  // namespace
+
+fs::path find_report_assets() {
+  auto has_all = [](const fs::path& dir) {
+    std::error_code ec;
+    for (const char* f : kAssetFiles)
+      if (!fs::exists(asset_file(dir, f), ec)) return false;
+    return true;
+  };
+  if (const char* env = std::getenv("EMBEDFLOW_REPORT_ASSETS"))
+    if (has_all(env)) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path installed = exe.parent_path().parent_path() / "share" / "embedflow" / "report";
+    if (has_all(installed)) return installed;
+  }
+  // A build tree: the packages tools/setup installed in the source tree, flattened by name.
+  const fs::path source = EMBEDFLOW_SOURCE_REPORT_ASSETS;
+  if (!source.empty() && has_all(source)) return source;
+  return {};
+}
+
+void write_report(const ReportOptions& options) {
+  if (options.runs.empty()) throw ConfigError("name at least one run folder");
+  std::vector<RunData> runs;
+  for (const auto& dir : options.runs) runs.push_back(collect_run(dir));
+  if (options.assets.empty())
+    throw Error("the chart library (vega, vega-lite, vega-embed) was not found: run tools/setup, or point "
+                "EMBEDFLOW_REPORT_ASSETS at a folder holding vega.min.js, vega-lite.min.js and vega-embed.min.js");
+  std::string libraries;
+  for (const char* f : kAssetFiles) libraries += "<script>" + script_text(read_bytes(asset_file(options.assets, f))) + "</script>\n";
+
+  json data;
+  data["generated"] = utc_timestamp(std::chrono::system_clock::now());
+  data["runs"] = json::array();
+  for (const auto& r : runs) data["runs"].push_back(r.page);
+  if (runs.size() > 1) {
+    json cmp;
+    json graph_diffs = json::array();
+    for (std::size_t i = 1; i < runs.size(); ++i)
+      graph_diffs.push_back({{"run", runs[i].page["record"].value("run_id", "")},
+                             {"differences", graph_differences(runs[0].spec, runs[i].spec)}});
+    cmp["graph_differences"] = graph_diffs;
+    // Every metric any run has, in the first run's order, then the others' extras.
+    std::vector<std::string> keys;
+    std::set<std::string> seen;
+    for (const auto& r : runs)
+      for (const auto& [k, v] : r.scalars)
+        if (seen.insert(k).second) keys.push_back(k);
+    json metrics = json::array();
+    for (const auto& k : keys) {
+      json values = json::array();
+      for (const auto& r : runs) {
+        auto it = r.scalars.find(k);
+        values.push_back(it == r.scalars.end() ? json(nullptr) : it->second);
+      }
+      metrics.push_back({{"metric", k}, {"values", values}});
+    }
+    cmp["metrics"] = metrics;
+    data["comparison"] = cmp;
+  }
+  std::string title = runs.size() == 1 ? "embedflow run " + runs[0].page["record"].value("run_id", "")
+                                       : cat("embedflow: ", runs.size(), " runs compared");
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << xml_escape(title) << "</title>\n"
+       << "<style>" << report_page_style() << "</style>\n"
+       << libraries
+       << "<script type=\"application/json\" id=\"report-data\">" << script_json(data) << "</script>\n"
+       << "</head><body data-status=\"loading\"><div id=\"report\"></div>\n"
+       << "<script>" << report_page_script() << "</script>\n</body></html>\n";
+  write_file_replacing(options.output, html.str());
+}
+
+}  // namespace embedflow::engine
