@@ -25,6 +25,30 @@ void geo_photo_csv(const std::string& path) {
   }
 }
 
+// The YFCC100M layouts as geo.yfcc_photos reads them: tab-separated, unquoted, header-less (the
+// first row's column count picks the layout), percent-encoded text, rows without coordinates
+// counted rather than bad.
+void geo_yfcc(const std::string& path) {
+  for (bool skip : {false, true}) {
+    embedflow::geo::CsvReadOptions o;
+    o.skip_bad_rows = skip;
+    o.min_accuracy = 16;
+    o.time_format = embedflow::geo::TimeFormat::iso8601;
+    o.delimiter = '\t';
+    o.quoting = false;
+    o.missing_coordinates_bad = false;
+    o.url_decode_text = true;
+    o.layouts = {embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::webscope),
+                 embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::commons)};
+    o.image_template = "img/{id}.jpg";
+    try {
+      embedflow::geo::CsvReadStats stats;
+      (void)embedflow::geo::read_photos_csv(path, o, &stats);
+    } catch (const embedflow::Error&) {
+    }
+  }
+}
+
 struct Reader {
   const char* name;
   void (*read)(const std::string& path);
@@ -33,6 +57,7 @@ struct Reader {
 const Reader kReaders[] = {
     {"sdk.read_csv_table", sdk_table},
     {"geo.csv_photos", geo_photo_csv},
+    {"geo.yfcc_photos", geo_yfcc},
 };
 
 }  // namespace
