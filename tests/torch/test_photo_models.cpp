@@ -69,7 +69,7 @@ std::string train_two_steps(const fs::path& dir, const std::string& name, const 
                         "checkpoint_dir: " + (dir / name).string() + ", checkpoint_every: 1, keep_checkpoints: 0}}\n"
                         "edges: [data.out -> train.in]\n";
   write_file(dir / (name + ".yaml"), g);
-  auto r = run_cli({"run", (dir / (name + ".yaml")).string(), "--quiet"});
+  auto r = run_cli({"run", (dir / (name + ".yaml")).string()});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::smatch m;
