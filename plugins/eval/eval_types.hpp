@@ -8,6 +8,7 @@ namespace embedflow::eval {
 NodeType retrieval_type();
 NodeType clustering_type();
 NodeType triplet_accuracy_type();
+NodeType view_invariance_type();
 NodeType pair_prediction_type();
 NodeType report_type();
 NodeType scatter_type();

@@ -12,6 +12,7 @@ void register_types(embedflow::Registry& r) {
   r.add(retrieval_type());
   r.add(clustering_type());
   r.add(triplet_accuracy_type());
+  r.add(view_invariance_type());
   r.add(pair_prediction_type());
   r.add(report_type());
   r.add(scatter_type());

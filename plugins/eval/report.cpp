@@ -5,7 +5,9 @@
 //
 // Inputs:  in  method str[] and any of: cmc f64[R], map, map_trapezoid, mrr, p_at_1, r_precision,
 //          map_at_r, evaluated, no_match f64[], map_ci f64[2] (eval.retrieval sends them all), nmi,
-//          ami (eval.clustering), recon_mse (eval.reconstruction); any number of edges
+//          ami (eval.clustering), recon_mse (eval.reconstruction), triplet_accuracy
+//          (eval.triplet_accuracy), invariance_ratio, invariance_auc (eval.view_invariance); any
+//          number of edges
 // Outputs: none
 //
 // Rows: records naming the same method merge into one row, so one model's retrieval, clustering
@@ -18,7 +20,8 @@
 // (P@1), r_precision, map_at_r (MAP@R), map (with its bootstrap interval when the record has one),
 // map_trapezoid, mrr, evaluated and no_match (percentages and counts); nmi and ami (k-means on the
 // embeddings, shown as fractions with three decimals); recon_mse (reconstruction error per pixel,
-// four significant digits). A metric a row lacks shows as n/a. The JSON always carries every
+// four significant digits); triplet_accuracy (percent); invariance_ratio (four significant
+// digits) and invariance_auc (percent) from eval.view_invariance. A metric a row lacks shows as n/a. The JSON always carries every
 // metric whatever `columns` says.
 // Sweeps: with `x` (method name -> number), <out>_vs_x.png plots each of `plot_metrics` as one
 // line over the methods that have an x, in x order; methods without one (baselines) appear as
@@ -87,6 +90,9 @@ const Metric kMetrics[] = {
     {"macro_map", "macro mAP %", "macro_mAP", Format::percent},
     {"macro_mrr", "macro MRR %", "macro_MRR", Format::percent},
     {"single_shot_rank1", "single-shot rank-1 %", "single_shot_rank-1", Format::percent},
+    {"triplet_accuracy", "triplet acc. %", "triplet_accuracy", Format::percent},
+    {"invariance_ratio", "frames / views distance", "invariance_ratio", Format::general},
+    {"invariance_auc", "frames closer %", "invariance_auc", Format::percent},
 };
 
 std::string format_value(double v, Format f) {

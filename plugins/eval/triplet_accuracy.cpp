@@ -2,10 +2,14 @@
 // on which the embedding agrees: d(query, positive) < d(query, negative). Triplets come from
 // Wang et al.'s file (four lines each: query text, query, positive, negative) or from a CSV of
 // ids (query,positive,negative); each id is looked up in the `id` field of the embeddings.
-// Writes <out>.json and emits one record {accuracy, evaluated, agree, ties, missing}.
+// Writes <out>.json and emits one record {method, accuracy, triplet_accuracy (the same number,
+// under the name eval.report reads), evaluated, agree, ties, missing}.
 //
 // Inputs:  in       embedding f32[B,D], id i64[B] or str[B]
-// Outputs: metrics  accuracy f64[], evaluated i64[], ... (one record at end of stream)
+// Outputs: metrics  method str[] (`name`, default the node id), accuracy f64[], evaluated i64[],
+//                   ... (one record at end of stream; keep method and triplet_accuracy with
+//                   core.select before an eval.report that also gets retrieval records, whose
+//                   `evaluated` counts queries)
 //
 // Caveats: ties count as disagreement and are reported. Triplets naming an id that never
 // arrived are counted as `missing`; if none can be evaluated the node fails.
@@ -40,6 +44,7 @@ class TripletAccuracy final : public Node {
     spec_.gamma = p.number("gamma");
     out_ = p.has("out") ? p.string("out") : "";
     name_ = ctx.id();
+    method_ = p.has("name") ? p.string("name") : ctx.id();
     features_.what = "embeddings";
   }
   void process(std::size_t, const RecordPtr& batch, Emitter&) override {
@@ -63,7 +68,9 @@ class TripletAccuracy final : public Node {
       write_text_atomic(out_ + ".json", j.str() + "\n");
     }
     Record r;
+    r.set("method", Array::string_scalar(method_));
     r.set("accuracy", Array::scalar<double>(s.accuracy()));
+    r.set("triplet_accuracy", Array::scalar<double>(s.accuracy()));
     r.set("evaluated", Array::scalar<std::int64_t>(s.evaluated));
     r.set("agree", Array::scalar<std::int64_t>(s.agree));
     r.set("ties", Array::scalar<std::int64_t>(s.ties));
@@ -72,7 +79,7 @@ class TripletAccuracy final : public Node {
   }
 
  private:
-  std::string path_, out_, name_;
+  std::string path_, out_, name_, method_;
   std::vector<Triplet> triplets_;
   DistanceSpec spec_;
   FeatureSet features_;
@@ -89,8 +96,9 @@ NodeType triplet_accuracy_type() {
       .param(Param::choice("distance", distance_names()).default_value("euclidean").doc("measure compared"))
       .param(Param::number("gamma").default_value(1.0).min(0).doc("kernel width"))
       .param(Param::path("out").optional().doc("write <out>.json"))
+      .param(Param::string("name").optional().doc("method name in the metrics record (eval.report's row; default: the node id)"))
       .input("in", "embedding: f32[B,D]", "embeddings with an id field (i64 or str)")
-      .output("metrics", "accuracy: f64[], evaluated: i64[]", "one record at end of stream")
+      .output("metrics", "method: str[], accuracy: f64[], triplet_accuracy: f64[], evaluated: i64[]", "one record at end of stream")
       .create<TripletAccuracy>();
 }
 

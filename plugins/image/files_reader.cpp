@@ -8,8 +8,8 @@
 //          mode grey, 3 in RGB order for mode color); batches with batch_size N; one table
 //          record with batch_size -1 (for the batchers' side ports).
 // Caveats: a missing, empty or undecodable file (a truncated or corrupt JPEG included: libjpeg's
-// warnings are errors here) stops the run with a DataError naming the file
-// (and the CSV line) unless on_bad_image: skip, which skips it and logs the count and the first
+// warnings are errors here) stops the run with a DataError naming the file, the CSV line and the
+// image's id unless on_bad_image: skip, which skips it and logs the count and the first
 // few names at the end. Without height/width, images keep their own sizes, so batches need
 // equally sized files. Directory labels: integer class names are used as labels, other names
 // get their index in sorted order (logged). Relative CSV paths are relative to `root`, default
@@ -153,7 +153,9 @@ class FilesReader final : public Node {
         const std::int64_t e = order_[next_ + i];
         const ImageEntry& entry = entries_[static_cast<std::size_t>(e)];
         if (mats[i].empty()) {
-          const std::string where = entry.where == entry.path ? entry.path : cat(entry.path, " (", entry.where, ")");
+          // The file, its CSV line and its id: a photo's id is how pairs and triplets name it.
+          const std::string where = entry.where == entry.path ? cat(entry.path, " (id ", entry.id, ")")
+                                                              : cat(entry.path, " (", entry.where, ", id ", entry.id, ")");
           if (!skip_bad_) throw DataError(cat(where, ": ", errors[i]));
           if (bad_.empty()) first_bad_ = cat(where, ": ", errors[i]);
           bad_.insert(e);

@@ -9,6 +9,7 @@ namespace embedflow::image {
 NodeType idx_reader_type();
 NodeType files_reader_type();
 NodeType class_filter_type();
+NodeType id_filter_type();
 NodeType collect_type();
 // Augmenters (one op each) and their composition.
 NodeType resize_type();

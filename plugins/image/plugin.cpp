@@ -10,6 +10,7 @@ void register_types(embedflow::Registry& r) {
   r.add(idx_reader_type());
   r.add(files_reader_type());
   r.add(class_filter_type());
+  r.add(id_filter_type());
   r.add(collect_type());
   r.add(resize_type());
   r.add(random_resized_crop_type());

@@ -11,7 +11,8 @@
 //   - exact-coordinate hot spots (a venue's default location) with Zipf sizes m_i = C/i, the
 //     largest ~1.5% of rows, so a 1M-row sample has ~1.8e8 pairs within 10 m;
 //   - Zipf-distributed users, plus one time-lapse user posting a frame every 10 minutes from one
-//     spot by the Barclays Center from 2013-06-01 for rows/1200 frames;
+//     spot by the Barclays Center from 2013-06-01 for rows/1200 frames (none below 10000 rows;
+//     --timelapse-frames N sets the number, at most half the rows, for small time-lapse sets);
 //   - ~1% duplicate uploads (same user, coordinates, time within a second);
 //   - titles and descriptions with commas, quotes and the odd newline, so CSV quoting is real.
 //
@@ -27,7 +28,7 @@
 //              --hard-fraction of them) take all three from one scene and order by view distance;
 //   --split    id,label,role: the scene as label, a --query-fraction of each scene as queries.
 //
-// Usage: gen_photos --rows 6000000 --seed 1 --out photos.csv [--format csv|yfcc]
+// Usage: gen_photos --rows 6000000 --seed 1 --out photos.csv [--format csv|yfcc] [--timelapse-frames N]
 //          [--time-format iso|unix] [--threads 2] [--images DIR [--image-limit N] [--image-size 500]
 //          [--truth F] [--triplets F [--triplet-count 1000] [--hard-fraction 0.5]] [--split F]]
 #include <algorithm>
@@ -182,7 +183,7 @@ LatLon clamp_bbox(LatLon p) {
   return {std::clamp(p.lat, kMinLat, kMaxLat), std::clamp(p.lon, kMinLon, kMaxLon)};
 }
 
-Plan make_plan(std::int64_t rows, std::uint64_t seed) {
+Plan make_plan(std::int64_t rows, std::uint64_t seed, std::int64_t timelapse_frames) {
   Plan p;
   p.seed = seed;
   p.rows = rows;
@@ -194,7 +195,7 @@ Plan make_plan(std::int64_t rows, std::uint64_t seed) {
   double acc = 0;
   for (std::int64_t u = 0; u < users; ++u) p.user_cdf[u] = acc += 1.0 / std::pow(u + 1.0, 1.05);
 
-  const std::int64_t timelapse = rows >= 10000 ? rows / 1200 : 0;
+  const std::int64_t timelapse = timelapse_frames >= 0 ? std::min(timelapse_frames, rows / 2) : rows >= 10000 ? rows / 1200 : 0;
   const std::int64_t duplicates = rows / 100;
   std::int64_t rest = rows - timelapse - duplicates;
   // Hot spots: m_i = C / i while m_i >= 2; C = 1.48% of rows puts ~1.8e8 pairs within 10 m in a
@@ -550,6 +551,7 @@ int usage(const char* msg) {
   std::fprintf(stderr,
                "gen_photos: %s\n"
                "usage: gen_photos --rows N --seed S --out FILE|- [--format csv|yfcc] [--time-format iso|unix] [--threads T]\n"
+               "         [--timelapse-frames N]\n"
                "         [--images DIR [--image-limit N] [--image-size 500] [--truth FILE]\n"
                "          [--triplets FILE [--triplet-count 1000] [--hard-fraction 0.5]] [--split FILE [--query-fraction 0.2]]]\n",
                msg);
@@ -563,7 +565,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   std::string out = "-", format = "csv", images_dir, truth_path, triplets_path, split_path;
   bool unix_time = false;
-  std::int64_t image_limit = -1, triplet_count = 1000;
+  std::int64_t image_limit = -1, triplet_count = 1000, timelapse_frames = -1;
   int image_size = 500;
   double hard_fraction = 0.5, query_fraction = 0.2;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -587,6 +589,7 @@ int main(int argc, char** argv) {
         unix_time = f == "unix";
       } else if (a == "--images") images_dir = value();
       else if (a == "--image-limit") image_limit = std::stoll(value());
+      else if (a == "--timelapse-frames") timelapse_frames = std::stoll(value());
       else if (a == "--image-size") image_size = std::stoi(value());
       else if (a == "--truth") truth_path = value();
       else if (a == "--triplets") triplets_path = value();
@@ -607,7 +610,7 @@ int main(int argc, char** argv) {
   if (hard_fraction < 0 || hard_fraction > 1) return usage("--hard-fraction must be in [0, 1]");
   if (query_fraction <= 0 || query_fraction >= 1) return usage("--query-fraction must be in (0, 1)");
   if (triplet_count < 1) return usage("--triplet-count must be at least 1");
-  Plan plan = make_plan(rows, seed);
+  Plan plan = make_plan(rows, seed, timelapse_frames);
   plan.unix_time = unix_time;
   plan.yfcc = format == "yfcc";
   if (!images_dir.empty()) {

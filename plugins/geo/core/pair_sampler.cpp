@@ -201,9 +201,9 @@ bool draw_filtered(const Candidates& c, std::uint32_t self, int k, AnchorRng& rn
   return true;
 }
 
-std::uint64_t hash_file(const std::string& path, std::uint64_t& size) {
+std::uint64_t hash_file(const std::string& path, std::int64_t id, std::uint64_t& size) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(cat(path, ": cannot read image file for duplicate detection"));
+  if (!in) throw DataError(cat(path, " (photo id ", id, "): cannot read image file for duplicate detection"));
   std::uint64_t h = 0xcbf29ce484222325ULL;
   std::vector<char> buf(1 << 16);
   size = 0;
@@ -308,7 +308,7 @@ PairSampler::PairSampler(const PhotoSet& photos, SamplerConfig config)
         const std::string& rel = photos.path[with_path[i]];
         const std::string full = (!c.image_root.empty() && rel.front() != '/') ? c.image_root + "/" + rel : rel;
         std::uint64_t size = 0;
-        hashes[i].first = hash_file(full, size);
+        hashes[i].first = hash_file(full, photos.id[with_path[i]], size);
         hashes[i].second = size;
       });
       std::vector<std::uint32_t> order(with_path.size());

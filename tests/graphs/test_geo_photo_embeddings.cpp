@@ -1,0 +1,104 @@
+// graphs/pretrain_backbone.yaml and graphs/geo_photo_embeddings.yaml end to end, tiny: two
+// cities rendered by gen_photos (a couple of hundred 64x48 JPEGs each, a few dozen time-lapse
+// frames), the backbone pretrained for a few steps on the second city, then the four variants
+// and both baselines trained and scored on the first. The table must name every variant with
+// triplet accuracy, MAP@R and the invariance figures in range, and the loss curves must exist;
+// a photo whose file is missing stops the run with an error naming its id and path.
+#include <catch2/catch.hpp>
+
+#include "cli.hpp"
+
+namespace fs = std::filesystem;
+using embedflow::test::read_file;
+using embedflow::test::run_cli;
+using embedflow::test::run_process;
+using embedflow::test::run_python;
+using embedflow::test::scratch_dir;
+using embedflow::test::source_dir;
+
+namespace {
+
+void render(const fs::path& dir, const std::string& seed, const std::string& rows, const std::string& frames) {
+  const auto r = run_process({GEN_PHOTOS, "--rows", rows, "--seed", seed, "--timelapse-frames", frames, "--image-size", "64",
+                              "--out", (dir / "meta.csv").string(), "--images", (dir / "img").string(), "--truth",
+                              (dir / "truth.csv").string(), "--triplets", (dir / "triplets.csv").string(), "--triplet-count", "200",
+                              "--split", (dir / "split.csv").string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
+// The experiment's settings for a tiny run: 24x32 images, narrow ResNets, 3 steps of 8 pairs,
+// positives within 300 m (a few hundred photos have few pairs within 10 m).
+std::vector<std::string> tiny_experiment(const fs::path& d) {
+  const std::string weights = (d / "pre" / "ckpt" / "step-00000003.pt").string();
+  return {"run", source_dir() + "/graphs/geo_photo_embeddings.yaml", "--quiet", "--cache-dir", (d / "cache").string(),
+          "--set", "data=" + (d / "city1").string(), "--set", "out=" + (d / "exp").string(),
+          "--set", "steps=3", "--set", "tc1_checkpoint=" + (d / "exp" / "tc1" / "ckpt" / "step-00000003.pt").string(),
+          "--set", "I={type: torch.resnet18, width: 4, embedding_dim: 0, weights: " + weights + "}",
+          "--set", "V={type: torch.resnet18, width: 4, embedding_dim: 8}",
+          "--set", "height=24", "--set", "width=32", "--set", "batch=8", "--set", "positive_radius_m=300"};
+}
+
+}  // namespace
+
+TEST_CASE("geo_photo_embeddings: pretrain, four variants and two baselines on rendered photos, one table", "[graphs][photos]") {
+  const fs::path d = scratch_dir("geo-photo-embeddings");
+  render(d / "city1", "1", "240", "30");
+  render(d / "city2", "2", "240", "0");
+
+  auto pre = run_cli({"run", source_dir() + "/graphs/pretrain_backbone.yaml", "--quiet", "--cache-dir", (d / "cache").string(),
+                      "--set", "data=" + (d / "city2").string(), "--set", "out=" + (d / "pre").string(), "--set", "steps=3",
+                      "--set", "height=24", "--set", "width=32", "--set", "width_factor=4", "--set", "batches.p=4"});
+  INFO(pre.err);
+  REQUIRE(pre.exit_code == 0);
+  REQUIRE(fs::exists(d / "pre" / "ckpt" / "step-00000003.pt"));
+
+  auto run = run_cli(tiny_experiment(d));
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::string table = read_file(d / "exp" / "table.md");
+  for (const char* row : {"T_c^1 P_{10,2000}", "T_c^2 P_{10,2000}", "T_c^3 P_{10,2000}", "T_b P_{10,2000}", "I alone (frozen)",
+                          "V alone (untrained)"})
+    CHECK_THAT(table, Catch::Contains(std::string("| ") + row + " |"));
+  for (const char* v : {"tc1", "tc2", "tc3", "tb"}) CHECK(fs::file_size(d / "exp" / v / "train" / "loss.png") > 0);
+  CHECK(fs::exists(d / "exp" / "table_cmc.png"));
+  // Every figure of every row, from the report's JSON, in range; each trainer took its 3 steps.
+  auto check = run_python(R"PY(
+import json, sys, csv
+d = sys.argv[1]
+rows = {m['method']: m for m in json.load(open(d + '/exp/table.json'))['methods']}
+assert len(rows) == 6, sorted(rows)
+for name, m in rows.items():
+    for key in ('triplet_accuracy', 'MAP@R', 'P@1', 'invariance_auc'):
+        assert key in m, (name, key, sorted(m))
+        assert 0 <= m[key] <= 1, (name, key, m[key])
+    assert m['invariance_ratio'] > 0, (name, m['invariance_ratio'])
+for v in ('tc1', 'tc2', 'tc3', 'tb'):
+    steps = [int(r['step']) for r in csv.DictReader(open(f'{d}/exp/{v}/train/metrics.csv'))]
+    assert steps and steps[-1] == 3, (v, steps)
+    inv = json.load(open(f'{d}/exp/{v}/invariance.json'))
+    assert inv['frames'] == 30, inv
+print('ok', {n: round(m['triplet_accuracy'], 3) for n, m in rows.items()})
+)PY",
+                          {d.string()});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+
+  // A photo whose file is gone: the run stops naming its id and its path.
+  const fs::path missing = d / "city1" / "img" / "5.jpg";
+  REQUIRE(fs::remove(missing));
+  auto args = tiny_experiment(d);
+  args.push_back("--no-cache");  // the decoded photos are cached by the metadata file, which did not change
+  auto broken = run_cli(args);
+  CHECK(broken.exit_code == 1);
+  // geo.pair_sampler reads every file first, to drop identical uploads (image.files_reader names
+  // the file, its CSV line and its id the same way when it decodes the photos)
+  CHECK_THAT(broken.err, Catch::Contains("img/5.jpg (photo id 5)") && Catch::Contains("cannot read image file"));
+  args.push_back("--set");
+  args.push_back("pairs.duplicate_files=false");
+  args.push_back("--set");
+  args.push_back("pairs_b.duplicate_files=false");
+  broken = run_cli(args);
+  CHECK(broken.exit_code == 1);
+  CHECK_THAT(broken.err, Catch::Contains("img/5.jpg (") && Catch::Contains("meta.csv:6, id 5)"));
+}
