@@ -10,6 +10,7 @@
 #include <sstream>
 #include <limits>
 
+#include <embedflow/atomic_file.hpp>
 #include <embedflow/error.hpp>
 
 namespace embedflow::torchfam {
@@ -54,6 +55,15 @@ void MetricsLog::append(const MetricRow& row) {
 
 void MetricsLog::plot(const std::vector<MetricRow>& rows) const { plot_loss_curve(rows, dir_ / "loss.png"); }
 
+namespace {
+// All or nothing, like every output file: a reader never sees half a PNG.
+void write_png(const fs::path& path, const cv::Mat& img) {
+  std::vector<unsigned char> png;
+  if (!cv::imencode(".png", img, png)) throw DataError(cat("cannot encode ", path.string()));
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+}
+}  // namespace
+
 void plot_loss_curve(const std::vector<MetricRow>& rows, const fs::path& png) {
   const int W = 800, H = 480, left = 80, right = 20, top = 40, bottom = 60;
   cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
@@ -63,7 +73,7 @@ void plot_loss_curve(const std::vector<MetricRow>& rows, const fs::path& png) {
   cv::putText(img, "training loss", {left, 25}, cv::FONT_HERSHEY_SIMPLEX, 0.7, {0, 0, 0}, 1, cv::LINE_AA);
   cv::rectangle(img, {left, top}, {W - right, H - bottom}, {0, 0, 0}, 1);
   if (pts.empty()) {
-    cv::imwrite(png.string(), img);
+    write_png(png, img);
     return;
   }
   double x0 = static_cast<double>(pts.front().step), x1 = static_cast<double>(pts.back().step);
@@ -101,10 +111,7 @@ void plot_loss_curve(const std::vector<MetricRow>& rows, const fs::path& png) {
   }
   cv::polylines(img, raw, false, {235, 190, 150}, 1, cv::LINE_AA);
   cv::polylines(img, smooth, false, {160, 60, 0}, 2, cv::LINE_AA);
-  fs::path tmp = png;
-  tmp += ".tmp.png";
-  cv::imwrite(tmp.string(), img);
-  fs::rename(tmp, png);
+  write_png(png, img);
 }
 
 }  // namespace embedflow::torchfam

@@ -23,6 +23,8 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <embedflow/atomic_file.hpp>
+
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -193,7 +195,9 @@ class CenSynthesize final : public Node {
     const std::string path = cat(p.string("out"), "dim", d, ".png");
     std::filesystem::path parent = std::filesystem::path(path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent);
-    if (!cv::imwrite(path, canvas)) throw DataError(cat("cannot write ", path));
+    std::vector<unsigned char> png;
+    if (!cv::imencode(".png", canvas, png)) throw DataError(cat("cannot encode ", path));
+    write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
   }
 
   NodeContext* ctx_ = nullptr;

@@ -10,6 +10,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "embedflow/error.hpp"
+#include "embedflow/atomic_file.hpp"
 
 namespace embedflow {
 
@@ -74,13 +75,15 @@ void save_heatmap(const std::string& path, const HeatMap& map) {
   centred(img, map.y_label, {left / 2 - 10, H - bottom / 2}, 0.5, ink);
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::vector<unsigned char> png;
   bool ok = false;
   try {
-    ok = cv::imwrite(path, img);
+    ok = cv::imencode(".png", img, png);
   } catch (const cv::Exception& e) {
     throw Error(cat("cannot write ", path, ": ", e.what()));
   }
   if (!ok) throw Error(cat("cannot write ", path));
+  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
 }
 
 }  // namespace embedflow
