@@ -24,24 +24,16 @@
 //     stats:  {type: geo.pair_stats, params: {out: out/yfcc_example, histogram_pairs: 1000}}
 //   edges:
 //     - photos.out -> stats.photos
-#include <memory>
-
 #include "embedflow/embedflow.hpp"
 #include "geo_types.hpp"
-#include "photo_csv.hpp"
+#include "photo_table_source.hpp"
 
 namespace embedflow::geo {
 namespace {
 
-class YfccPhotosNode : public Node {
- public:
-  void open(NodeContext& ctx) override {
-    const Params& p = ctx.params();
-    id_ = ctx.id();
-    CsvReadOptions o;
-    o.skip_bad_rows = p.string("on_bad_row") == "skip";
-    o.min_accuracy = p.integer("min_accuracy");
-    o.keep_text = p.boolean("text");
+class YfccPhotosNode final : public PhotoTableSource {
+ protected:
+  void read_options(const Params& p, CsvReadOptions& o) override {
     o.time_format = TimeFormat::iso8601;
     o.delimiter = '\t';
     o.quoting = false;
@@ -52,41 +44,8 @@ class YfccPhotosNode : public Node {
     if (layout != "webscope") o.layouts.push_back(yfcc_columns(YfccLayout::commons));
     if (p.has("images")) o.image_template = p.string("images") + "/{id}.jpg";
     else if (p.has("image_path")) o.image_template = p.string("image_path");
-    if (p.has("bbox")) {
-      const auto b = p.numbers("bbox");
-      o.bbox = BBox{b[0], b[1], b[2], b[3]};
-    }
-    batch_size_ = static_cast<std::size_t>(p.integer("batch_size"));
-    reader_ = std::make_unique<PhotoCsvReader>(p.string("path"), o);
   }
-
-  bool produce(Emitter& out) override {
-    if (!reader_->next(batch_size_, cols_)) {
-      report();
-      return false;
-    }
-    out.emit(photo_record(cols_, reader_->has_path_column()));
-    return true;
-  }
-
- private:
-  void report() {
-    if (reported_) return;
-    reported_ = true;
-    const CsvReadStats& s = reader_->stats();
-    log_info(id_, reader_->path(), " (", reader_->layout_name(), "): ", describe(s));
-    if (s.bad_rows > 0) {
-      std::string first;
-      for (const auto& b : s.first_bad) first += "\n  " + b;
-      log_warning(id_, "skipped ", s.bad_rows, " malformed rows; first ones:", first);
-    }
-  }
-
-  std::string id_;
-  std::size_t batch_size_ = 0;
-  std::unique_ptr<PhotoCsvReader> reader_;
-  PhotoColumns cols_;
-  bool reported_ = false;
+  std::string file_label() const override { return cat(reader().path(), " (", reader().layout_name(), ")"); }
 };
 
 }  // namespace

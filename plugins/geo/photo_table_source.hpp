@@ -1,0 +1,68 @@
+// The node body geo.csv_photos and geo.yfcc_photos share: a PhotoCsvReader streamed as photo
+// record batches, with the rows it dropped or skipped reported once at the end. Each node fills
+// the reader's options from its own parameters (read_options) and inherits the rest.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "embedflow/embedflow.hpp"
+#include "photo_csv.hpp"
+
+namespace embedflow::geo {
+
+class PhotoTableSource : public Node {
+ public:
+  void open(NodeContext& ctx) override {
+    const Params& p = ctx.params();
+    id_ = ctx.id();
+    CsvReadOptions o;
+    o.skip_bad_rows = p.string("on_bad_row") == "skip";
+    o.min_accuracy = p.integer("min_accuracy");
+    o.keep_text = p.boolean("text");
+    if (p.has("bbox")) {
+      const auto b = p.numbers("bbox");
+      o.bbox = BBox{b[0], b[1], b[2], b[3]};
+    }
+    read_options(p, o);
+    batch_size_ = static_cast<std::size_t>(p.integer("batch_size"));
+    reader_ = std::make_unique<PhotoCsvReader>(p.string("path"), o);
+  }
+
+  bool produce(Emitter& out) override {
+    if (!reader_->next(batch_size_, cols_)) {
+      report();
+      return false;
+    }
+    out.emit(photo_record(cols_, reader_->has_path_column()));
+    return true;
+  }
+
+ protected:
+  // The options that depend on the file's format (time format, delimiter, layouts, image paths).
+  virtual void read_options(const Params& p, CsvReadOptions& o) = 0;
+  // How the log names the file: its path, and the layout when the format has several.
+  virtual std::string file_label() const { return reader_->path(); }
+  const PhotoCsvReader& reader() const { return *reader_; }
+
+ private:
+  void report() {
+    if (reported_) return;
+    reported_ = true;
+    const CsvReadStats& s = reader_->stats();
+    log_info(id_, file_label(), ": ", describe(s));
+    if (s.bad_rows > 0) {
+      std::string first;
+      for (const auto& b : s.first_bad) first += "\n  " + b;
+      log_warning(id_, "skipped ", s.bad_rows, " malformed rows; first ones:", first);
+    }
+  }
+
+  std::string id_;
+  std::size_t batch_size_ = 0;
+  std::unique_ptr<PhotoCsvReader> reader_;
+  PhotoColumns cols_;
+  bool reported_ = false;
+};
+
+}  // namespace embedflow::geo
