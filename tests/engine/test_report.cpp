@@ -10,19 +10,13 @@
 #include <regex>
 
 #include "cli.hpp"
+#include "run_in.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-Result run_in(const fs::path& dir, const std::vector<std::string>& args) {
-  std::string cmd = "cd '" + dir.string() + "' && exec '" EMBEDFLOW_CLI "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  return run_process({"/bin/sh", "-c", cmd},
-                     {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir() + ":" + EMBEDFLOW_TESTING_PLUGIN_DIR});
-}
 
 struct Page {
   std::string dom;

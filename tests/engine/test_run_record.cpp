@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "cli.hpp"
+#include "run_in.hpp"
 #include "embedflow/progress.hpp"
 #include "embedflow/report_files.hpp"
 
@@ -17,13 +18,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-Result run_in(const fs::path& dir, const std::vector<std::string>& args) {
-  std::string cmd = "cd '" + dir.string() + "' && exec '" EMBEDFLOW_CLI "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  return run_process({"/bin/sh", "-c", cmd},
-                     {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir() + ":" + EMBEDFLOW_TESTING_PLUGIN_DIR});
-}
 
 json read_json(const fs::path& p) {
   std::ifstream in(p);
