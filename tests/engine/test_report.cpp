@@ -10,13 +10,17 @@
 #include <regex>
 
 #include "cli.hpp"
-#include "run_in.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// The CLI from `dir` with the testing plugin beside the built ones.
+Result run_in(const fs::path& dir, const std::vector<std::string>& args) {
+  return run_cli_in(dir, args, plugin_dir() + ":" + EMBEDFLOW_TESTING_PLUGIN_DIR);
+}
 
 struct Page {
   std::string dom;

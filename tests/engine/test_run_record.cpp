@@ -9,7 +9,6 @@
 #include <fstream>
 
 #include "cli.hpp"
-#include "run_in.hpp"
 #include "embedflow/progress.hpp"
 #include "embedflow/report_files.hpp"
 
@@ -18,6 +17,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// The CLI from `dir` with the testing plugin beside the built ones.
+Result run_in(const fs::path& dir, const std::vector<std::string>& args) {
+  return run_cli_in(dir, args, plugin_dir() + ":" + EMBEDFLOW_TESTING_PLUGIN_DIR);
+}
 
 json read_json(const fs::path& p) {
   std::ifstream in(p);

@@ -13,12 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result run_in(const fs::path& dir, const std::vector<std::string>& args) {
-  std::string cmd = "cd '" + dir.string() + "' && exec '" EMBEDFLOW_CLI "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  return run_process({"/bin/sh", "-c", cmd}, {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()});
-}
-
 // 60 images of 3 classes: u8 HWC images (12x10, 1 channel), noisy f32 CHW reconstructions, the
 // same images as f32 CHW, and 4-d embeddings in three clusters.
 const char* kWrite = R"PY(
@@ -71,7 +65,7 @@ TEST_CASE("eval.reconstruction, clustering without retrieval, report rows merged
   REQUIRE(w.exit_code == 0);
   const double mse = std::stod(w.out);
   write_file(dir / "g.yaml", kGraph);
-  const Result r = run_in(dir, {"run", "g.yaml", "--quiet"});
+  const Result r = run_cli_in(dir, {"run", "g.yaml", "--quiet"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
 
@@ -113,7 +107,7 @@ print("ok")
     std::string g = kGraph;
     g.replace(g.find("name: CHW"), 9, "name: M");
     write_file(dir / "dup.yaml", g);
-    const Result d = run_in(dir, {"run", "dup.yaml", "--quiet"});
+    const Result d = run_cli_in(dir, {"run", "dup.yaml", "--quiet"});
     CHECK(d.exit_code == 1);
     CHECK_THAT(d.err, Catch::Contains("two metrics records of method 'M' both carry recon_mse"));
   }
@@ -121,7 +115,7 @@ print("ok")
     std::string g = kGraph;
     g.replace(g.find("dims: [0, 2]"), 12, "dims: [0, 4]");
     write_file(dir / "dims.yaml", g);
-    const Result d = run_in(dir, {"run", "dims.yaml", "--quiet"});
+    const Result d = run_cli_in(dir, {"run", "dims.yaml", "--quiet"});
     CHECK(d.exit_code == 1);
     CHECK_THAT(d.err, Catch::Contains("dims [0, 4] need embeddings of more than 4 dims"));
   }

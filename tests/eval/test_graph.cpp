@@ -14,14 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs the CLI from `dir`, so a graph's relative paths (data/..., out/...) resolve there exactly
-// as they do for a user running it from the repository root.
-Result run_cli_in(const fs::path& dir, const std::vector<std::string>& args) {
-  std::string cmd = "cd '" + dir.string() + "' && exec '" EMBEDFLOW_CLI "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  return run_process({"/bin/sh", "-c", cmd}, {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()});
-}
-
 // A small data set shaped like the default one (128-d, same generator settings): 100 training,
 // 20 validation and 100 test identities, plus judgement CSVs for the triplet and pair examples.
 fs::path reid_data_dir() {

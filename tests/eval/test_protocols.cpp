@@ -23,12 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result run_cli_in(const fs::path& dir, const std::vector<std::string>& args) {
-  std::string cmd = "cd '" + dir.string() + "' && exec '" EMBEDFLOW_CLI "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  return run_process({"/bin/sh", "-c", cmd}, {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()});
-}
-
 // Lines "tag v1 v2 ..." -> tag -> values.
 std::map<std::string, std::vector<double>> parse_tagged(const std::string& text) {
   std::map<std::string, std::vector<double>> out;

@@ -14,12 +14,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result run_cli_in(const fs::path& dir, const std::vector<std::string>& args) {
-  std::string cmd = "cd '" + dir.string() + "' && exec '" EMBEDFLOW_CLI "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  return run_process({"/bin/sh", "-c", cmd}, {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()});
-}
-
 // Three classes of ten 8-d points around the unit axes, with more noise per file, so the four
 // methods score clearly differently.
 const char* kWriteFeatures = R"PY(

@@ -59,6 +59,12 @@ Result run_process(const std::vector<std::string>& argv, const std::vector<std::
   return r;
 }
 
+Result run_cli_in(const std::filesystem::path& dir, const std::vector<std::string>& args, const std::string& plugin_path) {
+  std::string cmd = "cd '" + dir.string() + "' && exec '" EMBEDFLOW_CLI "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  return run_process({"/bin/sh", "-c", cmd}, {"EMBEDFLOW_PLUGIN_PATH=" + plugin_path});
+}
+
 Result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env) {
   std::vector<std::string> argv{EMBEDFLOW_CLI};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -39,4 +39,9 @@ inline std::string source_dir() { return EMBEDFLOW_SOURCE_DIR; }
 inline std::string binary_dir() { return EMBEDFLOW_BINARY_DIR; }
 inline std::string plugin_dir() { return EMBEDFLOW_TEST_PLUGIN_DIR; }
 
+// Runs build/bin/embedflow from `dir`, so a graph's relative paths (data/..., out/...) resolve
+// there exactly as they do for a user running it from that folder; plugins from `plugin_path`.
+Result run_cli_in(const std::filesystem::path& dir, const std::vector<std::string>& args,
+                  const std::string& plugin_path = plugin_dir());
+
 }  // namespace embedflow::test
