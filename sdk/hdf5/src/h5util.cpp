@@ -1,6 +1,7 @@
 #include "h5util.hpp"
 
 #include <cstring>
+#include <exception>
 
 namespace embedflow::hdf5::detail {
 
@@ -217,6 +218,7 @@ std::optional<std::vector<std::string>> read_strings(hid_t attr) {
   if (n < 0) return std::nullopt;
   std::vector<std::string> out;
   if (H5Tis_variable_str(ftype) > 0) {
+    check_vlen_attribute(attr);
     Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mtype, H5T_VARIABLE);
     H5Tset_cset(mtype, H5Tget_cset(ftype));
@@ -269,6 +271,7 @@ std::optional<std::int64_t> read_int_attribute(hid_t obj, const char* name) {
 namespace {
 struct AttrWalk {
   std::vector<std::pair<std::string, std::string>> out;
+  std::exception_ptr error;  // thrown inside the walk: HDF5's C iteration must not unwind
 };
 herr_t visit_attribute(hid_t obj, const char* name, const H5A_info_t*, void* data) {
   auto* walk = static_cast<AttrWalk*>(data);
@@ -278,7 +281,12 @@ herr_t visit_attribute(hid_t obj, const char* name, const H5A_info_t*, void* dat
   Handle space(H5Aget_space(attr), H5Sclose);
   H5T_class_t cls = H5Tget_class(ftype);
   if (cls == H5T_STRING) {
-    if (auto v = read_strings(attr); v && v->size() == 1) walk->out.emplace_back(name, (*v)[0]);
+    try {
+      if (auto v = read_strings(attr); v && v->size() == 1) walk->out.emplace_back(name, (*v)[0]);
+    } catch (...) {
+      walk->error = std::current_exception();
+      return -1;
+    }
   } else if (cls == H5T_INTEGER && H5Sget_simple_extent_npoints(space) == 1) {
     std::int64_t v = 0;
     if (H5Aread(attr, H5T_NATIVE_INT64, &v) >= 0) walk->out.emplace_back(name, std::to_string(v));
@@ -294,6 +302,7 @@ std::vector<std::pair<std::string, std::string>> read_all_text_attributes(hid_t 
   AttrWalk walk;
   hsize_t idx = 0;
   H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, visit_attribute, &walk);
+  if (walk.error) std::rethrow_exception(walk.error);
   return walk.out;
 }
 

@@ -79,6 +79,15 @@ Handle range_checked_transfer(bool* overflow);
 // nullopt with `why` set when the type has no embedflow equivalent.
 std::optional<ReadType> read_type_for(hid_t file_type, std::string& why);
 
+// libhdf5 1.10 follows a variable-length string's reference into the file's global heap without
+// checking it: a damaged heap makes it loop forever or copy past its buffer. These check the
+// references of a string attribute, or of a dataset selection of `elements` strings, against the
+// heap collections in the file (global_heap.cpp). The attribute check throws CorruptFileError
+// naming the file and the attribute; the selection check returns "" when sound, else what is
+// wrong. Files open for writing are this process's own and are not checked.
+void check_vlen_attribute(hid_t attr);
+std::string check_vlen_selection(hid_t dataset, hid_t memory_space, hid_t file_space, std::size_t elements);
+
 bool has_attribute(hid_t obj, const char* name);
 void write_string_attribute(hid_t obj, const char* name, const std::string& value);
 void write_string_list_attribute(hid_t obj, const char* name, const std::vector<std::string>& values);

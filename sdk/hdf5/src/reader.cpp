@@ -288,6 +288,8 @@ struct Table::Column {
       return;
     }
     if (type.vlen_string) {
+      if (std::string why = detail::check_vlen_selection(dataset, mspace, fspace, elems); !why.empty())
+        throw CorruptFileError(file->path, cat("reading dataset '", object, "': rows [", begin, ",", end, "): ", why));
       std::vector<char*> ptrs(elems, nullptr);
       if (H5Dread(dataset, type.memory_type, mspace, fspace, H5P_DEFAULT, ptrs.data()) < 0)
         fail(cat("rows [", begin, ",", end, ")"));
