@@ -226,3 +226,84 @@ TEST_CASE("knn_search returns sorted neighbours and skips self", "[eval][retriev
   CHECK(idx[4] == -1);  // only 4 others exist
   CHECK(idx[5] == -1);
 }
+
+TEST_CASE("the dense and the rescoring exact passes rank alike, and as the double-precision reference", "[eval][retrieval]") {
+  // Dense positives (6 labels): the case the dense pass is for. Cameras, junk items, a junk
+  // query, groups, single-shot repeats and a top list all go through both passes; integer
+  // features make many exact ties, which both must break by gallery index.
+  const std::int64_t nq = 90, ng = 260, dim = 5;
+  for (bool integers : {false, true}) {
+    const auto q = random_matrix(nq, dim, 51, true, integers), g = random_matrix(ng, dim, 52, true, integers);
+    auto ql = random_labels(nq, 6, 53), gl = random_labels(ng, 6, 54);
+    const auto qc = random_labels(nq, 2, 55), gc = random_labels(ng, 2, 56);
+    const auto qg = random_labels(nq, 3, 57), gg = random_labels(ng, 3, 58);
+    gl[4] = gl[99] = -1;
+    ql[7] = -1;
+    for (auto kind : {DistanceKind::sqeuclidean, DistanceKind::euclidean, DistanceKind::cosine}) {
+      DYNAMIC_SECTION(distance_name(kind) << (integers ? " integers" : " reals")) {
+        BlockScorer scorer({kind}, {q.data(), nq, dim}, {g.data(), ng, dim});
+        REQUIRE(scorer.has_exact_blocks());
+        RetrievalOptions rescore, dense;
+        rescore.exact_pass = RetrievalOptions::ExactPass::rescore;
+        dense.exact_pass = RetrievalOptions::ExactPass::dense;
+        for (RetrievalOptions* o : {&rescore, &dense}) {
+          o->query_block = 11, o->gallery_block = 37, o->threads = 2;
+          o->single_shot_repeats = 4, o->seed = 9, o->keep_top = 5;
+        }
+        const RetrievalLabels cameras{ql.data(), gl.data(), qc.data(), gc.data()};
+        const auto a = evaluate_retrieval(scorer, cameras, rescore), b = evaluate_retrieval(scorer, cameras, dense);
+        const auto ref = reference_outcomes({kind}, {q.data(), nq, dim}, {g.data(), ng, dim}, cameras, dense);
+        CHECK_FALSE(a.summary.dense_exact);
+        CHECK(b.summary.dense_exact);
+        CHECK(b.summary.exact_negatives == 0);
+        for (std::int64_t i = 0; i < nq; ++i) {
+          const auto &x = a.queries[static_cast<std::size_t>(i)], &y = b.queries[static_cast<std::size_t>(i)],
+                     &z = ref[static_cast<std::size_t>(i)];
+          INFO("query " << i);
+          REQUIRE(y.status == x.status);
+          REQUIRE(y.status == z.status);
+          // Integer rows that are multiples of each other have equal cosines, which double
+          // rounding splits one way in exact() (1 - x.y a b, both passes) and another in
+          // pair_score (the reference): compare those ties between the passes only.
+          if (!(integers && kind == DistanceKind::cosine)) {
+            CHECK(y.first_rank == z.first_rank);
+            CHECK(y.ap == Approx(z.ap).epsilon(1e-12));
+          }
+          CHECK(y.first_rank == x.first_rank);
+          CHECK(y.ap == Approx(x.ap).epsilon(1e-12));
+          CHECK(y.single_shot_ranks == x.single_shot_ranks);
+        }
+        // The top lists rank by float scores: the rescoring pass's come from float unit rows,
+        // which split those equal cosines by rounding too.
+        if (!(integers && kind == DistanceKind::cosine)) CHECK(b.top_index == a.top_index);
+        CHECK(b.summary.cmc == a.summary.cmc);
+        CHECK(b.summary.single_shot_cmc == a.summary.single_shot_cmc);
+
+        // Groups: another group's items rank after all of the query's group.
+        const RetrievalLabels grouped{ql.data(), gl.data(), nullptr, nullptr, qg.data(), gg.data()};
+        const auto c = evaluate_retrieval(scorer, grouped, rescore), d = evaluate_retrieval(scorer, grouped, dense);
+        for (std::int64_t i = 0; i < nq; ++i) {
+          INFO("grouped query " << i);
+          CHECK(d.queries[static_cast<std::size_t>(i)].first_rank == c.queries[static_cast<std::size_t>(i)].first_rank);
+          CHECK(d.queries[static_cast<std::size_t>(i)].ap == Approx(c.queries[static_cast<std::size_t>(i)].ap).epsilon(1e-12));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the exact pass is chosen by the density of positives and the distance", "[eval][retrieval]") {
+  const std::int64_t n = 200, dim = 4;
+  const auto x = random_matrix(n, dim, 61);
+  const auto few = random_labels(n, 100, 62), many = random_labels(n, 4, 63);
+  RetrievalOptions opt;
+  opt.exclude_self = true;
+  BlockScorer l2({DistanceKind::sqeuclidean}, {x.data(), n, dim}, {x.data(), n, dim});
+  CHECK_FALSE(evaluate_retrieval(l2, {few.data(), few.data()}, opt).summary.dense_exact);  // ~1% positives
+  CHECK(evaluate_retrieval(l2, {many.data(), many.data()}, opt).summary.dense_exact);      // ~25%
+  BlockScorer l1({DistanceKind::manhattan}, {x.data(), n, dim}, {x.data(), n, dim});
+  CHECK_FALSE(evaluate_retrieval(l1, {many.data(), many.data()}, opt).summary.dense_exact);  // no DGEMM form
+  opt.exact_pass = RetrievalOptions::ExactPass::dense;
+  CHECK_THROWS_WITH(evaluate_retrieval(l1, {many.data(), many.data()}, opt),
+                    Catch::Contains("dense exact pass") && Catch::Contains("manhattan"));
+}

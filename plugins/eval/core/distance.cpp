@@ -313,6 +313,61 @@ void BlockScorer::compute(std::int64_t q0, std::int64_t q1, std::int64_t g0, std
   });
 }
 
+bool BlockScorer::has_exact_blocks() const {
+  return spec_.kind == DistanceKind::euclidean || spec_.kind == DistanceKind::sqeuclidean ||
+         spec_.kind == DistanceKind::cosine;
+}
+
+void BlockScorer::compute_exact(std::int64_t q0, std::int64_t q1, std::int64_t g0, std::int64_t g1, double* out,
+                                std::int64_t ld) const {
+  if (!has_exact_blocks()) throw Error(cat("no double-precision block scores for ", distance_name(spec_.kind)));
+  const std::int64_t nq = q1 - q0, dim = query_.cols;
+  if (nq <= 0 || g1 <= g0) return;
+  const bool cos = spec_.kind == DistanceKind::cosine;
+  // Rows in double with their squared norms summed in double. Cosine scales the dot product
+  // afterwards, as exact() does (1 - x.y a b), so rows that are exact multiples of each other
+  // tie here exactly when they tie there.
+  auto convert = [&](const MatrixView& m, std::int64_t r0, std::int64_t r1, std::vector<double>& rows,
+                     std::vector<double>& norm2) {
+    rows.resize(static_cast<std::size_t>((r1 - r0) * dim));
+    norm2.resize(static_cast<std::size_t>(r1 - r0));
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const float* x = m.row(r);
+      double* y = rows.data() + (r - r0) * dim;
+      double n2 = 0;
+      for (std::int64_t d = 0; d < dim; ++d) {
+        y[d] = double(x[d]);
+        n2 += y[d] * y[d];
+      }
+      norm2[static_cast<std::size_t>(r - r0)] = n2;
+    }
+  };
+  std::vector<double> q, qn2, g, gn2;
+  convert(query_, q0, q1, q, qn2);
+  for (std::int64_t c0 = g0; c0 < g1; c0 += kExactChunk) {
+    const std::int64_t c1 = std::min(g1, c0 + kExactChunk), nc = c1 - c0;
+    convert(gallery_, c0, c1, g, gn2);
+    double* block = out + (c0 - g0);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq), static_cast<int>(nc),
+                static_cast<int>(dim), cos ? 1.0 : -2.0, q.data(), static_cast<int>(dim), g.data(),
+                static_cast<int>(dim), 0.0, block, static_cast<int>(ld));
+    for (std::int64_t i = 0; i < nq; ++i) {
+      double* row = block + i * ld;
+      if (cos) {
+        const double a = query_inv_norm_[static_cast<std::size_t>(q0 + i)];
+        for (std::int64_t j = 0; j < nc; ++j) {
+          const double b = gallery_inv_norm_[static_cast<std::size_t>(c0 + j)];
+          row[j] = (a == 0 || b == 0) ? 1.0 : 1.0 - row[j] * a * b;
+        }
+      } else {
+        // Not clamped at 0: near-duplicates keep their (tiny) order, identical rows tie exactly.
+        const double qn = qn2[static_cast<std::size_t>(i)];
+        for (std::int64_t j = 0; j < nc; ++j) row[j] += qn + gn2[static_cast<std::size_t>(j)];
+      }
+    }
+  }
+}
+
 std::vector<double> score_matrix_reference(const DistanceSpec& spec, MatrixView query, MatrixView gallery) {
   std::vector<double> out(static_cast<std::size_t>(query.rows * gallery.rows));
   for (std::int64_t i = 0; i < query.rows; ++i)

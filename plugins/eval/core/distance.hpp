@@ -69,6 +69,19 @@ class BlockScorer {
   // rows always get the same value, so exact ties still fall back to the gallery index.
   double exact(std::int64_t i, std::int64_t j) const;
 
+  // Whether compute_exact() is available: squared L2, euclidean and cosine, whose double scores
+  // come from one DGEMM per block.
+  bool has_exact_blocks() const;
+  // out[(i - q_begin) * ld + (j - g_begin)] = the pair's score in double precision, from one DGEMM
+  // over the rows converted to double (cosine: 1 - q.g a b with exact()'s inverse norms a, b;
+  // squared L2: |q|^2 + |g|^2 - 2 q.g with double norms). Where positives are dense, ranking every item of a
+  // query by these is cheaper than ranking by float scores and rescoring the many near-ties with
+  // exact(); the two agree up to double rounding, so one ranking must use one of them throughout.
+  // Converts at most kExactChunk gallery rows at a time (memory: that many rows and the query
+  // rows, in double).
+  void compute_exact(std::int64_t q_begin, std::int64_t q_end, std::int64_t g_begin, std::int64_t g_end,
+                     double* out, std::int64_t ld) const;
+  static constexpr std::int64_t kExactChunk = 1024;
   // A loose upper bound on any score (used to push items of another cluster behind all others).
   double score_bound() const { return score_bound_; }
   // Absolute tolerance between this scorer's float scores and pair_score() for query row i.

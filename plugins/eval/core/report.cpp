@@ -52,6 +52,7 @@ void write_summary_json(JsonWriter& j, const RetrievalSummary& s, const std::vec
     j.end_object();
   }
   j.field("tolerance_violations", s.tolerance_violations);
+  j.field("dense_exact", s.dense_exact);
   j.end_object();
 }
 

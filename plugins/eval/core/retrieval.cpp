@@ -64,6 +64,46 @@ inline std::size_t branchless_lower_bound(const std::vector<double>& sorted, dou
   return static_cast<std::size_t>(base - sorted.data()) + (*base < value ? 1 : 0);
 }
 
+// lower_bound over a query's sorted positive thresholds in about one step: a table over their
+// range holds, per cell, where the thresholds of that cell begin, and the search runs only
+// inside the value's cell. The dense pass looks up every negative ranked before the last
+// positive (most of the gallery), where a binary search's ten dependent loads dominated.
+class ThresholdCells {
+ public:
+  void build(const std::vector<double>& sorted) {
+    sorted_ = &sorted;
+    start_.clear();
+    if (sorted.empty()) return;
+    lo_ = sorted.front();
+    const double span = sorted.back() - lo_;
+    const std::size_t cells = std::max<std::size_t>(1, 2 * sorted.size());
+    scale_ = span > 0 ? static_cast<double>(cells) / span : 0.0;
+    // start_[c] = first threshold whose cell is >= c, by the same formula as lookups, so every
+    // value's lower_bound lies in [start_[c], start_[c + 1]] of its cell c.
+    start_.assign(cells + 2, sorted.size());
+    std::size_t c = 0;
+    for (std::size_t k = 0; k < sorted.size(); ++k)
+      for (const std::size_t ck = cell(sorted[k]); c <= ck; ++c) start_[c] = k;
+  }
+  // Number of thresholds < value, for lo <= value <= the largest threshold.
+  std::size_t lower_bound(double value) const {
+    if (value <= lo_) return 0;
+    const std::size_t c = cell(value);
+    const auto first = sorted_->begin();
+    return static_cast<std::size_t>(std::lower_bound(first + static_cast<std::ptrdiff_t>(start_[c]),
+                                                     first + static_cast<std::ptrdiff_t>(start_[c + 1]), value) -
+                                    first);
+  }
+
+ private:
+  std::size_t cell(double value) const {
+    return std::min(start_.size() - 2, static_cast<std::size_t>((value - lo_) * scale_));
+  }
+  const std::vector<double>* sorted_ = nullptr;
+  double lo_ = 0, scale_ = 0;
+  std::vector<std::size_t> start_;
+};
+
 using Exact = std::pair<double, std::int64_t>;  // (BlockScorer::exact, gallery index)
 
 std::int64_t count_below(const std::vector<Exact>& sorted, Exact item) {
@@ -140,6 +180,22 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
     }
   }
 
+  // Dense positives (class retrieval) put most negatives within the float tolerance of some
+  // positive, and rescoring them pair by pair costs more than scoring every pair in double.
+  bool dense = false;
+  if (opt.exact_pass == RetrievalOptions::ExactPass::dense) {
+    if (!scorer.has_exact_blocks())
+      throw ConfigError(cat("the dense exact pass scores euclidean, sqeuclidean or cosine distances, not ",
+                            distance_name(scorer.spec().kind)));
+    dense = true;
+  } else if (opt.exact_pass == RetrievalOptions::ExactPass::automatic && scorer.has_exact_blocks()) {
+    double positive_pairs = 0;
+    for (std::int64_t q = 0; q < Q.rows; ++q)
+      if (auto it = by_label.find(ql[q]); !junk(ql[q]) && it != by_label.end())
+        positive_pairs += static_cast<double>(it->second.size());
+    dense = positive_pairs >= RetrievalOptions::kDensePositives * static_cast<double>(Q.rows) * static_cast<double>(G.rows);
+  }
+
   RetrievalResult result;
   result.queries.resize(static_cast<std::size_t>(Q.rows));
   if (keep) {
@@ -149,9 +205,16 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
   std::vector<std::int64_t> violations(static_cast<std::size_t>(Q.rows), 0);
   std::vector<std::int64_t> near_counts(static_cast<std::size_t>(Q.rows), 0);
 
-  const std::int64_t qb = std::min<std::int64_t>(opt.query_block, std::max<std::int64_t>(Q.rows, 1));
+  // The dense pass holds whole gallery rows of the block's queries in double: at most
+  // kDenseBlockBytes of them.
+  constexpr std::int64_t kDenseBlockBytes = std::int64_t{32} << 20;
+  const std::int64_t dense_rows =
+      std::max<std::int64_t>(1, kDenseBlockBytes / (std::int64_t{8} * std::max<std::int64_t>(G.rows, 1)));
+  const std::int64_t qb = std::min<std::int64_t>(dense ? std::min(opt.query_block, dense_rows) : opt.query_block,
+                                                 std::max<std::int64_t>(Q.rows, 1));
   const std::int64_t gb = std::min<std::int64_t>(opt.gallery_block, std::max<std::int64_t>(G.rows, 1));
-  std::vector<float> buffer(static_cast<std::size_t>(qb * gb));
+  std::vector<float> buffer(dense ? 0 : static_cast<std::size_t>(qb * gb));
+  std::vector<double> exact_rows(dense ? static_cast<std::size_t>(qb * G.rows) : 0);
   std::vector<QueryState> states(static_cast<std::size_t>(qb));
 
   for (std::int64_t q0 = 0; q0 < Q.rows; q0 += qb) {
@@ -185,90 +248,42 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
         if (it != by_label.end()) st.positives.resize(it->second.size(), Positive{0.0, -1, 0.0f, false});
       }
     });
-    std::map<std::int64_t, std::vector<std::int64_t>> block_queries_of_label;  // label -> block slots
-    for (std::int64_t s = 0; s < q1 - q0; ++s) {
-      const QueryState& st = states[static_cast<std::size_t>(s)];
-      if (st.status == QueryOutcome::Status::ok && !st.positives.empty()) block_queries_of_label[st.label].push_back(s);
-    }
-    constexpr std::size_t kTile = 32;
-    for (const auto& [label, slots] : block_queries_of_label) {
-      const std::vector<std::int64_t>& members = by_label.at(label);
-      for (std::size_t t0 = 0; t0 < slots.size(); t0 += kTile) {
-        const std::size_t t1 = std::min(slots.size(), t0 + kTile);
-        parallel_for(static_cast<std::int64_t>(members.size()), opt.threads, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t m = b; m < e; ++m) {
-            const std::int64_t j = members[static_cast<std::size_t>(m)];
-            for (std::size_t t = t0; t < t1; ++t) {
-              const std::int64_t s = slots[t], q = q0 + s;
-              QueryState& st = states[static_cast<std::size_t>(s)];
-              if (opt.exclude_self && j == q) continue;
-              if (cameras && labels.gallery_camera[j] == st.camera) continue;
-              double v = scorer.exact(q, j);
-              if (groups && labels.gallery_group[j] != st.group) v += group_offset;
-              st.positives[static_cast<std::size_t>(m)] = Positive{v, j, 0.0f, false};
-            }
-          }
-        });
-      }
-    }
-    parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t s = b; s < e; ++s) {
-        QueryState& st = states[static_cast<std::size_t>(s)];
-        if (st.status != QueryOutcome::Status::ok) continue;
-        // Drop the excluded gallery items (still marked -1).
-        st.positives.erase(std::remove_if(st.positives.begin(), st.positives.end(),
-                                          [](const Positive& p) { return p.index < 0; }),
-                           st.positives.end());
-        if (st.positives.empty()) {
-          st.status = QueryOutcome::Status::no_match;
-          continue;
-        }
-        std::sort(st.positives.begin(), st.positives.end(), [](const Positive& a, const Positive& b) {
-          return a.threshold != b.threshold ? a.threshold < b.threshold : a.index < b.index;
-        });
-        const std::size_t P = st.positives.size();
-        for (std::size_t k = 0; k < P; ++k) {
-          st.thresholds.push_back(st.positives[k].threshold);
-          st.slot_of.emplace_back(st.positives[k].index, static_cast<int>(k));
-        }
-        std::sort(st.slot_of.begin(), st.slot_of.end());
-        st.skip_above = st.thresholds.back() + st.eps;
-        st.counts.assign(static_cast<std::size_t>(repeats + 1) * (P + 1), 0);
-      }
-    });
-
-    for (std::int64_t g0 = 0; g0 < G.rows; g0 += gb) {
-      const std::int64_t g1 = std::min(G.rows, g0 + gb);
-      scorer.compute(q0, q1, g0, g1, buffer.data(), gb, opt.threads);
+    if (dense) {
+      scorer.compute_exact(q0, q1, 0, G.rows, exact_rows.data(), G.rows);
       parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
         for (std::int64_t s = b; s < e; ++s) {
           const std::int64_t q = q0 + s;
           QueryState& st = states[static_cast<std::size_t>(s)];
           if (st.status == QueryOutcome::Status::junk_query) continue;
-          const float* row = buffer.data() + s * gb;
+          const double* row = exact_rows.data() + s * G.rows;
+          auto score = [&](std::int64_t j) {
+            return groups && labels.gallery_group[j] != st.group ? row[j] + group_offset : row[j];
+          };
+          st.positives.clear();
+          if (auto it = by_label.find(st.label); it != by_label.end())
+            for (std::int64_t j : it->second)
+              if (!(opt.exclude_self && j == q) && !(cameras && labels.gallery_camera[j] == st.camera))
+                st.positives.push_back(Positive{score(j), j, 0.0f, false});
           const std::size_t P = st.positives.size();
-          for (std::int64_t j = g0; j < g1; ++j) {
-            float d = row[j - g0];
-            if (groups && labels.gallery_group[j] != st.group) d += static_cast<float>(group_offset);
-            if (keep && !(junk(gl[j]) || (opt.exclude_self && j == q) ||
-                          (cameras && gl[j] == st.label && labels.gallery_camera[j] == st.camera)))
-              push_top(st.heap, keep, {d, j});
-            if (d > st.skip_above) continue;  // ranks after every positive: changes no metric
-            if (junk(gl[j]) || (opt.exclude_self && j == q)) continue;
-            if (gl[j] == st.label) {
-              if (cameras && labels.gallery_camera[j] == st.camera) continue;
-              auto it = std::lower_bound(st.slot_of.begin(), st.slot_of.end(), std::make_pair(j, -1));
-              Positive& p = st.positives[static_cast<std::size_t>(it->second)];
-              p.score = d;
-              p.seen = true;
-              continue;
-            }
-            const std::size_t bucket = branchless_lower_bound(st.thresholds, double(d));
-            if ((bucket < P && st.thresholds[bucket] - d <= st.eps) ||
-                (bucket > 0 && d - st.thresholds[bucket - 1] <= st.eps)) {
-              st.near.emplace_back(d, j);
-              continue;
-            }
+          if (P == 0) st.status = QueryOutcome::Status::no_match;
+          std::sort(st.positives.begin(), st.positives.end(), [](const Positive& x, const Positive& y) {
+            return x.threshold != y.threshold ? x.threshold < y.threshold : x.index < y.index;
+          });
+          for (const Positive& p : st.positives) st.thresholds.push_back(p.threshold);
+          st.counts.assign(static_cast<std::size_t>(repeats + 1) * (P + 1), 0);
+          const double last = P ? st.thresholds.back() : -std::numeric_limits<double>::infinity();
+          ThresholdCells cells;
+          cells.build(st.thresholds);
+          for (std::int64_t j = 0; j < G.rows; ++j) {
+            const bool excluded = junk(gl[j]) || (opt.exclude_self && j == q);
+            if (keep && !excluded && !(cameras && gl[j] == st.label && labels.gallery_camera[j] == st.camera))
+              push_top(st.heap, keep, {static_cast<float>(score(j)), j});
+            if (excluded || gl[j] == st.label) continue;  // a positive, or excluded with its camera
+            const double d = score(j);
+            if (d > last) continue;  // ranks after every positive: changes no metric
+            // Positives ranked before this negative: (score, index) order, ties by index.
+            std::size_t bucket = cells.lower_bound(d);
+            while (bucket < P && st.thresholds[bucket] == d && st.positives[bucket].index < j) ++bucket;
             st.counts[bucket] += 1;
             for (int r = 0; r < repeats; ++r)
               if (shot_mask[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)])
@@ -276,37 +291,131 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
           }
         }
       });
-    }
-
-    // Exact scores of the near negatives, in an order that reuses rows: tiles of kNearTile
-    // queries (whose rows stay in cache), and inside a tile by gallery index (each gallery row
-    // read once per tile). Where positives are dense, most negatives ranked before the last
-    // positive are near one, so this pass is as large as the positives' one.
-    {
-      constexpr std::int64_t kNearTile = 256;
-      struct NearPair {
-        std::int64_t tile, j, s;
-        std::size_t i;
-        bool operator<(const NearPair& o) const {
-          return tile != o.tile ? tile < o.tile : j != o.j ? j < o.j : s < o.s;
-        }
-      };
-      std::vector<NearPair> pairs;
+    } else {
+      std::map<std::int64_t, std::vector<std::int64_t>> block_queries_of_label;  // label -> block slots
       for (std::int64_t s = 0; s < q1 - q0; ++s) {
-        QueryState& st = states[static_cast<std::size_t>(s)];
-        st.near_exact.assign(st.near.size(), 0.0);
-        for (std::size_t i = 0; i < st.near.size(); ++i) pairs.push_back({s / kNearTile, st.near[i].second, s, i});
+        const QueryState& st = states[static_cast<std::size_t>(s)];
+        if (st.status == QueryOutcome::Status::ok && !st.positives.empty()) block_queries_of_label[st.label].push_back(s);
       }
-      std::sort(pairs.begin(), pairs.end());
-      parallel_for(static_cast<std::int64_t>(pairs.size()), opt.threads, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t k = b; k < e; ++k) {
-          const NearPair& np = pairs[static_cast<std::size_t>(k)];
-          QueryState& st = states[static_cast<std::size_t>(np.s)];
-          double v = scorer.exact(q0 + np.s, np.j);
-          if (groups && labels.gallery_group[np.j] != st.group) v += group_offset;
-          st.near_exact[np.i] = v;
+      constexpr std::size_t kTile = 32;
+      for (const auto& [label, slots] : block_queries_of_label) {
+        const std::vector<std::int64_t>& members = by_label.at(label);
+        for (std::size_t t0 = 0; t0 < slots.size(); t0 += kTile) {
+          const std::size_t t1 = std::min(slots.size(), t0 + kTile);
+          parallel_for(static_cast<std::int64_t>(members.size()), opt.threads, [&](std::int64_t b, std::int64_t e) {
+            for (std::int64_t m = b; m < e; ++m) {
+              const std::int64_t j = members[static_cast<std::size_t>(m)];
+              for (std::size_t t = t0; t < t1; ++t) {
+                const std::int64_t s = slots[t], q = q0 + s;
+                QueryState& st = states[static_cast<std::size_t>(s)];
+                if (opt.exclude_self && j == q) continue;
+                if (cameras && labels.gallery_camera[j] == st.camera) continue;
+                double v = scorer.exact(q, j);
+                if (groups && labels.gallery_group[j] != st.group) v += group_offset;
+                st.positives[static_cast<std::size_t>(m)] = Positive{v, j, 0.0f, false};
+              }
+            }
+          });
+        }
+      }
+      parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t s = b; s < e; ++s) {
+          QueryState& st = states[static_cast<std::size_t>(s)];
+          if (st.status != QueryOutcome::Status::ok) continue;
+          // Drop the excluded gallery items (still marked -1).
+          st.positives.erase(std::remove_if(st.positives.begin(), st.positives.end(),
+                                            [](const Positive& p) { return p.index < 0; }),
+                             st.positives.end());
+          if (st.positives.empty()) {
+            st.status = QueryOutcome::Status::no_match;
+            continue;
+          }
+          std::sort(st.positives.begin(), st.positives.end(), [](const Positive& a, const Positive& b) {
+            return a.threshold != b.threshold ? a.threshold < b.threshold : a.index < b.index;
+          });
+          const std::size_t P = st.positives.size();
+          for (std::size_t k = 0; k < P; ++k) {
+            st.thresholds.push_back(st.positives[k].threshold);
+            st.slot_of.emplace_back(st.positives[k].index, static_cast<int>(k));
+          }
+          std::sort(st.slot_of.begin(), st.slot_of.end());
+          st.skip_above = st.thresholds.back() + st.eps;
+          st.counts.assign(static_cast<std::size_t>(repeats + 1) * (P + 1), 0);
         }
       });
+
+      for (std::int64_t g0 = 0; g0 < G.rows; g0 += gb) {
+        const std::int64_t g1 = std::min(G.rows, g0 + gb);
+        scorer.compute(q0, q1, g0, g1, buffer.data(), gb, opt.threads);
+        parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t s = b; s < e; ++s) {
+            const std::int64_t q = q0 + s;
+            QueryState& st = states[static_cast<std::size_t>(s)];
+            if (st.status == QueryOutcome::Status::junk_query) continue;
+            const float* row = buffer.data() + s * gb;
+            const std::size_t P = st.positives.size();
+            for (std::int64_t j = g0; j < g1; ++j) {
+              float d = row[j - g0];
+              if (groups && labels.gallery_group[j] != st.group) d += static_cast<float>(group_offset);
+              if (keep && !(junk(gl[j]) || (opt.exclude_self && j == q) ||
+                            (cameras && gl[j] == st.label && labels.gallery_camera[j] == st.camera)))
+                push_top(st.heap, keep, {d, j});
+              if (d > st.skip_above) continue;  // ranks after every positive: changes no metric
+              if (junk(gl[j]) || (opt.exclude_self && j == q)) continue;
+              if (gl[j] == st.label) {
+                if (cameras && labels.gallery_camera[j] == st.camera) continue;
+                auto it = std::lower_bound(st.slot_of.begin(), st.slot_of.end(), std::make_pair(j, -1));
+                Positive& p = st.positives[static_cast<std::size_t>(it->second)];
+                p.score = d;
+                p.seen = true;
+                continue;
+              }
+              const std::size_t bucket = branchless_lower_bound(st.thresholds, double(d));
+              if ((bucket < P && st.thresholds[bucket] - d <= st.eps) ||
+                  (bucket > 0 && d - st.thresholds[bucket - 1] <= st.eps)) {
+                st.near.emplace_back(d, j);
+                continue;
+              }
+              st.counts[bucket] += 1;
+              for (int r = 0; r < repeats; ++r)
+                if (shot_mask[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)])
+                  st.counts[static_cast<std::size_t>(r + 1) * (P + 1) + bucket] += 1;
+            }
+          }
+        });
+      }
+
+      // Exact scores of the near negatives, in an order that reuses rows: tiles of kNearTile
+      // queries (whose rows stay in cache), and inside a tile by gallery index (each gallery row
+      // read once per tile). Where positives are dense, most negatives ranked before the last
+      // positive are near one, so this pass is as large as the positives' one.
+      {
+        constexpr std::int64_t kNearTile = 256;
+        struct NearPair {
+          std::int64_t tile, j, s;
+          std::size_t i;
+          bool operator<(const NearPair& o) const {
+            return tile != o.tile ? tile < o.tile : j != o.j ? j < o.j : s < o.s;
+          }
+        };
+        std::vector<NearPair> pairs;
+        for (std::int64_t s = 0; s < q1 - q0; ++s) {
+          QueryState& st = states[static_cast<std::size_t>(s)];
+          st.near_exact.assign(st.near.size(), 0.0);
+          for (std::size_t i = 0; i < st.near.size(); ++i) pairs.push_back({s / kNearTile, st.near[i].second, s, i});
+        }
+        std::sort(pairs.begin(), pairs.end());
+        parallel_for(static_cast<std::int64_t>(pairs.size()), opt.threads, [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t k = b; k < e; ++k) {
+            const NearPair& np = pairs[static_cast<std::size_t>(k)];
+            QueryState& st = states[static_cast<std::size_t>(np.s)];
+            double v = scorer.exact(q0 + np.s, np.j);
+            if (groups && labels.gallery_group[np.j] != st.group) v += group_offset;
+            st.near_exact[np.i] = v;
+          }
+        });
+      }
+
     }
 
     parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
@@ -367,6 +476,7 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
   }
 
   result.summary = summarize(result.queries, opt);
+  result.summary.dense_exact = dense;
   for (auto v : violations) result.summary.tolerance_violations += v;
   for (auto v : near_counts) result.summary.exact_negatives += v;
   for (const auto& o : result.queries) result.summary.exact_positives += o.positives;

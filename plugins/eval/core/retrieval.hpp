@@ -50,6 +50,15 @@ struct RetrievalOptions {
   std::uint64_t seed = 0;           // single-shot sampling and bootstrap
   int bootstrap = 0;                // resamples over queries (0: no CIs)
   double ci_level = 0.95;
+  // How ranks are made exact. rescore: float block scores, then the positives and the negatives
+  // within the float tolerance of one rescored in double (cheap where positives are sparse, as in
+  // re-id). dense: every score of a query in double from one DGEMM per block (cheap where
+  // positives are dense, as in class retrieval, where most negatives fall near some positive);
+  // squared L2, euclidean and cosine only. automatic: dense for those distances when the
+  // positives are at least kDensePositives of the pairs, else rescore.
+  enum class ExactPass { automatic, rescore, dense };
+  ExactPass exact_pass = ExactPass::automatic;
+  static constexpr double kDensePositives = 0.05;
   std::int64_t query_block = 1024;
   std::int64_t gallery_block = 4096;
   int threads = 1;
@@ -89,6 +98,7 @@ struct RetrievalSummary {
   std::map<std::int64_t, std::map<std::string, double>> per_label;
   std::int64_t tolerance_violations = 0;  // positives whose blocked score left the tolerance band
   std::int64_t exact_positives = 0, exact_negatives = 0;  // pairs scored in double (cost diagnostics)
+  bool dense_exact = false;  // every pair was scored in double (RetrievalOptions::ExactPass::dense)
 };
 
 struct RetrievalResult {

@@ -324,8 +324,9 @@ bool run_shape(const Dataset& data, const Options& o) {
               p.c_str(), s.cmc[0], p.c_str(), s.map, p.c_str(), s.p_at_1, p.c_str(), s.r_precision, p.c_str(), s.map_at_r);
   std::printf("%sours_evaluated %lld\n%stolerance_violations %lld\n", p.c_str(), static_cast<long long>(s.evaluated),
               p.c_str(), static_cast<long long>(s.tolerance_violations));
-  std::printf("%sours_exact_positives %lld\n%sours_exact_negatives %lld\n", p.c_str(),
-              static_cast<long long>(s.exact_positives), p.c_str(), static_cast<long long>(s.exact_negatives));
+  std::printf("%sours_exact_positives %lld\n%sours_exact_negatives %lld\n%sours_exact_pass %s\n", p.c_str(),
+              static_cast<long long>(s.exact_positives), p.c_str(), static_cast<long long>(s.exact_negatives), p.c_str(),
+              s.dense_exact ? "dense" : "rescore");
   std::printf("%sfaiss_s %.3f (rounds %s; search %.3f)\n", p.c_str(), faiss_s.best(), faiss_s.str().c_str(),
               json_number(faiss_json, "peer_search_s"));
   for (const char* key : {"peer_rank1", "peer_p_at_1", "peer_r_precision", "peer_map_at_r", "peer_map_at_k"})
