@@ -22,7 +22,7 @@ class Node;
 namespace embedflow {
 
 inline constexpr int kMaxYamlDepth = 256;
-inline constexpr std::size_t kMaxYamlValues = 1'000'000;
+inline constexpr std::size_t kMaxYamlValues = 100'000;
 
 // Parses one YAML document. Throws ConfigError "FILE:LINE:COL: message" on malformed YAML, on a
 // second document, or past the limits above. `file` names the text in locations and messages.
