@@ -8,6 +8,7 @@
 #include <embedflow/embedflow.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -119,6 +120,33 @@ double DataParallelGroup::sum(double value) {
   std::vector<torch::Tensor> t{torch::tensor({value}, torch::kFloat64)};
   impl_->group->allreduce(t, c10d::AllreduceOptions{})->wait();
   return t[0].item<double>();
+}
+
+Record rank_slice(const Record& batch, std::int64_t index, const DataParallelGroup& group, std::int64_t& full,
+                  std::int64_t& local) {
+  full = batch.batch_size();
+  const ParallelPlace place{group.size(), group.rank()};
+  if (full < place.world_size)
+    throw DataError(cat("input batch ", index, " has ", full, " rows, fewer than the ", place.world_size,
+                        " ranks of data-parallel training"));
+  const RowRange mine = rank_rows(full, place);  // core.shard gives a rank the same rows
+  local = mine.last - mine.first;
+  Record shard;
+  for (const auto& [name, array] : batch.fields())
+    shard.set(name, !array.shape().empty() && array.shape()[0] == full ? array.slice(mine.first, mine.last) : array);
+  return shard;
+}
+
+void check_shard(const Record& batch, std::int64_t index, DataParallelGroup* group, std::int64_t& full,
+                 std::int64_t& local) {
+  const Array& whole = batch.get("unsharded_rows");
+  local = batch.batch_size();
+  full = whole.numel() > 0 ? whole.as_int(0) : 0;
+  const std::int64_t total = group ? static_cast<std::int64_t>(std::llround(group->sum(static_cast<double>(local)))) : local;
+  if (local == 0 || total != full)
+    throw DataError(cat("input batch ", index, " was sharded by core.shard from ", full, " rows, but the ",
+                        group ? group->size() : 1, " rank(s) of this training hold ", total,
+                        ": give core.shard the world_size and rank of torch.train"));
 }
 
 }  // namespace embedflow::torchfam

@@ -14,6 +14,8 @@
 
 #include <torch/torch.h>
 
+#include <embedflow/record.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,5 +57,16 @@ class DataParallelGroup {
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
 };
+
+// Rank r's rows of input batch `index` for data-parallel training (every field with the batch's
+// leading dimension is sliced; arrays share their buffers, nothing is copied); sets `full` (the
+// batch's rows) and `local` (the rank's).
+Record rank_slice(const Record& batch, std::int64_t index, const DataParallelGroup& group, std::int64_t& full,
+                  std::int64_t& local);
+// A batch core.shard split upstream: this rank's rows of a batch of `unsharded_rows` rows. The
+// ranks' rows (summed over `group`, null when not data parallel) must add up to it, or the shard
+// and the trainer disagree on the world.
+void check_shard(const Record& batch, std::int64_t index, DataParallelGroup* group, std::int64_t& full,
+                 std::int64_t& local);
 
 }  // namespace embedflow::torchfam

@@ -216,35 +216,6 @@ class Train final : public Node {
     model_->set_training(true);
   }
 
-  // Rank r's rows of a batch for data-parallel training (every field with the batch's leading
-  // dimension is sliced; arrays share their buffers, nothing is copied).
-  Record rank_slice(const Record& batch, std::int64_t index, std::int64_t& full, std::int64_t& local) const {
-    full = batch.batch_size();
-    const ParallelPlace place{group_->size(), group_->rank()};
-    if (full < place.world_size)
-      throw DataError(cat("input batch ", index, " has ", full, " rows, fewer than the ", place.world_size,
-                          " ranks of data-parallel training"));
-    const RowRange mine = rank_rows(full, place);  // core.shard gives a rank the same rows
-    local = mine.last - mine.first;
-    Record shard;
-    for (const auto& [name, array] : batch.fields())
-      shard.set(name, !array.shape().empty() && array.shape()[0] == full ? array.slice(mine.first, mine.last) : array);
-    return shard;
-  }
-
-  // A batch core.shard split upstream: this rank's rows of a batch of `unsharded_rows` rows. The
-  // ranks' rows must add up to it, or the shard and the trainer disagree on the world.
-  void check_shard(const Record& batch, std::int64_t index, std::int64_t& full, std::int64_t& local) const {
-    const Array& whole = batch.get("unsharded_rows");
-    local = batch.batch_size();
-    full = whole.numel() > 0 ? whole.as_int(0) : 0;
-    const std::int64_t total = group_ ? static_cast<std::int64_t>(std::llround(group_->sum(static_cast<double>(local)))) : local;
-    if (local == 0 || total != full)
-      throw DataError(cat("input batch ", index, " was sharded by core.shard from ", full, " rows, but the ",
-                          group_ ? group_->size() : 1, " rank(s) of this training hold ", total,
-                          ": give core.shard the world_size and rank of torch.train"));
-  }
-
   // Semi-supervised mode: a copy of the batch whose `label` is -1 (unknown: in no pair of the
   // label-batch losses) for the samples outside the labelled subset. Whether a sample is labelled
   // depends only on the graph seed, the node and its id, so it stays labelled in every epoch.
@@ -277,9 +248,9 @@ class Train final : public Node {
     const Record& whole = labelled_fraction_ < 1.0 ? masked : batch;
     std::int64_t full = 0, local = 0;
     const bool presharded = whole.find("unsharded_rows") != nullptr;
-    if (presharded) check_shard(whole, index, full, local);
+    if (presharded) check_shard(whole, index, group_.get(), full, local);
     if (group_) {
-      if (!presharded) shard = rank_slice(whole, index, full, local);
+      if (!presharded) shard = rank_slice(whole, index, *group_, full, local);
       group_->broadcast_from_rank0(untrained_state_);
     }
     StepInputs in(*model_, group_ && !presharded ? shard : whole, device_, loss_name_);
