@@ -71,7 +71,7 @@ std::vector<MetricRow> metrics_rows(const torch::Tensor& t) {
 }  // namespace
 
 fs::path write_checkpoint(const fs::path& dir, const CheckpointContent& c, torch::optim::Optimizer& optimizer_state,
-                          std::int64_t keep) {
+                          std::int64_t keep, const std::string& name) {
   const TrainProgress& p = c.progress;
   torch::serialize::OutputArchive a, model, optimizer;
   a.write("format", c10::IValue(std::string(kCheckpointFormat)));
@@ -104,12 +104,13 @@ fs::path write_checkpoint(const fs::path& dir, const CheckpointContent& c, torch
   a.write("epoch_loss", torch::tensor({p.epoch_loss_sum, static_cast<double>(p.epoch_loss_steps),
                                        static_cast<double>(p.loss_epoch)}, torch::kFloat64),
           /*is_buffer=*/true);
+  if (c.extra) c.extra(a);
   fs::create_directories(dir);
-  fs::path file = dir / checkpoint_name(p.step), tmp = file;
+  fs::path file = dir / (name.empty() ? checkpoint_name(p.step) : name), tmp = file;
   tmp += ".tmp";
   a.save_to(tmp.string());
   fs::rename(tmp, file);  // a killed run never leaves a truncated checkpoint under the final name
-  if (keep > 0) {
+  if (keep > 0 && name.empty()) {
     auto all = list_checkpoints(dir);
     for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < all.size(); ++i) fs::remove(all[i].second);
   }

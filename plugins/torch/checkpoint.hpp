@@ -6,6 +6,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,13 +50,17 @@ struct CheckpointContent {
   TrainProgress progress;
   NamedTensors model;                     // what snapshots export: with averaging, the average
   std::optional<NamedTensors> live_model;  // with averaging: the weights training continues from
+  // Entries other parts of the trainer keep (model selection's "validation"), written last.
+  std::function<void(torch::serialize::OutputArchive&)> extra;
 };
 
 // Writes dir/step-NNNNNNNN.pt (to a temporary name, then renamed: a killed run never leaves a
 // truncated file under a checkpoint's name) and removes all but the newest `keep` checkpoints
-// (0: keeps all). Returns the file written.
+// (0: keeps all). Returns the file written. With a `name` (best.pt), writes dir/name instead and
+// removes nothing.
 std::filesystem::path write_checkpoint(const std::filesystem::path& dir, const CheckpointContent& content,
-                                       torch::optim::Optimizer& optimizer, std::int64_t keep);
+                                       torch::optim::Optimizer& optimizer, std::int64_t keep,
+                                       const std::string& name = "");
 
 // A checkpoint opened to resume from: its header (spec, progress) when opened, the tensors once the
 // trainer has built its model and optimizer.
@@ -74,6 +79,8 @@ class CheckpointReader {
   void read_optimizer(torch::optim::Optimizer& optimizer);
   // LibTorch's default CPU generator (dropout, the VAE's noise).
   void restore_rng();
+  // The whole archive, for the entries CheckpointContent::extra wrote.
+  torch::serialize::InputArchive& archive() { return archive_; }
 
  private:
   std::string what_, spec_;

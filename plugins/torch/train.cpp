@@ -2,6 +2,10 @@
 //
 // Inputs:  in — batches carrying the fields the loss consumes (pair, triplet or image+label
 //          fields; docs/torch.md). Images are f32 [B,C,H,W], or u8 [B,H,W,C] scaled by 1/255.
+//          validation (optional) — labelled batches for model selection (validation.hpp): with it,
+//          both streams are held and training runs at their end; every validate_every steps the
+//          selected metric is recorded on the output `validation`, the final snapshot (and
+//          best.pt) carries the best evaluation's weights, and `patience` stops training early.
 // Outputs: metrics — one record per `log_every` steps: {step, epoch: i64[], loss, lr,
 //          samples_per_s: f64[]} (also written to <log_dir>/metrics.csv, metrics.jsonl and the
 //          loss curve loss.png);
@@ -66,6 +70,8 @@
 #include "optimizers.hpp"
 #include "schedule.hpp"
 #include "torch_types.hpp"
+#include "validation.hpp"
+#include "validation_spec.hpp"
 #include "weight_average.hpp"
 
 namespace embedflow::torchfam {
@@ -122,12 +128,21 @@ class Train final : public Node {
       resume_path_ = resume;
       if (!fs::exists(resume_path_)) throw ConfigError(cat("resume: checkpoint '", resume, "' does not exist"));
     }
+    if (ctx.input_connected(1)) validator_ = std::make_unique<Validator>(ctx, primary_);
     if (!resume_path_.empty()) read_checkpoint_header();
     if (!p.string("log_dir").empty() && primary_) log_ = std::make_unique<MetricsLog>(p.string("log_dir"), history_);
     window_start_ = Clock::now();
   }
 
-  void process(std::size_t, const RecordPtr& batch, Emitter& out) override {
+  void process(std::size_t port, const RecordPtr& batch, Emitter& out) override {
+    if (port == 1) return validator_->add(batch);  // validation batches are held for the evaluations
+    // With a validation input, training waits in close() for both streams to end, so every
+    // evaluation sees the whole validation set whichever stream comes first.
+    if (validator_) return held_.push_back(batch);
+    feed(batch, out);
+  }
+
+  void feed(const RecordPtr& batch, Emitter& out) {
     const std::int64_t index = position_++;
     try {
       // Even a run resumed at max_steps builds the model: its final snapshot needs it.
@@ -143,6 +158,8 @@ class Train final : public Node {
   }
 
   void close(Emitter& out) override {
+    for (std::size_t k = 0; k < held_.size() && !done_ && !ctx_->stop_requested(); ++k) feed(held_[k], out);
+    held_.clear();
     for (std::int64_t pass = 1; pass < epochs_ && !done_; ++pass) {
       std::vector<std::size_t> order(replay_.size());
       std::iota(order.begin(), order.end(), 0);
@@ -168,8 +185,9 @@ class Train final : public Node {
       return;
     }
     if (window_steps_ > 0) flush_metrics(out);
+    if (validator_ && validator_->last_step() != step_) evaluate(out);
     if (!checkpoint_dir_.empty() && last_checkpoint_ != step_) save_checkpoint();
-    if (ctx_->output_connected(1) && last_snapshot_ != step_) emit_snapshot(out);
+    if (ctx_->output_connected(1) && (validator_ || last_snapshot_ != step_)) emit_snapshot(out, true);
     if (log_) log_->plot(history_);
     log_info(ctx_->id(), "trained ", step_, " steps", resumed_from_ > 0 ? cat(" (resumed at step ", resumed_from_, ")") : "",
              history_.empty() ? "" : cat("; last loss ", history_.back().loss));
@@ -290,6 +308,7 @@ class Train final : public Node {
     last_lr_ = lr;
     if (step_ % log_every_ == 0) flush_metrics(out);
     else report_step({});
+    if (validator_ && validator_->due(step_)) evaluate(out);  // before the checkpoint, which keeps its result
     if (!checkpoint_dir_.empty() && checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) save_checkpoint();
     if (snapshot_every_ > 0 && step_ % snapshot_every_ == 0 && ctx_->output_connected(1)) emit_snapshot(out);
     if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
@@ -333,19 +352,35 @@ class Train final : public Node {
   // average in place of every floating-point tensor.
   NamedTensors exported_state() { return average_ ? average_->exported(*model_) : model_->state(); }
 
-  void emit_snapshot(Emitter& out) {
-    Record r = make_snapshot(exported_state(), spec_text_, step_, epoch_);
-    const double epoch_loss = epoch_loss_steps_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_loss_steps_)
-                                                    : std::numeric_limits<double>::quiet_NaN();
-    r.set("loss", Array::from_vector<double>({1}, {epoch_loss}));
+  double epoch_loss() const {
+    return epoch_loss_steps_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_loss_steps_)
+                                 : std::numeric_limits<double>::quiet_NaN();
+  }
+
+  // With validation, the final snapshot carries the best evaluation's weights.
+  void emit_snapshot(Emitter& out, bool final = false) {
+    Record r = final && validator_ && validator_->has_best() ? validator_->best_snapshot(spec_text_)
+                                                             : make_snapshot(exported_state(), spec_text_, step_, epoch_);
+    if (!r.find("loss")) r.set("loss", Array::from_vector<double>({1}, {epoch_loss()}));
+    if (validator_) validator_->annotate(r);
     r.set("source", Array::strings({ctx_->id()}));
     out.emit(1, std::move(r));
     last_snapshot_ = step_;
   }
 
-  void save_checkpoint() {
+  // An evaluation on the validation set: a new best is kept as best.pt; patience may stop training.
+  void evaluate(Emitter& out) {
+    set_torch_threads(threads_, ctx_->threads(), ctx_->id());
+    if (validator_->evaluate(*model_, *loss_, loss_name_, exported_state(), step_, epoch_, epoch_loss(), out, 2) &&
+        !checkpoint_dir_.empty())
+      save_checkpoint("best.pt");
+    if (validator_->exhausted() && !done_) log_info(ctx_->id(), validator_->stop_reason());
+    done_ = done_ || validator_->exhausted();
+  }
+
+  void save_checkpoint(const std::string& name = "") {
     if (!primary_) {  // the ranks hold equal models: rank 0 writes the checkpoint
-      last_checkpoint_ = step_;
+      if (name.empty()) last_checkpoint_ = step_;
       return;
     }
     auto t0 = Clock::now();
@@ -357,8 +392,9 @@ class Train final : public Node {
     c.progress = progress();
     c.model = exported_state();
     if (average_) c.live_model = model_->state();
-    const fs::path file = write_checkpoint(checkpoint_dir_, c, *optimizer_, keep_);
-    last_checkpoint_ = step_;
+    if (validator_) c.extra = [this](torch::serialize::OutputArchive& a) { validator_->save(a); };
+    const fs::path file = write_checkpoint(checkpoint_dir_, c, *optimizer_, keep_, name);
+    if (name.empty()) last_checkpoint_ = step_;
     log_debug(ctx_->id(), "checkpoint ", file.string(), " in ",
               std::chrono::duration<double>(Clock::now() - t0).count(), " s");
   }
@@ -401,7 +437,8 @@ class Train final : public Node {
     epoch_loss_sum_ = p.epoch_loss_sum;
     epoch_loss_steps_ = p.epoch_loss_steps;
     loss_epoch_ = p.loss_epoch;
-    if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
+    if (validator_) validator_->restore(checkpoint_->archive(), what);
+    if ((max_steps_ > 0 && step_ >= max_steps_) || (validator_ && validator_->exhausted())) done_ = true;
     log_info(ctx_->id(), "resuming from ", what, " at step ", step_, " (skipping the first ", resume_position_, " input batches)");
   }
 
@@ -446,6 +483,8 @@ class Train final : public Node {
   std::unique_ptr<CheckpointReader> checkpoint_;
   std::unique_ptr<MetricsLog> log_;
   std::vector<RecordPtr> replay_;
+  std::unique_ptr<Validator> validator_;  // null without a validation input
+  std::vector<RecordPtr> held_;           // training batches waiting for the validation stream
   std::vector<MetricRow> history_;
 
   std::int64_t step_ = 0, epoch_ = 0, position_ = 0, resume_position_ = 0, resumed_from_ = 0;
@@ -461,7 +500,7 @@ class Train final : public Node {
 
 NodeType train_type() {
   auto component = [](const char* type) { return Value::map({{"type", Value::string(type)}}); };
-  return NodeTypeBuilder("torch.train")
+  return with_validation(NodeTypeBuilder("torch.train")
       .doc("Trains a model component with a loss component on a stream of batches: optimizer and lr schedule "
            "components, epochs (replayed from memory), gradient clipping, checkpoints with exact resume, a metrics "
            "stream and files, and model snapshots for torch.embed.")
@@ -540,7 +579,7 @@ NodeType train_type() {
           c.error("resume: auto looks for checkpoints in checkpoint_dir, which is not set", "resume");
         if (schedule_needs_total(p.value("schedule")) && p.integer("max_steps") == 0)
           c.error("a torch.cosine schedule without `steps` anneals over max_steps, which is 0 (no limit)", "schedule");
-      })
+      }))
       .example("train: {type: torch.train, params: {model: {type: torch.small_cnn, embedding_dim: 32}, "
                "loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.adam, lr: 0.001}, epochs: 2, "
                "log_dir: out/train, checkpoint_dir: out/train/ckpt, checkpoint_every: 100, threads: 2}}")
