@@ -1,6 +1,7 @@
 // torch.train's validation input and model selection through graph files and the CLI, on
 // Fashion-MNIST subsets: the recorded retrieval metrics equal numpy's on the embeddings torch.embed
-// makes with the selected snapshot (and best.pt gives the same ones), early stopping stops where
+// makes with the selected snapshot (and best.pt gives the same ones), with weight averaging too,
+// where evaluating leaves the training losses unchanged; early stopping stops where
 // patience says on a run whose lr drops to 0, the validation loss selects in min mode (numpy's
 // batch-hard triplet loss on the snapshot's embeddings), a resumed run keeps the best weights and
 // the patience counter, and misconfigurations stop at `embedflow validate`.
@@ -160,6 +161,40 @@ double printed_snapshot_validation(const std::string& out) {
   return std::stod(out.substr(at + key.size()));
 }
 
+// numpy's leave-one-out retrieval (L2, stable argsort, queries without another item of their
+// label left out) on the embeddings of argv[1] must equal the selected evaluation's metrics in the
+// validation.csv argv[2] to 1e-6; argv[3], when given, holds embeddings that must equal argv[1]'s.
+const char* kRetrievalOracle = R"PY(
+import csv, sys, h5py, numpy as np
+f = h5py.File(sys.argv[1])['embeddings']
+e, y = f['embedding'][:].astype(np.float64), f['label'][:]
+if len(sys.argv) > 3:
+    other = h5py.File(sys.argv[3])['embeddings']['embedding'][:]
+    assert np.abs(other - f['embedding'][:]).max() < 1e-6, np.abs(other - f['embedding'][:]).max()
+dist = np.sqrt(((e[:, None, :] - e[None, :, :]) ** 2).sum(-1))
+np.fill_diagonal(dist, np.inf)
+order = np.argsort(dist, axis=1, kind='stable')
+maps, p1, rp = [], [], []
+for q in range(len(y)):
+    r = int((y == y[q]).sum()) - 1
+    if r == 0:
+        continue
+    hit = (y[order[q, :r]] == y[q])
+    prec = np.cumsum(hit) / np.arange(1, r + 1)
+    maps.append((prec * hit).sum() / r)
+    p1.append(float(hit[0]))
+    rp.append(hit.sum() / r)
+want = {'map_at_r': np.mean(maps), 'precision_at_1': np.mean(p1), 'r_precision': np.mean(rp)}
+rows = list(csv.DictReader(open(sys.argv[2])))
+sel = [r for r in rows if int(r['step']) == int(rows[-1]['best_step'])][0]
+for k, v in want.items():
+    assert abs(float(sel[k]) - v) < 1e-6, (k, sel[k], v)
+assert float(sel['value']) == float(sel['map_at_r'])
+# The evaluations differ, so the selection chose among distinct models.
+assert len({r['map_at_r'] for r in rows}) > 2, rows
+print(want)
+)PY";
+
 }  // namespace
 
 TEST_CASE("validation: the recorded MAP@R, P@1 and R-precision are numpy's on the selected snapshot's embeddings",
@@ -197,37 +232,42 @@ TEST_CASE("validation: the recorded MAP@R, P@1 and R-precision are numpy's on th
                      "edges: [vals.out -> embed.in, embed.out -> save.in]\n");
   INFO(b.err);
   REQUIRE(b.exit_code == 0);
-  auto check = run_python(R"PY(
-import csv, sys, h5py, numpy as np
-d = sys.argv[1]
-f = h5py.File(d + '/snap.h5')['embeddings']
-e, y = f['embedding'][:].astype(np.float64), f['label'][:]
-best = h5py.File(d + '/best.h5')['embeddings']['embedding'][:]
-assert np.abs(best - f['embedding'][:]).max() < 1e-6, np.abs(best - f['embedding'][:]).max()
-dist = np.sqrt(((e[:, None, :] - e[None, :, :]) ** 2).sum(-1))
-np.fill_diagonal(dist, np.inf)
-order = np.argsort(dist, axis=1, kind='stable')
-maps, p1, rp = [], [], []
-for q in range(len(y)):
-    r = int((y == y[q]).sum()) - 1
-    if r == 0:
-        continue
-    hit = (y[order[q, :r]] == y[q])
-    prec = np.cumsum(hit) / np.arange(1, r + 1)
-    maps.append((prec * hit).sum() / r)
-    p1.append(float(hit[0]))
-    rp.append(hit.sum() / r)
-want = {'map_at_r': np.mean(maps), 'precision_at_1': np.mean(p1), 'r_precision': np.mean(rp)}
-rows = list(csv.DictReader(open(d + '/log/validation.csv')))
-sel = [r for r in rows if int(r['step']) == int(rows[-1]['best_step'])][0]
-for k, v in want.items():
-    assert abs(float(sel[k]) - v) < 1e-6, (k, sel[k], v)
-assert float(sel['value']) == float(sel['map_at_r'])
-# The evaluations differ, so the selection chose among distinct models.
-assert len({r['map_at_r'] for r in rows}) > 2
-print(want)
-)PY",
-                          {dir.string()});
+  auto check = run_python(kRetrievalOracle, {(dir / "snap.h5").string(), (dir / "log" / "validation.csv").string(),
+                                             (dir / "best.h5").string()});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("validation: with ema_decay the evaluations score the average and leave training alone",
+          "[torch][train][select][ema][cli]") {
+  fs::path dir = scratch_dir("torch-select-ema");
+  const std::string params = "optimizer: {type: torch.adam, lr: 0.003}, ema_decay: 0.5, epochs: 2, log_every: 1, ";
+  auto validated = run_graph(dir, "validated.yaml",
+                             graph(params + "validate_every: 4, log_dir: " + (dir / "log").string(),
+                                   embed_nodes(dir, "snap"), kEmbedEdges));
+  INFO(validated.err);
+  REQUIRE(validated.exit_code == 0);
+  // The same training without the validation input.
+  std::string plain = graph(params + "log_dir: " + (dir / "plain").string());
+  for (const std::string line : {"  val:   {", "  - val.out -> train.validation\n"}) {
+    const std::size_t at = plain.find(line);
+    REQUIRE(at != std::string::npos);
+    plain.erase(at, plain.find('\n', at) + 1 - at);
+  }
+  auto unvalidated = run_graph(dir, "plain.yaml", plain);
+  INFO(unvalidated.err);
+  REQUIRE(unvalidated.exit_code == 0);
+  const auto a = embedflow::test::read_metrics(dir / "log" / "metrics.csv");
+  const auto b = embedflow::test::read_metrics(dir / "plain" / "metrics.csv");
+  REQUIRE(a.size() == 16);
+  REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("metrics row " << i);
+    CHECK(a[i].loss == b[i].loss);
+    CHECK(a[i].lr == b[i].lr);
+  }
+  // The final snapshot (the best evaluation's average) embeds to the recorded metrics.
+  auto check = run_python(kRetrievalOracle, {(dir / "snap.h5").string(), (dir / "log" / "validation.csv").string()});
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
 }
