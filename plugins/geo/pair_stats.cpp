@@ -184,7 +184,7 @@ class PairStatsNode : public Node {
       write_histogram_png((dir / file).string(), hist,
                           cat("pair distances", limits[h] > 0 ? cat(" <= ", limits[h], " m") : std::string(" (all)"),
                               ", ", samples[h].size(), " sampled pairs"),
-                          "distance (m)");
+                          "distance (m)", "sampled pairs");
       json += cat(h ? "," : "", "\n    {\"range\": ", json_string(names[h]), ", \"png\": ", json_string(file),
                   ", \"samples\": ", samples[h].size(), ", \"lo_m\": 0, \"hi_m\": ", json_number(hi), ", \"counts\": [");
       for (std::size_t b = 0; b < hist.counts.size(); ++b) json += cat(b ? ", " : "", hist.counts[b]);
