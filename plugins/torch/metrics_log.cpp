@@ -26,10 +26,9 @@ std::string num(double v) {
 
 void write_row(std::ofstream& csv, std::ofstream& jsonl, const MetricRow& r) {
   csv << r.step << ',' << r.epoch << ',' << num(r.loss) << ',' << num(r.lr) << ',' << num(r.samples_per_s) << '\n';
-  // JSON has no NaN: null keeps the line parseable.
-  auto j = [](double v) { return std::isfinite(v) ? num(v) : std::string("null"); };
-  jsonl << "{\"step\": " << r.step << ", \"epoch\": " << r.epoch << ", \"loss\": " << j(r.loss) << ", \"lr\": " << j(r.lr)
-        << ", \"samples_per_s\": " << j(r.samples_per_s) << "}\n";
+  // json_number: shortest round-trip text, null for NaN (JSON has none), so the line parses.
+  jsonl << "{\"step\": " << r.step << ", \"epoch\": " << r.epoch << ", \"loss\": " << json_number(r.loss)
+        << ", \"lr\": " << json_number(r.lr) << ", \"samples_per_s\": " << json_number(r.samples_per_s) << "}\n";
 }
 }  // namespace
 
