@@ -1,33 +1,12 @@
 #include "embedflow_engine/describe.hpp"
 
+#include <cmath>
 #include <iomanip>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "embedflow/report_files.hpp"
-
 namespace embedflow::engine {
-
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 static std::string range_text(const ParamSpec& p) {
   std::string s;
@@ -115,113 +94,89 @@ void print_component_type(std::ostream& out, const ComponentType& t) {
   if (t.check) out << "  (refined at graph load from its parameters and parts)\n";
 }
 
+using json = nlohmann::ordered_json;
+
 // A parameter value as typed JSON: a default of 0.5 is the number 0.5, true the boolean.
-static std::string value_json(const Value& v) {
+static json value_json(const Value& v) {
   switch (v.kind()) {
-    case Value::Kind::null: return "null";
-    case Value::Kind::boolean: return v.as_boolean() ? "true" : "false";
-    case Value::Kind::integer: return std::to_string(v.as_integer());
-    case Value::Kind::number: {
-      JsonWriter j;
-      j.value(v.as_number());
-      return j.str();
-    }
-    case Value::Kind::string: return json_quote(v.as_string());
+    case Value::Kind::null: return nullptr;
+    case Value::Kind::boolean: return v.as_boolean();
+    case Value::Kind::integer: return v.as_integer();
+    case Value::Kind::number: return std::isfinite(v.as_number()) ? json(v.as_number()) : json(nullptr);
+    case Value::Kind::string: return v.as_string();
     case Value::Kind::list: {
-      std::string s = "[";
-      for (std::size_t i = 0; i < v.as_list().size(); ++i) s += (i ? ", " : "") + value_json(v.as_list()[i]);
-      return s + "]";
+      json a = json::array();
+      for (const Value& item : v.as_list()) a.push_back(value_json(item));
+      return a;
     }
     case Value::Kind::map: {
-      std::string s = "{";
-      bool first = true;
-      for (const auto& [k, item] : v.as_map()) {
-        s += (first ? "" : ", ") + json_quote(k) + ": " + value_json(item);
-        first = false;
-      }
-      return s + "}";
+      json o = json::object();
+      for (const auto& [k, item] : v.as_map()) o[k] = value_json(item);
+      return o;
     }
   }
-  return "null";
+  return nullptr;
 }
 
-static void params_json(std::ostream& out, const std::vector<ParamSpec>& params) {
-  out << "[";
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const ParamSpec& p = params[i];
-    out << (i ? "," : "") << "\n        {\"name\": " << json_quote(p.name) << ", \"type\": " << json_quote(param_type_name(p.type))
-        << ", \"doc\": " << json_quote(p.doc);
-    if (p.default_value) out << ", \"default\": " << value_json(*p.default_value);
-    out << ", \"required\": " << (p.required() ? "true" : "false");
-    if (p.min) out << ", \"min\": " << *p.min;
-    if (p.max) out << ", \"max\": " << *p.max;
-    if (!p.choices.empty()) {
-      out << ", \"choices\": [";
-      for (std::size_t c = 0; c < p.choices.size(); ++c) out << (c ? ", " : "") << json_quote(p.choices[c]);
-      out << "]";
-    }
-    if (!p.component_kind.empty()) out << ", \"component_kind\": " << json_quote(p.component_kind);
-    out << "}";
+static json params_json(const std::vector<ParamSpec>& params) {
+  json a = json::array();
+  for (const ParamSpec& p : params) {
+    json j = {{"name", p.name}, {"type", param_type_name(p.type)}, {"doc", p.doc}};
+    if (p.default_value) j["default"] = value_json(*p.default_value);
+    j["required"] = p.required();
+    if (p.min) j["min"] = *p.min;
+    if (p.max) j["max"] = *p.max;
+    if (!p.choices.empty()) j["choices"] = p.choices;
+    if (!p.component_kind.empty()) j["component_kind"] = p.component_kind;
+    a.push_back(std::move(j));
   }
-  out << (params.empty() ? "]" : "\n      ]");
+  return a;
 }
 
-static void contract_json(std::ostream& out, const std::vector<ContractSpec>& contract) {
-  out << "[";
-  for (std::size_t i = 0; i < contract.size(); ++i) {
-    const ContractSpec& c = contract[i];
+static json contract_json(const std::vector<ContractSpec>& contract) {
+  json a = json::array();
+  for (const ContractSpec& c : contract) {
     const char* kind = c.kind == ContractSpec::Kind::produces ? "produces"
                        : c.kind == ContractSpec::Kind::one_of ? "consumes_one_of"
                                                               : "consumes";
-    out << (i ? ", " : "") << "{\"kind\": " << json_quote(kind);
-    if (!c.input.empty()) out << ", \"input\": " << json_quote(c.input);
-    out << ", \"schema\": " << json_quote(c.schema_text) << "}";
+    json j = {{"kind", kind}};
+    if (!c.input.empty()) j["input"] = c.input;
+    j["schema"] = c.schema_text;
+    a.push_back(std::move(j));
   }
-  out << "]";
+  return a;
 }
 
-static void ports_json(std::ostream& out, const std::vector<PortSpec>& ports) {
-  out << "[";
-  for (std::size_t i = 0; i < ports.size(); ++i) {
-    const PortSpec& p = ports[i];
-    out << (i ? ", " : "") << "{\"name\": " << json_quote(p.name) << ", \"schema\": " << json_quote(p.schema.str())
-        << ", \"side\": " << (p.side ? "true" : "false") << ", \"optional\": " << (p.optional ? "true" : "false")
-        << ", \"doc\": " << json_quote(p.doc) << "}";
-  }
-  out << "]";
+static json ports_json(const std::vector<PortSpec>& ports) {
+  json a = json::array();
+  for (const PortSpec& p : ports)
+    a.push_back({{"name", p.name}, {"schema", p.schema.str()}, {"side", p.side}, {"optional", p.optional}, {"doc", p.doc}});
+  return a;
 }
 
 void write_schema_json(std::ostream& out, const Registry& registry, const std::string& only) {
-  out << "{\n  \"nodes\": {";
-  bool first = true;
+  json nodes = json::object(), components = json::object();
   for (const NodeType* t : registry.node_types()) {
     if (!only.empty() && t->name != only && t->plugin != only) continue;
-    out << (first ? "" : ",") << "\n    " << json_quote(t->name) << ": {\n      \"plugin\": " << json_quote(t->plugin)
-        << ",\n      \"doc\": " << json_quote(t->doc) << ",\n      \"source\": " << (t->source ? "true" : "false")
-        << ",\n      \"concurrency\": " << json_quote(t->concurrency == Concurrency::parallel ? "parallel" : "serial")
-        << ",\n      \"params\": ";
-    params_json(out, t->params);
-    out << ",\n      \"inputs\": ";
-    ports_json(out, t->inputs);
-    out << ",\n      \"outputs\": ";
-    ports_json(out, t->outputs);
-    out << "\n    }";
-    first = false;
+    nodes[t->name] = {{"plugin", t->plugin},
+                      {"doc", t->doc},
+                      {"source", t->source},
+                      {"concurrency", t->concurrency == Concurrency::parallel ? "parallel" : "serial"},
+                      {"params", params_json(t->params)},
+                      {"inputs", ports_json(t->inputs)},
+                      {"outputs", ports_json(t->outputs)}};
   }
-  out << "\n  },\n  \"components\": {";
-  first = true;
   for (const ComponentType* t : registry.component_types()) {
     if (!only.empty() && t->name != only && t->plugin != only) continue;
-    out << (first ? "" : ",") << "\n    " << json_quote(t->name) << ": {\n      \"plugin\": " << json_quote(t->plugin)
-        << ",\n      \"kind\": " << json_quote(t->kind) << ",\n      \"doc\": " << json_quote(t->doc)
-        << ",\n      \"params\": ";
-    params_json(out, t->params);
-    out << ",\n      \"contract\": ";
-    contract_json(out, t->contract);
-    out << "\n    }";
-    first = false;
+    components[t->name] = {{"plugin", t->plugin},
+                           {"kind", t->kind},
+                           {"doc", t->doc},
+                           {"params", params_json(t->params)},
+                           {"contract", contract_json(t->contract)}};
   }
-  out << "\n  }\n}\n";
+  const json doc = {{"nodes", std::move(nodes)}, {"components", std::move(components)}};
+  // Docs and names come from plugins: invalid UTF-8 becomes U+FFFD rather than a throw.
+  out << doc.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
 static std::string dot_escape(const std::string& s) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "embedflow/error.hpp"
@@ -221,16 +222,15 @@ std::vector<const Manifest*> Fingerprinter::closure(std::size_t node) {
 // --- manifest JSON (stored in each cache file's `manifest` attribute) ---------------------------
 
 std::string manifests_to_json(const std::vector<const Manifest*>& manifests) {
-  std::string out = "{\"nodes\": [";
-  for (std::size_t i = 0; i < manifests.size(); ++i) {
-    const Manifest& m = *manifests[i];
-    out += cat(i ? ",\n  " : "\n  ", "{\"node\": ", json_quote(m.node), ", \"type\": ", json_quote(m.type),
-               ", \"fingerprint\": ", json_quote(m.fingerprint), ", \"lines\": [");
-    for (std::size_t j = 0; j < m.lines.size(); ++j)
-      out += cat(j ? ", " : "", "[", json_quote(m.lines[j].first), ", ", json_quote(m.lines[j].second), "]");
-    out += "]}";
+  using json = nlohmann::ordered_json;
+  json nodes = json::array();
+  for (const Manifest* m : manifests) {
+    json lines = json::array();
+    for (const auto& [key, value] : m->lines) lines.push_back({key, value});
+    nodes.push_back({{"node", m->node}, {"type", m->type}, {"fingerprint", m->fingerprint}, {"lines", std::move(lines)}});
   }
-  return out + "\n]}\n";
+  // Manifest lines quote parameter values and file names: invalid UTF-8 becomes U+FFFD.
+  return json{{"nodes", std::move(nodes)}}.dump(1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace embedflow::engine

@@ -1,7 +1,7 @@
 #include "embedflow_engine/trace.hpp"
 
-#include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_map>
 
@@ -30,52 +30,31 @@ void TraceRecorder::span(std::uint32_t node, const char* what, std::int64_t star
   local().events.push_back(Event{node, what, start_ns, end_ns});
 }
 
-// A JSON string body: quotes and backslashes escaped, control characters as \u00XX (node ids
-// and type names come from user YAML and may hold anything).
-static std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 void TraceRecorder::write(const std::string& path, const std::vector<std::string>& names,
                           const std::vector<std::string>& types) const {
   std::ofstream f(path);
   if (!f) throw Error(cat("cannot write trace file ", path));
   std::lock_guard<std::mutex> lock(mutex_);
+  // One event per line, each written by nlohmann-json: node ids and type names come from user
+  // YAML and may hold any character.
+  using json = nlohmann::ordered_json;
+  auto line = [&](const json& event) { f << ",\n" << event.dump(-1, ' ', false, json::error_handler_t::replace); };
   f << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  f << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"embedflow\"}}";
-  // Timestamps in microseconds with three decimals: nanosecond resolution at any run length
-  // (the default six significant digits lose whole milliseconds after 1000 s).
+  f << json{{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "embedflow"}}}}.dump();
+  // Timestamps in microseconds: nanoseconds / 1000 as the shortest round-trip double, so
+  // nanosecond resolution holds at any run length.
+  auto us = [](std::int64_t ns) { return static_cast<double>(ns) / 1000.0; };
   auto emit = [&](std::uint32_t tid, const Event& first, std::int64_t end, std::uint64_t calls, std::int64_t busy) {
-    char ts[64], dur[64];
-    std::snprintf(ts, sizeof ts, "%.3f", static_cast<double>(first.start - origin_) / 1000.0);
-    std::snprintf(dur, sizeof dur, "%.3f", static_cast<double>(end - first.start) / 1000.0);
-    f << ",\n{\"name\":\"" << json_escape(names[first.node]) << "\",\"cat\":\"" << json_escape(types[first.node])
-      << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << tid << ",\"ts\":" << ts << ",\"dur\":" << dur
-      << ",\"args\":{\"call\":\"" << first.what << "\"";
+    json args = {{"call", first.what}};
     if (calls > 1) {
-      char b[64];
-      std::snprintf(b, sizeof b, "%.3f", static_cast<double>(busy) / 1000.0);
-      f << ",\"calls\":" << calls << ",\"busy_us\":" << b;
+      args["calls"] = calls;
+      args["busy_us"] = us(busy);
     }
-    f << "}}";
+    line({{"name", names[first.node]}, {"cat", types[first.node]}, {"ph", "X"}, {"pid", 1}, {"tid", tid},
+          {"ts", us(first.start - origin_)}, {"dur", us(end - first.start)}, {"args", std::move(args)}});
   };
   for (const auto& b : buffers_) {
-    f << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":" << b->tid << ",\"args\":{\"name\":\"worker "
-      << b->tid << "\"}}";
+    line({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", b->tid}, {"args", {{"name", cat("worker ", b->tid)}}}});
     // Runs of tiny calls of one node (each and the gaps between them under kTinySpanNs) become
     // one span with their count and summed time: millions of 1 us spans bury a trace viewer.
     const Event* first = nullptr;  // the pending run of tiny calls

@@ -21,6 +21,8 @@
 
 #include <embedflow/csv.hpp>
 
+#include <embedflow/plot/line_chart.hpp>
+
 #include "core/draw.hpp"
 #include "crowd_types.hpp"
 
@@ -106,21 +108,24 @@ class Report final : public Node {
       curves[series_.count(m) ? series_[m] : m].emplace_back(x->second, y->second);
     }
     if (curves.empty()) return;
-    std::vector<Series> series;
+    LineChart chart;
+    chart.title = p.string("title");
+    chart.x_label = p.string("x_label");
+    chart.y_label = metric;
     AtomicOutputFile cc_file(out + "_curve.csv");
     std::ostream& cc = cc_file.stream();
     cc << "series,x," << metric << "\n";
     for (auto& [name, pts] : curves) {
       std::sort(pts.begin(), pts.end());
-      Series s{name, {}, {}};
+      PlotSeries s{name, {}, {}};
       for (auto [x, y] : pts) {
         s.x.push_back(x), s.y.push_back(y);
         cc << csv_field(name) << "," << x << "," << y << "\n";
       }
-      series.push_back(std::move(s));
+      chart.series.push_back(std::move(s));
     }
     cc_file.commit();
-    write_line_chart(out + "_curve.png", p.string("title"), p.string("x_label"), metric, series);
+    save_line_chart(out + "_curve.png", chart);
   }
 
  private:

@@ -26,14 +26,17 @@
 // Sweeps: with `x` (method name -> number), <out>_vs_x.png plots each of `plot_metrics` as one
 // line over the methods that have an x, in x order; methods without one (baselines) appear as
 // horizontal reference lines across the swept range, named in the legend. The table then gains
-// an x column (headed `x_label`).
+// an x column (headed `x_label`). The chart is drawn only when at least two methods named in x
+// report (a sweep ran); otherwise it is skipped silently, so a graph can keep its x map while its
+// sweep branches are switched off.
 //
 // Caveats: rows follow `order` when given (unknown names after it, alphabetically); otherwise
 // alphabetical, since records from parallel branches arrive in no fixed order. Rows without cmc
 // are left out of the CMC chart (which is not written when no row has one). P@1 is read from
 // the record's p_at_1 when present, else from cmc[0], which is the same number (the fraction of
-// evaluated queries whose first match is at rank 1). Names in `x` that no record reports are
-// warned about at the end of the run, not at load (method names come from upstream params).
+// evaluated queries whose first match is at rank 1). When the sweep ran, names in `x` that no
+// record reports are warned about at the end of the run, not at load (method names come from
+// upstream params).
 //
 //   seed: 1
 //   nodes:
@@ -223,13 +226,22 @@ class Report final : public Node {
     std::sort(rows_.begin(), rows_.end(), [&](const Row& a, const Row& b) {
       return pos(a.method) != pos(b.method) ? pos(a.method) < pos(b.method) : a.method < b.method;
     });
+    // A sweep ran when at least two of the methods named in x reported. With fewer there is no
+    // line to draw: a graph that switches its sweep branches off (fuzzy_geo_fashion's default)
+    // leaves x naming methods that never ran, which is expected and not worth a warning. When the
+    // sweep did run, a name without a record is a missing point (often a misspelt name): warn.
+    std::vector<std::pair<std::string, double>> missing;
     for (const auto& [method, v] : x_)
       if (std::none_of(rows_.begin(), rows_.end(), [&](const Row& r) { return r.method == method; }))
+        missing.emplace_back(method, v);
+    const bool swept = x_.size() - missing.size() >= 2;
+    if (swept)
+      for (const auto& [method, v] : missing)
         log_warning("eval.report", "x names method '", method, "' (x = ", v, ") but no metrics record has that name");
     write_table_and_json();
     if (std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return !r.cmc.empty(); }))
       save_line_chart(out_ + "_cmc.png", cmc_chart());
-    if (!x_.empty()) save_line_chart(out_ + "_vs_x.png", sweep_chart());
+    if (swept) save_line_chart(out_ + "_vs_x.png", sweep_chart());
     log_info("eval.report", "wrote ", out_, ".md with ", rows_.size(), " methods");
   }
 
@@ -352,7 +364,8 @@ NodeType report_type() {
       .param(Param::strings("order").optional().doc("method names in the order the rows should appear"))
       .param(Param::any("x").optional()
                  .doc("map method name -> number for sweeps, e.g. {\"siamese p=0\": 0.0, \"siamese p=0.2\": 0.2}; "
-                      "writes <out>_vs_x.png, methods without an x are drawn as reference lines"))
+                      "writes <out>_vs_x.png when at least two of them report (a sweep ran; otherwise the chart is "
+                      "skipped without a warning), methods without an x are drawn as reference lines"))
       .param(Param::string("x_label").default_value("x").doc("x-axis label of <out>_vs_x.png and header of the table's x column"))
       .param(Param::strings("plot_metrics").default_value(std::vector<std::string>{"map_at_r"})
                  .doc(cat("metrics drawn in <out>_vs_x.png: ", join(metric_names(false)))))

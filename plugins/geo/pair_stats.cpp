@@ -26,6 +26,7 @@
 #include <fstream>
 
 #include "embedflow/embedflow.hpp"
+#include "embedflow/report_files.hpp"
 #include "geo_types.hpp"
 #include "geodesy.hpp"
 #include "pair_count.hpp"
@@ -33,24 +34,6 @@
 
 namespace embedflow::geo {
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') { o += '\\'; o += static_cast<char>(c); }
-    else if (c == '\n') o += "\\n";
-    else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-    else o += static_cast<char>(c);
-  }
-  return o + "\"";
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[40];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -118,9 +101,9 @@ class PairStatsNode : public Node {
             << csv_field(s.time_frame) << ',' << csv_field(s.other) << ',' << s.size << '\n';
         md << "| " << s.name << " | " << s.positive << " | " << s.negative << " | " << s.time_frame << " | "
            << (s.other.empty() ? "-" : s.other) << " | " << s.size << " |\n";
-        json += cat(i ? "," : "", "\n    {\"name\": ", json_string(s.name), ", \"positive_distance\": ",
-                    json_string(s.positive), ", \"negative_distance\": ", json_string(s.negative),
-                    ", \"time_frame\": ", json_string(s.time_frame), ", \"other\": ", json_string(s.other),
+        json += cat(i ? "," : "", "\n    {\"name\": ", json_quote(s.name), ", \"positive_distance\": ",
+                    json_quote(s.positive), ", \"negative_distance\": ", json_quote(s.negative),
+                    ", \"time_frame\": ", json_quote(s.time_frame), ", \"other\": ", json_quote(s.other),
                     ", \"size\": ", s.size, ", \"anchors\": ", s.anchors, ", \"photos\": ", s.photos, "}");
       }
       if (!csv || !md) throw DataError(cat(out_dir_, ": cannot write datasets.csv / datasets.md"));
@@ -184,8 +167,8 @@ class PairStatsNode : public Node {
       write_histogram_png((dir / file).string(), hist,
                           cat("pair distances", limits[h] > 0 ? cat(" <= ", limits[h], " m") : std::string(" (all)"),
                               ", ", samples[h].size(), " sampled pairs"),
-                          "distance (m)");
-      json += cat(h ? "," : "", "\n    {\"range\": ", json_string(names[h]), ", \"png\": ", json_string(file),
+                          "distance (m)", "sampled pairs");
+      json += cat(h ? "," : "", "\n    {\"range\": ", json_quote(names[h]), ", \"png\": ", json_quote(file),
                   ", \"samples\": ", samples[h].size(), ", \"lo_m\": 0, \"hi_m\": ", json_number(hi), ", \"counts\": [");
       for (std::size_t b = 0; b < hist.counts.size(); ++b) json += cat(b ? ", " : "", hist.counts[b]);
       json += "]}";

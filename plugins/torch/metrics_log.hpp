@@ -32,7 +32,8 @@ class MetricsLog {
   std::ofstream csv_, jsonl_;
 };
 
-// Renders a loss curve (raw values light, a moving average dark) with axes and labels.
+// Draws loss against step (embedflow::plot's line chart): each row's loss and, past 50 rows, a
+// moving average over a fiftieth of the rows.
 void plot_loss_curve(const std::vector<MetricRow>& rows, const std::filesystem::path& png);
 
 }  // namespace embedflow::torchfam

@@ -2,11 +2,11 @@
 
 #include "embedflow/atomic_file.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "embedflow/error.hpp"
 #include "embedflow/progress.hpp"
@@ -14,35 +14,18 @@
 namespace embedflow {
 
 namespace {
-// Shortest text that reads back as the same double: 0.1 stays "0.1", never 0.10000000000000001.
-void append_shortest(std::string& out, double v) {
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
+// Strings and numbers are nlohmann-json's text (kept private to this file: no nlohmann type in
+// the SDK's headers). Doubles print as the shortest text that reads back as the same double
+// (0.1 stays "0.1", never 0.10000000000000001); invalid UTF-8 in a string (a file name, a user's
+// label) becomes U+FFFD instead of making the document unreadable.
+void append_number(std::string& out, double v) { out += nlohmann::json(v).dump(); }
 }  // namespace
 
 std::string json_quote(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          o += buf;
-        } else {
-          o += static_cast<char>(c);
-        }
-    }
-  }
-  return o + "\"";
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
+
+std::string json_number(double v) { return std::isfinite(v) ? nlohmann::json(v).dump() : std::string("null"); }
 
 void JsonWriter::separate() {
   if (after_key_) {
@@ -98,7 +81,7 @@ JsonWriter& JsonWriter::key(const std::string& k) {
 JsonWriter& JsonWriter::value(double v) {
   if (!std::isfinite(v)) return null();
   separate();
-  append_shortest(out_, v);
+  append_number(out_, v);
   return *this;
 }
 JsonWriter& JsonWriter::value(std::int64_t v) {
@@ -127,7 +110,7 @@ JsonWriter& JsonWriter::numbers(const std::vector<double>& v) {
   out_ += "[";
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (i) out_ += ", ";
-    if (std::isfinite(v[i])) append_shortest(out_, v[i]);
+    if (std::isfinite(v[i])) append_number(out_, v[i]);
     else out_ += "null";
   }
   out_ += "]";

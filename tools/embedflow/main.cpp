@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "embedflow/hdf5/stream_file.hpp"
 #include "embedflow/log.hpp"
@@ -643,16 +644,16 @@ void print_entry_line(std::ostream& out, const CacheEntry& e) {
 int cache_ls(const fs::path& dir, bool json) {
   auto entries = list_cache(dir);
   if (json) {
+    using ordered_json = nlohmann::ordered_json;
+    ordered_json list = ordered_json::array();
+    for (const auto& e : entries)
+      list.push_back({{"file", e.file.string()}, {"node", e.node}, {"node_type", e.node_type}, {"bytes", e.bytes},
+                      {"age_s", static_cast<long>(age_seconds(e))}, {"fingerprint", e.fingerprint}, {"graph", e.graph},
+                      {"created", e.created}, {"temporary", e.temporary}, {"ok", e.problem.empty() && !e.temporary}});
+    // One entry per line; names read from cache files may hold invalid UTF-8 (U+FFFD then).
     std::cout << "[";
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const auto& e = entries[i];
-      std::cout << (i ? ",\n " : "\n ") << "{\"file\": " << json_quote(e.file.string()) << ", \"node\": " << json_quote(e.node)
-                << ", \"node_type\": " << json_quote(e.node_type) << ", \"bytes\": " << e.bytes << ", \"age_s\": "
-                << static_cast<long>(age_seconds(e)) << ", \"fingerprint\": " << json_quote(e.fingerprint)
-                << ", \"graph\": " << json_quote(e.graph) << ", \"created\": " << json_quote(e.created)
-                << ", \"temporary\": " << (e.temporary ? "true" : "false")
-                << ", \"ok\": " << (e.problem.empty() && !e.temporary ? "true" : "false") << "}";
-    }
+    for (std::size_t i = 0; i < list.size(); ++i)
+      std::cout << (i ? ",\n " : "\n ") << list[i].dump(-1, ' ', false, ordered_json::error_handler_t::replace);
     std::cout << "\n]\n";
     return kExitOk;
   }

@@ -33,6 +33,7 @@
 #include <string>
 
 #include <embedflow/hdf5/stream_file.hpp>
+#include <embedflow/report_files.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -175,15 +176,6 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
 // Shortest text that reads back as the same double, so files are exact and still small.
 std::string num(double x) {
   char buf[32];
@@ -239,12 +231,12 @@ void write_pngs(const Dataset& d, const fs::path& dir) {
 
 void write_attributes(const Dataset& d, const fs::path& p) {
   auto f = open_out(p);
-  f << "{\"dataset\": " << json_string(d.name) << ", \"images\": " << d.size() << ", \"height\": " << d.height
+  f << "{\"dataset\": " << embedflow::json_quote(d.name) << ", \"images\": " << d.size() << ", \"height\": " << d.height
     << ", \"width\": " << d.width << ", \"channels\": " << d.channels << ", \"label_attribute\": "
-    << json_string(d.attributes[static_cast<std::size_t>(d.label_attribute)].name) << ",\n \"attributes\": [";
+    << embedflow::json_quote(d.attributes[static_cast<std::size_t>(d.label_attribute)].name) << ",\n \"attributes\": [";
   for (std::size_t k = 0; k < d.attributes.size(); ++k) {
-    f << (k ? ",\n  " : "\n  ") << "{\"name\": " << json_string(d.attributes[k].name) << ", \"values\": [";
-    for (std::size_t v = 0; v < d.attributes[k].values.size(); ++v) f << (v ? ", " : "") << json_string(d.attributes[k].values[v]);
+    f << (k ? ",\n  " : "\n  ") << "{\"name\": " << embedflow::json_quote(d.attributes[k].name) << ", \"values\": [";
+    for (std::size_t v = 0; v < d.attributes[k].values.size(); ++v) f << (v ? ", " : "") << embedflow::json_quote(d.attributes[k].values[v]);
     f << "]}";
   }
   f << "]}\n";
@@ -308,7 +300,7 @@ void write_truth(const Dataset& d, const Crowd& c, const fs::path& dir) {
   }
   auto js = open_out(dir / "truth.json");
   js << "{\"attributes\": [";
-  for (std::size_t k = 0; k < K; ++k) js << (k ? ", " : "") << json_string(d.attributes[k].name);
+  for (std::size_t k = 0; k < K; ++k) js << (k ? ", " : "") << embedflow::json_quote(d.attributes[k].name);
   js << "],\n \"workers\": [";
   for (std::size_t w = 0; w < c.workers.size(); ++w) {
     const Worker& x = c.workers[w];
@@ -347,7 +339,7 @@ void write_summary(const Args& a, const Dataset& d, const Crowd& c, const Ceilin
   }
   const CrowdOptions& o = a.crowd;
   auto f = open_out(p);
-  f << "{\"generator\": \"gen_crowd\", \"dataset\": " << json_string(d.name) << ", \"seed\": " << o.seed
+  f << "{\"generator\": \"gen_crowd\", \"dataset\": " << embedflow::json_quote(d.name) << ", \"seed\": " << o.seed
     << ",\n \"options\": {\"images\": " << d.size() << ", \"workers\": " << o.workers << ", \"grids\": " << o.grids
     << ", \"workers_per_grid\": " << o.workers_per_grid << ", \"rows\": " << o.rows << ", \"cols\": " << o.cols
     << ", \"noisy_fraction\": " << num(o.noisy_fraction) << ", \"bias_concentration\": " << num(o.bias_concentration)
@@ -360,12 +352,12 @@ void write_summary(const Args& a, const Dataset& d, const Crowd& c, const Ceilin
     << ", \"pairs\": " << pairs << ", \"positive_fraction\": " << num(pairs ? static_cast<double>(positives) / static_cast<double>(pairs) : 0)
     << ", \"mean_clusters\": " << num(c.submissions.empty() ? 0 : clusters / static_cast<double>(c.submissions.size()))
     << ",\n \"attribute_use\": {";
-  for (std::size_t k = 0; k < used.size(); ++k) f << (k ? ", " : "") << json_string(d.attributes[k].name) << ": " << used[k];
+  for (std::size_t k = 0; k < used.size(); ++k) f << (k ? ", " : "") << embedflow::json_quote(d.attributes[k].name) << ": " << used[k];
   f << "},\n \"retrieval_ceiling\": {\"mixture\": " << num(ce.mixture) << ", \"worker_only\": " << num(ce.worker_only)
     << ", \"context_only\": " << num(ce.context_only) << "},\n \"seconds\": {";
   bool first = true;
   for (const auto& [k, v] : seconds) {
-    f << (first ? "" : ", ") << json_string(k) << ": " << num(std::round(v * 1000) / 1000);
+    f << (first ? "" : ", ") << embedflow::json_quote(k) << ": " << num(std::round(v * 1000) / 1000);
     first = false;
   }
   f << "}}\n";

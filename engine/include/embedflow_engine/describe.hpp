@@ -26,6 +26,5 @@ struct DotOptions {
 // edge tooltips instead of labels, so it stays readable.
 inline constexpr std::size_t kDotCompactNodes = 12;
 void write_dot(std::ostream& out, const ResolvedGraph& graph, const DotOptions& options = {});
-std::string json_quote(const std::string& s);
 
 }  // namespace embedflow::engine

@@ -65,49 +65,6 @@ void write_heatmap(const std::string& path, const std::string& title, const std:
   save(path, m);
 }
 
-void write_line_chart(const std::string& path, const std::string& title, const std::string& x_label,
-                      const std::string& y_label, const std::vector<Series>& series) {
-  const int W = 900, H = 600, L = 80, R = 230, T = 50, B = 70;
-  cv::Mat m(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
-  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-  for (const auto& s : series)
-    for (std::size_t i = 0; i < s.x.size(); ++i) {
-      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
-      y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
-    }
-  if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  if (x1 - x0 < 1e-9) x0 -= 0.5, x1 += 0.5;
-  y0 = std::floor(y0 * 20) / 20, y1 = std::ceil(y1 * 20) / 20;
-  if (y1 - y0 < 1e-9) y0 -= 0.05, y1 += 0.05;
-  auto px = [&](double x) { return L + static_cast<int>((x - x0) / (x1 - x0) * (W - L - R)); };
-  auto py = [&](double y) { return H - B - static_cast<int>((y - y0) / (y1 - y0) * (H - T - B)); };
-  for (int k = 0; k <= 10; ++k) {
-    const double y = y0 + (y1 - y0) * k / 10, x = x0 + (x1 - x0) * k / 10;
-    cv::line(m, {L, py(y)}, {W - R, py(y)}, cv::Scalar(235, 235, 235));
-    text(m, fmt(y, "%.3f"), 14, py(y) + 4, 0.4);  // ticks are range/10 apart: 3 decimals keep them exact
-    cv::line(m, {px(x), T}, {px(x), H - B}, cv::Scalar(235, 235, 235));
-    text(m, fmt(x), px(x) - 14, H - B + 18, 0.4);
-  }
-  cv::rectangle(m, cv::Rect(L, T, W - L - R, H - T - B), kBlack, 1);
-  text(m, title, L, 30, 0.6);
-  text(m, x_label, (W - R) / 2, H - 20);
-  text(m, y_label, 5, T - 10);
-  const cv::Scalar palette[] = {{180, 119, 31}, {14, 127, 255}, {44, 160, 44}, {40, 39, 214}, {189, 103, 148},
-                                {75, 86, 140},  {194, 119, 227}, {127, 127, 127}, {34, 189, 188}, {207, 190, 23}};
-  for (std::size_t k = 0; k < series.size(); ++k) {
-    const cv::Scalar c = palette[k % 10];
-    const auto& s = series[k];
-    for (std::size_t i = 0; i < s.x.size(); ++i) {
-      cv::circle(m, {px(s.x[i]), py(s.y[i])}, 4, c, cv::FILLED, cv::LINE_AA);
-      if (i) cv::line(m, {px(s.x[i - 1]), py(s.y[i - 1])}, {px(s.x[i]), py(s.y[i])}, c, 2, cv::LINE_AA);
-    }
-    const int ly = T + 20 + static_cast<int>(k) * 22;
-    cv::line(m, {W - R + 12, ly - 4}, {W - R + 40, ly - 4}, c, 2);
-    text(m, s.name, W - R + 46, ly, 0.45);
-  }
-  save(path, m);
-}
-
 void write_strips(const std::string& path, const std::vector<std::string>& labels,
                   const std::vector<std::vector<Thumb>>& strips, int width, int strip_height, int scale) {
   const int label_h = 22;

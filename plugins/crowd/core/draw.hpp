@@ -1,6 +1,5 @@
 // Small PNG writers for the crowd evaluators (OpenCV drawing): a heatmap with row/column labels
-// and values (confusion matrices), a line chart (accuracy against the amount of training data)
-// and a thumbnail strip canvas (1-D embedding plots). Torch-free.
+// and values (confusion matrices) and a thumbnail strip canvas (1-D embedding plots). Torch-free.
 #pragma once
 
 #include <string>
@@ -12,13 +11,6 @@ namespace embedflow::crowd {
 void write_heatmap(const std::string& path, const std::string& title, const std::vector<std::vector<double>>& values,
                    const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
                    const std::string& row_axis, const std::string& col_axis);
-
-struct Series {
-  std::string name;
-  std::vector<double> x, y;
-};
-void write_line_chart(const std::string& path, const std::string& title, const std::string& x_label,
-                      const std::string& y_label, const std::vector<Series>& series);
 
 // One strip per row: thumbnails (u8 RGB or grey, h x w x c, row-major) placed at x positions in
 // [0,1] with a seeded vertical jitter, under a label. Each strip is `strip_height` pixels.

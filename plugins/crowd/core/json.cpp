@@ -1,11 +1,13 @@
 #include "core/json.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
-#include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include <embedflow/error.hpp>
@@ -33,232 +35,170 @@ const char* JsonValue::kind_name() const {
 
 namespace {
 
-class Parser {
- public:
-  Parser(const std::string& text, const std::string& name) : s_(text), name_(name) {}
+// Walks the text for nlohmann-json's SAX parser and records how far it has read: when the parser
+// reports a value, its last character (or, for a number, the one after it) is the last one read,
+// which is how each value learns the line and column it starts at.
+struct TrackedChars {
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char*;
+  using reference = const char&;
+  const char* at = nullptr;
+  const char** furthest = nullptr;
+  reference operator*() const { return *at; }
+  TrackedChars& operator++() {
+    ++at;
+    if (at > *furthest) *furthest = at;
+    return *this;
+  }
+  TrackedChars operator++(int) {
+    TrackedChars before = *this;
+    ++*this;
+    return before;
+  }
+  bool operator==(const TrackedChars& o) const { return at == o.at; }
+  bool operator!=(const TrackedChars& o) const { return at != o.at; }
+};
 
-  JsonValue document() {
-    skip_ws();
-    JsonValue v = value(0);
-    skip_ws();
-    if (pos_ < s_.size()) fail("unexpected text after the JSON value");
-    return v;
+bool number_char(char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
+
+class TreeBuilder {
+ public:
+  TreeBuilder(const std::string& text, const std::string& name, const char* const& furthest)
+      : text_(text), name_(name), furthest_(furthest) {
+    line_starts_.push_back(0);
+    for (std::size_t i = 0; i < text.size(); ++i)
+      if (text[i] == '\n') line_starts_.push_back(i + 1);
+  }
+
+  JsonValue take() { return std::move(root_); }
+
+  bool null() { return add(value(JsonValue::Kind::null, read() - 4)); }
+  bool boolean(bool b) {
+    JsonValue v = value(JsonValue::Kind::boolean, read() - (b ? 4 : 5));
+    v.boolean = b;
+    return add(std::move(v));
+  }
+  bool number_integer(std::int64_t n) {
+    JsonValue v = value(JsonValue::Kind::integer, number_start());
+    v.integer = n;
+    v.number = static_cast<double>(n);
+    return add(std::move(v));
+  }
+  bool number_unsigned(std::uint64_t n) {
+    if (n <= static_cast<std::uint64_t>(INT64_MAX)) return number_integer(static_cast<std::int64_t>(n));
+    return number_float(static_cast<double>(n), "");  // past int64: kept as a double
+  }
+  bool number_float(double d, const std::string&) {
+    JsonValue v = value(JsonValue::Kind::number, number_start());
+    v.number = d;
+    return add(std::move(v));
+  }
+  bool string(std::string& s) {
+    JsonValue v = value(JsonValue::Kind::string, string_start());
+    v.string = std::move(s);
+    return add(std::move(v));
+  }
+  bool binary(std::vector<std::uint8_t>&) { return true; }  // JSON text has no binary values
+  bool start_object(std::size_t) { return open(JsonValue::Kind::object); }
+  bool start_array(std::size_t) { return open(JsonValue::Kind::array); }
+  bool key(std::string& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
+    // nlohmann's text after its "[json.exception...] parse error at line L, column C: " prefix,
+    // behind our own file:line:col (the position counts the character it failed on).
+    std::string what = e.what();
+    const std::size_t column = what.find("column ");
+    const std::size_t colon = column == std::string::npos ? column : what.find(": ", column);
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    const std::size_t offset = std::min(position > 0 ? position - 1 : 0, text_.size());
+    throw DataError(cat(where(offset), ": ", what));
   }
 
  private:
-  // Deep nesting would overflow the stack of a recursive parser; annotation files nest 3 deep.
-  static constexpr int kMaxDepth = 256;
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw DataError(cat(name_, ":", line_, ":", pos_ - line_start_ + 1, ": ", what));
+  std::size_t read() const { return static_cast<std::size_t>(furthest_ - text_.data()); }
+  // A number is reported once the character after it is read, unless it ends the text.
+  std::size_t number_start() const {
+    std::size_t end = read();
+    if (end > 0 && !number_char(text_[end - 1])) --end;
+    std::size_t start = end;
+    while (start > 0 && number_char(text_[start - 1])) --start;
+    return start;
   }
-
-  void skip_ws() {
-    while (pos_ < s_.size()) {
-      const char c = s_[pos_];
-      if (c == '\n') {
-        ++pos_;
-        ++line_;
-        line_start_ = pos_;
-      } else if (c == ' ' || c == '\t' || c == '\r') {
-        ++pos_;
-      } else {
-        break;
-      }
+  // The opening quote: the nearest quote before the closing one that an even number of
+  // backslashes precedes (an escaped quote has an odd number).
+  std::size_t string_start() const {
+    std::size_t q = read() - 1;  // the closing quote
+    while (q > 0) {
+      --q;
+      if (text_[q] != '"') continue;
+      std::size_t slashes = 0;
+      while (q - slashes > 0 && text_[q - slashes - 1] == '\\') ++slashes;
+      if (slashes % 2 == 0) return q;
     }
+    return 0;
   }
-
-  JsonValue value(int depth) {
-    if (depth > kMaxDepth) fail("nesting deeper than 256 levels");
-    if (pos_ >= s_.size()) fail("unexpected end of file, expected a value");
+  std::string where(std::size_t offset) const {
+    const auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - line_starts_.begin();
+    return cat(name_, ":", line, ":", offset - line_starts_[static_cast<std::size_t>(line - 1)] + 1);
+  }
+  JsonValue value(JsonValue::Kind kind, std::size_t offset) const {
     JsonValue v;
-    v.line = line_;
-    v.column = static_cast<int>(pos_ - line_start_ + 1);
-    const char c = s_[pos_];
-    if (c == '{') {
-      v.kind = JsonValue::Kind::object;
-      ++pos_;
-      skip_ws();
-      if (peek('}')) return ++pos_, v;
-      for (;;) {
-        skip_ws();
-        if (!peek('"')) fail("expected a string key");
-        std::string key = string_body();
-        skip_ws();
-        expect(':');
-        skip_ws();
-        v.members.emplace_back(std::move(key), value(depth + 1));
-        skip_ws();
-        if (peek(',')) {
-          ++pos_;
-          continue;
-        }
-        expect('}');
-        return v;
-      }
-    }
-    if (c == '[') {
-      v.kind = JsonValue::Kind::array;
-      ++pos_;
-      skip_ws();
-      if (peek(']')) return ++pos_, v;
-      for (;;) {
-        skip_ws();
-        v.items.push_back(value(depth + 1));
-        skip_ws();
-        if (peek(',')) {
-          ++pos_;
-          continue;
-        }
-        expect(']');
-        return v;
-      }
-    }
-    if (c == '"') {
-      v.kind = JsonValue::Kind::string;
-      v.string = string_body();
-      return v;
-    }
-    if (literal("true")) return v.kind = JsonValue::Kind::boolean, v.boolean = true, v;
-    if (literal("false")) return v.kind = JsonValue::Kind::boolean, v;
-    if (literal("null")) return v;
-    if (c == '-' || (c >= '0' && c <= '9')) return number(v);
-    fail(cat("unexpected character '", c, "'"));
-  }
-
-  JsonValue& number(JsonValue& v) {
-    const std::size_t begin = pos_;
-    if (peek('-')) ++pos_;
-    if (!digit()) fail("malformed number");
-    if (s_[pos_] == '0' && pos_ + 1 < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_ + 1])))
-      fail("malformed number (leading zero)");
-    while (digit()) ++pos_;
-    bool integral = true;
-    if (peek('.')) {
-      integral = false;
-      ++pos_;
-      if (!digit()) fail("malformed number (no digits after '.')");
-      while (digit()) ++pos_;
-    }
-    if (peek('e') || peek('E')) {
-      integral = false;
-      ++pos_;
-      if (peek('+') || peek('-')) ++pos_;
-      if (!digit()) fail("malformed number (no digits in the exponent)");
-      while (digit()) ++pos_;
-    }
-    const char* first = s_.data() + begin;
-    const char* last = s_.data() + pos_;
-    if (integral) {
-      auto [p, ec] = std::from_chars(first, last, v.integer);
-      if (ec == std::errc() && p == last) {
-        v.kind = JsonValue::Kind::integer;
-        v.number = static_cast<double>(v.integer);
-        return v;
-      }
-    }
-    // Out-of-range integers and decimals: strtod on a bounded copy (the text is not NUL-ended
-    // at the number).
-    const std::string text(first, last);
-    v.kind = JsonValue::Kind::number;
-    v.number = std::strtod(text.c_str(), nullptr);
+    v.kind = kind;
+    const auto line = std::upper_bound(line_starts_.begin(), line_starts_.end(), offset) - line_starts_.begin();
+    v.line = static_cast<int>(line);
+    v.column = static_cast<int>(offset - line_starts_[static_cast<std::size_t>(line - 1)] + 1);
     return v;
   }
-
-  std::string string_body() {
-    ++pos_;  // opening quote
-    std::string out;
-    for (;;) {
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char c = s_[pos_++];
-      if (c == '"') return out;
-      if (c == '\n') fail("newline inside a string");
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character inside a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': utf8(hex4(), out); break;
-        default: fail(cat("unknown escape '\\", e, "'"));
-      }
-    }
-  }
-
-  unsigned hex4() {
-    if (pos_ + 4 > s_.size()) fail("short \\u escape");
-    unsigned cp = 0;
-    for (int i = 0; i < 4; ++i) {
-      const char h = s_[pos_++];
-      cp <<= 4;
-      if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
-      else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-      else fail("bad hex digit in a \\u escape");
-    }
-    return cp;
-  }
-
-  void utf8(unsigned cp, std::string& out) {
-    if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair encodes one code point above U+FFFF
-      if (pos_ + 6 > s_.size() || s_[pos_] != '\\' || s_[pos_ + 1] != 'u') fail("unpaired surrogate in a \\u escape");
-      pos_ += 2;
-      const unsigned lo = hex4();
-      if (lo < 0xDC00 || lo > 0xDFFF) fail("unpaired surrogate in a \\u escape");
-      cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-    }
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+  bool add(JsonValue v) {
+    if (open_.empty()) {
+      root_ = std::move(v);
+    } else if (open_.back()->kind == JsonValue::Kind::object) {
+      open_.back()->members.emplace_back(std::move(key_), std::move(v));
     } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
+      open_.back()->items.push_back(std::move(v));
     }
+    return true;
   }
-
-  bool peek(char c) const { return pos_ < s_.size() && s_[pos_] == c; }
-  bool digit() const { return pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9'; }
-  void expect(char c) {
-    if (!peek(c)) {
-      if (pos_ >= s_.size()) fail(cat("unexpected end of file, expected '", c, "'"));
-      fail(cat("expected '", c, "', found '", s_[pos_], "'"));
-    }
-    ++pos_;
+  // A container is added to its parent first and filled in place; the parent's vector does not
+  // grow while the child is open, so the pointer stays valid until close().
+  bool open(JsonValue::Kind kind) {
+    add(value(kind, read() - 1));
+    JsonValue* parent = open_.empty() ? nullptr : open_.back();
+    JsonValue* self = !parent ? &root_
+                      : parent->kind == JsonValue::Kind::object ? &parent->members.back().second
+                                                                : &parent->items.back();
+    open_.push_back(self);
+    return true;
   }
-  bool literal(const char* word) {
-    const std::size_t n = std::strlen(word);
-    if (s_.compare(pos_, n, word) != 0) return false;
-    pos_ += n;
+  bool close() {
+    open_.pop_back();
     return true;
   }
 
-  const std::string& s_;
+  const std::string& text_;
   const std::string& name_;
-  std::size_t pos_ = 0, line_start_ = 0;
-  int line_ = 1;
+  const char* const& furthest_;
+  std::vector<std::size_t> line_starts_;
+  JsonValue root_;
+  std::vector<JsonValue*> open_;
+  std::string key_;
 };
 
 }  // namespace
 
-JsonValue parse_json(const std::string& text, const std::string& name) { return Parser(text, name).document(); }
+JsonValue parse_json(const std::string& text, const std::string& name) {
+  const char* furthest = text.data();
+  TreeBuilder tree(text, name, furthest);
+  const TrackedChars first{text.data(), &furthest}, last{text.data() + text.size(), &furthest};
+  nlohmann::json::sax_parse(first, last, &tree);
+  return tree.take();
+}
 
 JsonValue parse_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,8 +1,7 @@
-// A small JSON reader (RFC 8259) for crowd annotation files: a value tree where every value
-// keeps the line and column it starts at, so an error about a value can say file:line:col.
-// Integers without fraction or exponent are kept exactly (int64); other numbers as double.
-// The SDK has no JSON parser and the crowd family should not pull a dependency in for one
-// file format, hence this.
+// The JSON reader for crowd annotation files: nlohmann-json parses (RFC 8259), and the tree it
+// builds keeps the line and column each value starts at, so an error about a value can say
+// file:line:col. Integers without fraction or exponent are kept exactly (int64); other numbers
+// as double. Syntax errors are nlohmann's messages behind file:line:col.
 #pragma once
 
 #include <cstdint>

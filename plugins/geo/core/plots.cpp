@@ -11,6 +11,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "embedflow/error.hpp"
+#include "embedflow/plot/bar_chart.hpp"
 #include "geodesy.hpp"
 
 namespace embedflow::geo {
@@ -34,14 +35,6 @@ Histogram make_histogram(const std::vector<double>& values, double lo, double hi
 
 namespace {
 
-std::string short_number(double v) {
-  char buf[32];
-  if (std::fabs(v) >= 1e6) std::snprintf(buf, sizeof buf, "%.3gM", v / 1e6);
-  else if (std::fabs(v) >= 1e4) std::snprintf(buf, sizeof buf, "%.3gk", v / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
-
 void save(const std::string& path, const cv::Mat& img) {
   std::vector<unsigned char> png;
   bool ok = false;
@@ -57,35 +50,17 @@ void save(const std::string& path, const cv::Mat& img) {
 }  // namespace
 
 void write_histogram_png(const std::string& path, const Histogram& h, const std::string& title,
-                         const std::string& x_label) {
-  const int W = 800, H = 500, left = 80, right = 20, top = 40, bottom = 60;
-  cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
-  const int pw = W - left - right, ph = H - top - bottom;
-  const std::int64_t peak = h.counts.empty() ? 0 : *std::max_element(h.counts.begin(), h.counts.end());
-  const double scale = peak > 0 ? static_cast<double>(ph) / static_cast<double>(peak) : 0.0;
-  const double bw = static_cast<double>(pw) / static_cast<double>(std::max<std::size_t>(1, h.counts.size()));
-  for (std::size_t b = 0; b < h.counts.size(); ++b) {
-    const int x0 = left + static_cast<int>(std::lround(b * bw));
-    const int x1 = left + static_cast<int>(std::lround((b + 1) * bw)) - 1;
-    const int y0 = top + ph - static_cast<int>(std::lround(h.counts[b] * scale));
-    if (h.counts[b] > 0) cv::rectangle(img, {x0, y0}, {std::max(x0, x1), top + ph}, cv::Scalar(180, 110, 40), cv::FILLED);
-  }
-  const cv::Scalar ink(0, 0, 0);
-  cv::line(img, {left, top + ph}, {left + pw, top + ph}, ink, 1);
-  cv::line(img, {left, top}, {left, top + ph}, ink, 1);
-  for (int t = 0; t <= 5; ++t) {
-    const int x = left + pw * t / 5;
-    cv::line(img, {x, top + ph}, {x, top + ph + 5}, ink, 1);
-    cv::putText(img, short_number(h.lo + (h.hi - h.lo) * t / 5), {x - 15, top + ph + 22}, cv::FONT_HERSHEY_SIMPLEX,
-                0.45, ink, 1, cv::LINE_AA);
-    const int y = top + ph - ph * t / 5;
-    cv::line(img, {left - 5, y}, {left, y}, ink, 1);
-    cv::putText(img, short_number(static_cast<double>(peak) * t / 5), {5, y + 5}, cv::FONT_HERSHEY_SIMPLEX, 0.45, ink,
-                1, cv::LINE_AA);
-  }
-  cv::putText(img, title, {left, 25}, cv::FONT_HERSHEY_SIMPLEX, 0.6, ink, 1, cv::LINE_AA);
-  cv::putText(img, x_label, {left + pw / 2 - 60, H - 12}, cv::FONT_HERSHEY_SIMPLEX, 0.5, ink, 1, cv::LINE_AA);
-  save(path, img);
+                         const std::string& x_label, const std::string& y_label) {
+  BarChart chart;
+  chart.title = title;
+  chart.x_label = x_label;
+  chart.y_label = y_label;
+  chart.lo = h.lo;
+  chart.hi = h.hi;
+  chart.values.assign(h.counts.begin(), h.counts.end());
+  chart.width = 800;
+  chart.height = 500;
+  save_bar_chart(path, chart);
 }
 
 std::int64_t DensityGrid::max_count() const {

@@ -1,5 +1,5 @@
-// PNG figures for geo.pair_stats: distance histograms and a photo-density heat map, drawn with
-// OpenCV so they need no plotting stack at run time.
+// PNG figures for geo.pair_stats: distance histograms (embedflow::plot bar charts) and a
+// photo-density map drawn with OpenCV, so they need no plotting stack at run time.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +16,10 @@ struct Histogram {
 
 Histogram make_histogram(const std::vector<double>& values, double lo, double hi, int bins);
 
-// Bar chart with axis ticks and a title. Throws DataError when the file cannot be written.
+// The histogram as embedflow::plot's bar chart (one bar per bin, both axes labelled, units in the
+// labels). Throws embedflow::Error when the file cannot be written.
 void write_histogram_png(const std::string& path, const Histogram& h, const std::string& title,
-                         const std::string& x_label);
+                         const std::string& x_label, const std::string& y_label);
 
 struct DensityGrid {
   int width = 0, height = 0;

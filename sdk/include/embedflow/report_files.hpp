@@ -36,7 +36,11 @@ class JsonWriter {
   int depth_ = 0;
 };
 
+// A JSON string literal, quotes included: control characters, quotes and backslashes escaped,
+// invalid UTF-8 replaced by U+FFFD, so any name can go into a JSON document.
 std::string json_quote(const std::string& s);
+// A JSON number: the shortest text that reads back as the same double; null for NaN and inf.
+std::string json_number(double v);
 
 // write_file_atomic (atomic_file.hpp) for text: all or nothing, `<path>.partial` when the run was
 // interrupted. Throws embedflow::Error.

@@ -9,8 +9,8 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "chart_style.hpp"
 #include "embedflow/error.hpp"
-#include "embedflow/atomic_file.hpp"
 
 namespace embedflow {
 
@@ -43,8 +43,12 @@ void save_heatmap(const std::string& path, const HeatMap& map) {
   // Keep the picture under about 1600 pixels whatever the number of labels.
   const int cell = std::max(4, std::min(map.cell, static_cast<int>(1400 / std::max<std::size_t>(1, std::max(rows, cols)))));
   const bool labels = cell >= 14, numbers = cell >= 28;
-  const int left = 110, top = 70, right = 30, bottom = 70;
-  const int W = left + cell * static_cast<int>(cols) + right, H = top + cell * static_cast<int>(rows) + bottom;
+  const int left = 110, right = 30, bottom = 70;
+  const int W = left + cell * static_cast<int>(cols) + right;
+  // The title wraps to the grid's width instead of running off a narrow picture.
+  const plot_style::TitleLayout title = plot_style::layout_title(map.title, W);
+  const int top = 50 + std::max(20, title.height());
+  const int H = top + cell * static_cast<int>(rows) + bottom;
   cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
   const cv::Scalar ink(30, 30, 30);
   double hi = 0;
@@ -70,20 +74,10 @@ void save_heatmap(const std::string& path, const HeatMap& map) {
     for (std::size_t j = 0; j < cols; ++j)
       centred(img, map.col_names[j].substr(0, 6), {left + static_cast<int>(j) * cell + cell / 2, top - 12}, 0.4, ink);
   }
-  centred(img, map.title, {W / 2, 20}, 0.6, ink);
+  plot_style::draw_title(img, title, 6);
   centred(img, map.x_label, {left + cell * static_cast<int>(cols) / 2, top - 38}, 0.5, ink);
   centred(img, map.y_label, {left / 2 - 10, H - bottom / 2}, 0.5, ink);
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  std::vector<unsigned char> png;
-  bool ok = false;
-  try {
-    ok = cv::imencode(".png", img, png);
-  } catch (const cv::Exception& e) {
-    throw Error(cat("cannot write ", path, ": ", e.what()));
-  }
-  if (!ok) throw Error(cat("cannot write ", path));
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+  plot_style::write_image(path, img);
 }
 
 }  // namespace embedflow

@@ -1,38 +1,17 @@
-#include "embedflow/atomic_file.hpp"
 #include "embedflow/plot/line_chart.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "embedflow/error.hpp"
+#include "chart_style.hpp"
 
 namespace embedflow {
 
+using namespace plot_style;
+
 namespace {
-
-// Matplotlib's tab10: readable on white and distinguishable for most colour-blind readers.
-const cv::Scalar kPalette[] = {{180, 119, 31}, {14, 127, 255}, {44, 160, 44},  {40, 39, 214},  {189, 103, 148},
-                               {75, 86, 140},  {194, 119, 227}, {127, 127, 127}, {34, 189, 188}, {207, 190, 23}};
-const int kFont = cv::FONT_HERSHEY_SIMPLEX;
-
-std::string format_tick(double v, double step) {
-  char buf[32];
-  const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-void text(cv::Mat& img, const std::string& s, cv::Point at, double scale, int thickness, cv::Scalar color,
-          double align_x, double align_y) {
-  int base = 0;
-  const cv::Size sz = cv::getTextSize(s, kFont, scale, thickness, &base);
-  cv::putText(img, s, {at.x - static_cast<int>(align_x * sz.width), at.y + static_cast<int>(align_y * sz.height)},
-              kFont, scale, color, thickness, cv::LINE_AA);
-}
 
 // Series past the palette's ten colours reuse them dashed, so a twelve-method CMC chart never
 // shows two curves that look the same.
@@ -59,6 +38,42 @@ void polyline(cv::Mat& img, const std::vector<cv::Point>& pts, cv::Scalar color,
   }
 }
 
+// The axis ranges: bounds the chart fixes, the data's range (plus 5% each side on y) for the rest.
+struct Ranges {
+  double x0, x1, y0, y1;
+  bool log_x;
+};
+
+Ranges fit_ranges(const LineChart& chart) {
+  double dx0 = 1e300, dx1 = -1e300, dy0 = 1e300, dy1 = -1e300;
+  for (const auto& s : chart.series)
+    for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      dx0 = std::min(dx0, s.x[i]), dx1 = std::max(dx1, s.x[i]);
+      dy0 = std::min(dy0, s.y[i]), dy1 = std::max(dy1, s.y[i]);
+    }
+  if (dx0 > dx1) dx0 = 0, dx1 = 1, dy0 = 0, dy1 = 1;
+  if (!(dy1 > dy0)) {  // a flat series: a band around it, not a range starting at it
+    const double half = std::max(1e-9, 0.05 * std::fabs(dy0));
+    dy0 -= half, dy1 += half;
+  }
+  Ranges r{chart.x_min, chart.x_max, chart.y_min, chart.y_max, false};
+  if (std::isnan(r.x0)) r.x0 = dx0;
+  if (std::isnan(r.x1)) r.x1 = dx1;
+  if (std::isnan(r.y0)) r.y0 = dy0 - 0.05 * (dy1 - dy0);
+  if (std::isnan(r.y1)) r.y1 = dy1 + 0.05 * (dy1 - dy0);
+  if (r.x1 <= r.x0) r.x1 = r.x0 + 1;
+  if (r.y1 <= r.y0) r.y1 = r.y0 + 1;
+  r.log_x = chart.log_x && r.x0 > 0;
+  return r;
+}
+
+struct Legend {
+  int row = 22, column_width = 0, rows_per_column = 0, columns = 1;
+  cv::Rect box;
+  bool outside = false;
+};
+
 }  // namespace
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
@@ -78,120 +93,115 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
 }
 
 void save_line_chart(const std::string& path, const LineChart& chart) {
-  double x0 = chart.x_min, x1 = chart.x_max, y0 = chart.y_min, y1 = chart.y_max;
-  double dx0 = 1e300, dx1 = -1e300, dy0 = 1e300, dy1 = -1e300;
-  for (const auto& s : chart.series)
-    for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
-      dx0 = std::min(dx0, s.x[i]), dx1 = std::max(dx1, s.x[i]);
-      dy0 = std::min(dy0, s.y[i]), dy1 = std::max(dy1, s.y[i]);
-    }
-  if (dx0 > dx1) dx0 = 0, dx1 = 1, dy0 = 0, dy1 = 1;
-  if (std::isnan(x0)) x0 = dx0;
-  if (std::isnan(x1)) x1 = dx1;
-  if (std::isnan(y0)) y0 = dy0 - 0.05 * (dy1 - dy0);
-  if (std::isnan(y1)) y1 = dy1 + 0.05 * (dy1 - dy0);
-  if (x1 <= x0) x1 = x0 + 1;
-  if (y1 <= y0) y1 = y0 + 1;
-  const bool logx = chart.log_x && x0 > 0;
-  auto fx = [&](double v) { return logx ? std::log10(v) : v; };
+  require_axis_labels(path, chart.title, chart.x_label, chart.y_label);
+  const Ranges r = fit_ranges(chart);
+  auto fx = [&](double v) { return r.log_x ? std::log10(v) : v; };
 
-  // The legend's width decides the right margin when it sits outside the plot area.
-  int legend_w = 0;
-  if (!chart.series.empty()) {
-    int wmax = 0, base = 0;
-    for (const auto& s : chart.series) wmax = std::max(wmax, cv::getTextSize(s.name, kFont, 0.5, 1, &base).width);
-    legend_w = wmax + 52;
-  }
-  const int W = chart.width + (chart.legend_outside ? legend_w + 20 : 0), H = chart.height;
-  const int left = 90, right = 30 + (chart.legend_outside ? legend_w + 20 : 0), top = 60, bottom = 75;
-  const cv::Rect area(left, top, W - left - right, H - top - bottom);
-  cv::Mat img(H, W, CV_8UC3, cv::Scalar(255, 255, 255));
-  auto px = [&](double x) {
-    return area.x + static_cast<int>(std::lround((fx(x) - fx(x0)) / (fx(x1) - fx(x0)) * area.width));
-  };
-  auto py = [&](double y) { return area.y + area.height - static_cast<int>(std::lround((y - y0) / (y1 - y0) * area.height)); };
-  const cv::Scalar grid(228, 228, 228), axis(60, 60, 60), ink(30, 30, 30);
-
-  std::vector<double> xt;
-  if (logx) {
-    for (double d = std::pow(10.0, std::floor(std::log10(x0))); d <= x1 * 1.0001; d *= 10)
+  std::vector<Tick> xt, yt;
+  if (r.log_x) {
+    for (double d = std::pow(10.0, std::floor(std::log10(r.x0))); d <= r.x1 * 1.0001; d *= 10)
       for (double m : {1.0, 2.0, 5.0})
-        if (d * m >= x0 * 0.9999 && d * m <= x1 * 1.0001) xt.push_back(d * m);
+        if (d * m >= r.x0 * 0.9999 && d * m <= r.x1 * 1.0001) xt.push_back({d * m, format_tick(d * m, std::min(1.0, d * m))});
   } else {
-    xt = nice_ticks(x0, x1, 8);
+    const auto v = nice_ticks(r.x0, r.x1, 8);
+    for (double t : v) xt.push_back({t, format_tick(t, v.size() > 1 ? v[1] - v[0] : 1)});
   }
-  const std::vector<double> yt = nice_ticks(y0, y1, 6);
-  const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
-  for (double v : xt) {
-    const int x = px(v);
-    cv::line(img, {x, area.y}, {x, area.y + area.height}, grid, 1, cv::LINE_AA);
-    cv::line(img, {x, area.y + area.height}, {x, area.y + area.height + 6}, axis, 1, cv::LINE_AA);
-    text(img, format_tick(v, logx ? std::min(1.0, v) : xstep), {x, area.y + area.height + 14}, 0.5, 1, ink, 0.5, 1.0);
-  }
-  for (double v : yt) {
-    const int y = py(v);
-    cv::line(img, {area.x, y}, {area.x + area.width, y}, grid, 1, cv::LINE_AA);
-    cv::line(img, {area.x - 6, y}, {area.x, y}, axis, 1, cv::LINE_AA);
-    text(img, format_tick(v, ystep), {area.x - 10, y}, 0.5, 1, ink, 1.0, 0.5);
-  }
-  cv::rectangle(img, area, axis, 1, cv::LINE_AA);
-  text(img, chart.title, {W / 2, 22}, 0.75, 2, ink, 0.5, 1.0);
-  text(img, chart.x_label, {area.x + area.width / 2, H - 22}, 0.6, 1, ink, 0.5, 0.0);
-  if (!chart.y_label.empty()) {
-    int base = 0;
-    const cv::Size sz = cv::getTextSize(chart.y_label, kFont, 0.6, 1, &base);
-    cv::Mat label(sz.height + base + 6, sz.width + 6, CV_8UC3, cv::Scalar(255, 255, 255));
-    cv::putText(label, chart.y_label, {3, sz.height + 3}, kFont, 0.6, ink, 1, cv::LINE_AA);
-    cv::Mat rotated;
-    cv::rotate(label, rotated, cv::ROTATE_90_COUNTERCLOCKWISE);
-    const int ry = std::max(0, area.y + area.height / 2 - rotated.rows / 2);
-    if (ry + rotated.rows <= H && 8 + rotated.cols <= W) rotated.copyTo(img(cv::Rect(8, ry, rotated.cols, rotated.rows)));
-  }
+  const auto yv = nice_ticks(r.y0, r.y1, 6);
+  for (double t : yv) yt.push_back({t, format_tick(t, yv.size() > 1 ? yv[1] - yv[0] : 1)});
 
-  cv::Mat plot = img(area);
-  for (std::size_t s = 0; s < chart.series.size(); ++s) {
-    const auto& ser = chart.series[s];
-    const cv::Scalar color = kPalette[s % 10];
-    std::vector<cv::Point> pts;
-    for (std::size_t i = 0; i < ser.x.size() && i < ser.y.size(); ++i)
-      if (std::isfinite(ser.x[i]) && std::isfinite(ser.y[i]) && (!logx || ser.x[i] > 0))
-        pts.emplace_back(px(ser.x[i]) - area.x, py(ser.y[i]) - area.y);
-    if (ser.line && pts.size() > 1) polyline(plot, pts, color, s >= 10 || ser.dashed);
-    if (!ser.line || (chart.markers && pts.size() <= 40))
-      for (const auto& p : pts) cv::circle(plot, p, chart.marker_radius, color, cv::FILLED, cv::LINE_AA);
-  }
+  Legend legend;
+  const std::size_t n = chart.series.size();
+  for (const auto& s : chart.series) legend.column_width = std::max(legend.column_width, text_width(s.name, 0.5) + 52);
 
-  // Legend in the lower-right corner of the plot, where CMC curves (rising to the right) are
-  // empty, or right of the plot area for scatter plots.
-  if (!chart.series.empty()) {
-    const int row = 22, lw = legend_w, lh = row * static_cast<int>(chart.series.size()) + 10;
-    const cv::Rect box = chart.legend_outside
-                             ? cv::Rect(area.x + area.width + 20, area.y, lw, std::min(lh, H - area.y - 5))
-                             : cv::Rect(area.x + area.width - lw - 10, area.y + area.height - lh - 10, lw, lh);
-    cv::Mat roi = img(box & cv::Rect(0, 0, W, H));
-    cv::Mat white(roi.size(), roi.type(), cv::Scalar(255, 255, 255));
-    cv::addWeighted(roi, 0.15, white, 0.85, 0, roi);
-    cv::rectangle(img, box, cv::Scalar(190, 190, 190), 1, cv::LINE_AA);
-    for (std::size_t s = 0; s < chart.series.size(); ++s) {
-      const int y = box.y + 5 + row * static_cast<int>(s) + row / 2;
-      if (chart.series[s].line)
-        polyline(img, {{box.x + 8, y}, {box.x + 36, y}}, kPalette[s % 10], s >= 10 || chart.series[s].dashed);
-      else
-        cv::circle(img, {box.x + 22, y}, std::max(4, chart.marker_radius), kPalette[s % 10], cv::FILLED, cv::LINE_AA);
-      text(img, chart.series[s].name, {box.x + 44, y}, 0.5, 1, ink, 0.0, 0.5);
+  // The plot area does not depend on where the legend goes (a legend outside widens the image),
+  // so the series can be laid out once to find the corner they leave empty.
+  Frame f = plan_frame(chart.title, yt, chart.width, chart.height, 0);
+  auto px = [&](double x) {
+    return f.area.x + static_cast<int>(std::lround((fx(x) - fx(r.x0)) / (fx(r.x1) - fx(r.x0)) * f.area.width));
+  };
+  auto py = [&](double y) {
+    return f.area.y + f.area.height - static_cast<int>(std::lround((y - r.y0) / (r.y1 - r.y0) * f.area.height));
+  };
+  std::vector<std::vector<cv::Point>> points(n);  // relative to the plot area
+  auto place_points = [&] {
+    for (std::size_t s = 0; s < n; ++s) {
+      const auto& ser = chart.series[s];
+      points[s].clear();
+      for (std::size_t i = 0; i < ser.x.size() && i < ser.y.size(); ++i)
+        if (std::isfinite(ser.x[i]) && std::isfinite(ser.y[i]) && (!r.log_x || ser.x[i] > 0))
+          points[s].emplace_back(px(ser.x[i]) - f.area.x, py(ser.y[i]) - f.area.y);
+    }
+  };
+  place_points();
+  auto draw_series = [&](cv::Mat& plot, bool mask) {
+    for (std::size_t s = 0; s < n; ++s) {
+      const auto& ser = chart.series[s];
+      const cv::Scalar color = mask ? cv::Scalar(255) : kPalette[s % 10];
+      if (ser.line && points[s].size() > 1) polyline(plot, points[s], color, !mask && (s >= 10 || ser.dashed));
+      if (!ser.line || (chart.markers && points[s].size() <= 40))
+        for (const auto& p : points[s]) cv::circle(plot, p, chart.marker_radius, color, cv::FILLED, cv::LINE_AA);
+    }
+  };
+
+  if (n > 0) {
+    legend.rows_per_column = static_cast<int>(n);
+    const int lw = legend.column_width, lh = legend.row * static_cast<int>(n) + 10;
+    // Inside: the corner whose box covers no drawn pixel (a few pixels of margin), preferring
+    // lower right, where rising curves (CMC, accuracy) leave room.
+    bool placed = false;
+    if (!chart.legend_outside && lw <= f.area.width / 2 && lh <= f.area.height * 2 / 3) {
+      cv::Mat occupied(f.area.size(), CV_8UC1, cv::Scalar(0));
+      draw_series(occupied, true);
+      cv::dilate(occupied, occupied, cv::getStructuringElement(cv::MORPH_RECT, {7, 7}));
+      const int inset = 10;
+      const cv::Rect corners[] = {
+          {f.area.width - lw - inset, f.area.height - lh - inset, lw, lh},
+          {f.area.width - lw - inset, inset, lw, lh},
+          {inset, inset, lw, lh},
+          {inset, f.area.height - lh - inset, lw, lh}};
+      for (const cv::Rect& c : corners)
+        if (cv::countNonZero(occupied(c)) == 0) {
+          legend.box = c + f.area.tl();
+          placed = true;
+          break;
+        }
+    }
+    if (!placed) {
+      // Right of the plot area, in as many columns as its height needs.
+      legend.outside = true;
+      const int room = std::max(legend.row, chart.height - f.area.y - 15);
+      legend.rows_per_column = std::max(1, (room - 10) / legend.row);
+      legend.columns = (static_cast<int>(n) + legend.rows_per_column - 1) / legend.rows_per_column;
+      const int rows = std::min(static_cast<int>(n), legend.rows_per_column);
+      const int extra = legend.columns * lw + 20;
+      // A wider image can fit the title on fewer lines, which moves the plot area.
+      f = plan_frame(chart.title, yt, chart.width, chart.height, extra);
+      place_points();
+      legend.box = cv::Rect(f.area.x + f.area.width + 20, f.area.y, legend.columns * lw, legend.row * rows + 10);
     }
   }
-  std::vector<unsigned char> encoded;
-  bool ok = false;
-  const std::string ext = std::filesystem::path(path).extension().string();
-  try {
-    ok = cv::imencode(ext.empty() ? ".png" : ext, img, encoded);
-  } catch (const cv::Exception& e) {
-    throw Error(cat("cannot write plot '", path, "': ", e.what()));
+
+  cv::Mat img(f.height, f.width, CV_8UC3, kWhite);
+  draw_frame(img, f, xt, yt, chart.x_label, chart.y_label, px, py);
+  cv::Mat plot = img(f.area);
+  draw_series(plot, false);
+  cv::rectangle(img, f.area, kAxis, 1, cv::LINE_AA);
+
+  if (n > 0) {
+    cv::rectangle(img, legend.box, kWhite, cv::FILLED);  // no grid lines through the names
+    cv::rectangle(img, legend.box, cv::Scalar(190, 190, 190), 1, cv::LINE_AA);
+    for (std::size_t s = 0; s < n; ++s) {
+      const int column = static_cast<int>(s) / legend.rows_per_column, row = static_cast<int>(s) % legend.rows_per_column;
+      const int x = legend.box.x + column * legend.column_width;
+      const int y = legend.box.y + 5 + legend.row * row + legend.row / 2;
+      if (chart.series[s].line)
+        polyline(img, {{x + 8, y}, {x + 36, y}}, kPalette[s % 10], s >= 10 || chart.series[s].dashed);
+      else
+        cv::circle(img, {x + 22, y}, std::max(4, chart.marker_radius), kPalette[s % 10], cv::FILLED, cv::LINE_AA);
+      text(img, chart.series[s].name, {x + 44, y}, 0.5, 1, kInk, 0.0, 0.5);
+    }
   }
-  if (!ok) throw Error(cat("cannot write plot '", path, "'"));
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(encoded.data()), encoded.size()));
+  write_image(path, img);
 }
 
 }  // namespace embedflow
