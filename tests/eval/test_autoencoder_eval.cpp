@@ -55,6 +55,14 @@ edges:
   - rec2.metrics -> table
 )";
 
+// Runs kGraph with its text `from` changed to `to`, written to dir/name, from `dir`.
+Result run_graph_changed(const fs::path& dir, const std::string& name, const std::string& from, const std::string& to) {
+  std::string g = kGraph;
+  g.replace(g.find(from), from.size(), to);
+  write_file(dir / name, g);
+  return run_cli_in(dir, {"run", name, "--quiet"});
+}
+
 }  // namespace
 
 TEST_CASE("eval.reconstruction, clustering without retrieval, report rows merged by method, scatter PNG",
@@ -104,18 +112,12 @@ print("ok")
   CHECK(img.rows == 640);
 
   SECTION("two evaluators giving one method the same metric is an error naming both") {
-    std::string g = kGraph;
-    g.replace(g.find("name: CHW"), 9, "name: M");
-    write_file(dir / "dup.yaml", g);
-    const Result d = run_cli_in(dir, {"run", "dup.yaml", "--quiet"});
+    const Result d = run_graph_changed(dir, "dup.yaml", "name: CHW", "name: M");
     CHECK(d.exit_code == 1);
     CHECK_THAT(d.err, Catch::Contains("two metrics records of method 'M' both carry recon_mse"));
   }
   SECTION("scatter dims beyond the embedding are named") {
-    std::string g = kGraph;
-    g.replace(g.find("dims: [0, 2]"), 12, "dims: [0, 4]");
-    write_file(dir / "dims.yaml", g);
-    const Result d = run_cli_in(dir, {"run", "dims.yaml", "--quiet"});
+    const Result d = run_graph_changed(dir, "dims.yaml", "dims: [0, 2]", "dims: [0, 4]");
     CHECK(d.exit_code == 1);
     CHECK_THAT(d.err, Catch::Contains("dims [0, 4] need embeddings of more than 4 dims"));
   }
