@@ -237,9 +237,7 @@ TEST_CASE("geo.yfcc_photos on a handmade YFCC100M sample: kept rows, counted dro
                     "  photos: {type: geo.yfcc_photos, params: {path: " + tsv + ", images: /data/yfcc, batch_size: 4}}\n"
                     "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
                     "edges: [photos.out -> save]\n");
-  const Result fail = run_cli({"run", graph.string(), "--no-cache"});
-  CHECK(fail.exit_code == 1);
-  CHECK_THAT(fail.err, Catch::Contains(tsv + ":10: lat 'forty' is not a latitude"));
+  check_cli_fails({"run", graph.string(), "--no-cache"}, 1, tsv + ":10: lat 'forty' is not a latitude");
 
   const Result r = run_cli({"run", graph.string(), "--no-cache", "--set", "photos.on_bad_row=skip"});
   INFO(r.err);
@@ -275,9 +273,8 @@ with h5py.File(sys.argv[1]) as f:
   REQUIRE(all.exit_code == 0);
   CHECK_THAT(all.err, Catch::Contains("13 of 20 rows emitted"));
 
-  const Result both = run_cli({"validate", graph.string(), "--set", "photos.image_path=\"{farm}/{id}_{secret}.jpg\""});
-  CHECK(both.exit_code == 2);
-  CHECK_THAT(both.err, Catch::Contains("give either images"));
+  check_cli_fails({"validate", graph.string(), "--set", "photos.image_path=\"{farm}/{id}_{secret}.jpg\""}, 2,
+                  "give either images");
 }
 
 TEST_CASE("synthetic geotags: classes live apart, fuzziness mixes positives, output is deterministic", "[geo][graph]") {
