@@ -9,12 +9,7 @@
 #include "cli.hpp"
 
 namespace fs = std::filesystem;
-using embedflow::test::read_file;
-using embedflow::test::run_cli;
-using embedflow::test::run_process;
-using embedflow::test::run_python;
-using embedflow::test::scratch_dir;
-using embedflow::test::source_dir;
+using namespace embedflow::test;
 
 namespace {
 

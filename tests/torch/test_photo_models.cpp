@@ -13,11 +13,7 @@
 #include "cli.hpp"
 
 namespace fs = std::filesystem;
-using embedflow::test::run_cli;
-using embedflow::test::run_process;
-using embedflow::test::run_python;
-using embedflow::test::scratch_dir;
-using embedflow::test::write_file;
+using namespace embedflow::test;
 
 namespace {
 
