@@ -146,7 +146,7 @@ TEST_CASE("graphs/cen_crowd.yaml, reduced, runs end to end and its table matches
                       "synth_grids=2000"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import csv, sys, numpy as np, h5py
 out, data = sys.argv[1:3]
 def check(c, *m):
@@ -237,8 +237,6 @@ sp, pr = sg["sampled_probability"][:], sg["probability"][:]
 check(np.all(pr >= sp - 1e-6) and np.any(pr > sp + 1e-3), "refinement", sp, pr)
 print("ok")
 )PY", {out.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 #endif
 
@@ -253,7 +251,7 @@ TEST_CASE("pixel encoders: shuffle_unit submission keeps submissions whole; crow
                     ", shuffle: true, shuffle_unit: submission, epochs: 2, batch_size: 1000}}\n"
                     "  save: {type: io.hdf5_writer, params: {path: " + (dir / "s.h5").string() + "}}\n"
                     "edges: [read.out -> save.in]\n");
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 d = h5py.File(sys.argv[1])["data"]
 w, g, a, b, e = (d[k][:] for k in ("worker", "grid", "a_id", "b_id", "epoch"))
@@ -269,8 +267,6 @@ for ep in (0, 1):
 assert runs != first, "epochs share an order"
 print("ok")
 )PY", {(dir / "s.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   // crowd.unique around a CNN trains exactly like the CNN alone from the same initial weights (no
   // batch norm: its statistics would differ on distinct rows), and a pixel crowd.cen trains
   // through image.pair_join.
@@ -316,7 +312,7 @@ TEST_CASE("product mixing and the spread context: a = K softmax(z^w + z^g), z^g 
   // precision; the same fit against another submission's spread does not), and a is K times the
   // softmax of the summed logits. The spread export is computed by crowd.cen_score, apart from
   // the model's own.
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 d = h5py.File(sys.argv[1])["data"]
 a, zw, zg, s = (d[k][:].astype(np.float64) for k in ("attributes", "worker_attributes", "context_attributes", "spread"))
@@ -337,8 +333,6 @@ for x in np.unique(w)[:10]:
     assert np.allclose(zw[w == x], zw[w == x][0], atol=1e-6)
 print("ok", fit, wrong)
 )PY", {(dir / "product.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   // Training lowers the loss.
   const auto l = losses(dir / "product" / "metrics.csv");
   REQUIRE(l.size() >= 5);
@@ -441,7 +435,7 @@ TEST_CASE("crowd.cen_score ensemble: mean distance, per-member submissions, retr
   // NumPy from the exports: the ensemble's distance is the members' mean; its submissions are
   // the members' own, tagged 0 and 1; its retrieval maps each member's dimensions on that
   // member's train submissions and predicts the attribute with the largest mean share.
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import csv, sys, h5py, numpy as np
 dir, data = sys.argv[1:3]
 def h(name): return h5py.File(f"{dir}/{name}.h5")["data"]
@@ -504,8 +498,6 @@ reported = [float(x) for x in text.split("each member alone (argmax a): ")[1].sp
 assert np.allclose(reported, alone, atol=6e-4), (reported, alone)
 print("ok", acc, np.mean(ok), predicted, alone)
 )PY", {dir.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   // The dimension mapping is written per member.
   CHECK_THAT(read_file(dir / "ens_dimensions.csv"), Catch::StartsWith("member,dimension,mapped_attribute"));
   // Fewer snapshots than the ensemble takes, or more, stop the run naming the count.
@@ -562,7 +554,7 @@ TEST_CASE("torch.embed rebuilds a CEN snapshot: an id-table CEN embeds image ids
       "edges: [read.out -> train.in, train.model -> embed.model, train.model -> score.model, ids.out -> named.in, named.out -> batches.in,"
       " batches.out -> embed.in, embed.out -> save_embed.in, score.embeddings -> save_table.in]\n";
   run_graph_file_ok(dir, "embed.yaml", g);
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 e, t = h5py.File(sys.argv[1])["data"], h5py.File(sys.argv[2])["data"]
 assert list(e["id"][:]) == list(range(600)) and list(t["id"][:]) == list(range(600))
@@ -570,7 +562,5 @@ assert e["embedding"].shape == (600, 6) and np.abs(e["embedding"][:]).max() > 0
 assert np.array_equal(e["embedding"][:], t["embedding"][:])
 print("ok")
 )PY", {(dir / "embed.h5").string(), (dir / "table.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 #endif

@@ -99,7 +99,7 @@ TEST_CASE("grid_reader on the tiny file: pairs, unassigned images, CSV = JSON, s
   const fs::path single = dir / "single";
   fs::create_directories(single);
   run_graph_file_ok(single, "g.yaml", reader_graph(single, "path: " + source_dir() + "/tests/crowd/data/tiny.csv, grid_size: 4, batch_size: 0"));
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 d = sys.argv[1]; tiny = sys.argv[2]
 anns = annotations(tiny)
 want = expand(anns, list(anns))
@@ -118,8 +118,6 @@ check(n["clusters"][3].tolist() == [0, 1, 1, -1], n["clusters"][:])
 check(n["worker"][:].tolist() == [0, 1, 0, 1])
 print("ok")
 )PY", {dir.string(), source_dir() + "/tests/crowd/data/tiny.csv"});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 #ifdef GEN_CROWD
@@ -149,7 +147,7 @@ TEST_CASE("grid_reader pairs equal a Python expansion of gen_crowd's annotations
     INFO(run.name << ": " << r.err);
     REQUIRE(r.exit_code == 0);
   }
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 d, data = sys.argv[1:3]
 anns = annotations(f"{data}/annotations.csv")
 keys = list(anns)
@@ -189,8 +187,6 @@ check(len({p[0] for p in wte}) == round(0.15 * W), "test workers", len({p[0] for
 check(0.05 < len(wte) / len(allp) < 0.3, "worker test share", len(wte) / len(allp))
 print("ok")
 )PY", {dir.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("shuffled pairs are seeded by the graph seed and are a permutation") {
@@ -203,7 +199,7 @@ TEST_CASE("shuffled pairs are seeded by the graph seed and are a permutation") {
     fs::create_directories(out);
     run_graph_file_ok(out, "g.yaml", reader_graph(out, "path: " + csv + ", split: train, shuffle: true, epochs: 2, batch_size: 500"), extra);
   }
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 d = sys.argv[1]
 a, b, c, t = (pairs(f"{d}/{x}/pairs.h5") for x in "a b c t2".split())
 check(a == b, "same seed differs")
@@ -216,8 +212,6 @@ check((e[:n] == 0).all() and (e[n:] == 1).all(), "epochs")
 check(a[:n] != a[n:] and sorted(a[:n]) == sorted(a[n:]), "epochs reshuffle")
 print("ok")
 )PY", {dir.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("gen_crowd is deterministic by seed") {
@@ -242,7 +236,7 @@ TEST_CASE("gen_crowd is deterministic by seed") {
   CHECK(read_file(dir / "a" / "annotations.csv") != read_file(dir / "c" / "annotations.csv"));
   CHECK(read_file(dir / "a" / "images/000123.png") != read_file(dir / "c" / "images/000123.png"));
   // images.h5 records its creation time, so its datasets are compared.
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 d = sys.argv[1]
 a, b, c = (h5py.File(f"{d}/{x}/images.h5", "r")["images"] for x in "abc")
@@ -257,8 +251,6 @@ if len(subs) != 240 or set(per_grid.values()) != {2} or len(per_grid) != 120: pr
 if min(per_worker.values()) < 8 or len(per_worker) != 30: print("FAIL per worker", per_worker); sys.exit(1)
 print("ok")
 )PY", {dir.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("gen_crowd --open-fraction: open-minded workers get flat biases and leave the others' draws alone") {
@@ -270,7 +262,7 @@ TEST_CASE("gen_crowd --open-fraction: open-minded workers get flat biases and le
   INFO(r1.err << r2.err);
   REQUIRE(r1.exit_code == 0);
   REQUIRE(r2.exit_code == 0);
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, csv, numpy as np
 d = sys.argv[1]
 base, op = ({int(r["worker"]): r for r in csv.DictReader(open(f"{d}/{x}/workers.csv"))} for x in ("base", "open"))
@@ -288,8 +280,6 @@ peak_biased = np.mean([bias(r).max() for w, r in op.items() if r["open"] == "0" 
 assert peak_open < 0.55 and peak_biased > 0.8, (peak_open, peak_biased)   # Dirichlet(5) vs Dirichlet(0.05) over 5 attributes
 print("ok", peak_open, peak_biased)
 )PY", {dir.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   for (const auto& bad : std::vector<std::vector<std::string>>{{"--open-fraction", "1.5"},
                                                                {"--open-fraction", "0.95", "--noisy-fraction", "0.1"},
                                                                {"--open-concentration", "0"}}) {
@@ -311,7 +301,7 @@ TEST_CASE("simulator statistics: noise, worker bias and context sway") {
   REQUIRE(r2.exit_code == 0);
   // Everything is recomputed from images.h5 and the annotation CSV; truth.csv and workers.csv
   // supply only what cannot be observed (which submissions are lapses, the bias vectors).
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 from sklearn.metrics import adjusted_rand_score as ari
 def salience(v, n):
     p = np.bincount(v, minlength=n) / len(v)
@@ -379,8 +369,6 @@ check(ctx["lift"] > 5 * ctx["lift_se"], "used attributes are not the more variab
 check(abs(flat["lift"]) < 4 * flat["lift_se"], "variance lift without context strength", flat["lift"], flat["lift_se"])
 print("ok")
 )PY", {(dir / "ctx").string(), (dir / "flat").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 #ifdef CROWD_HAVE_IMAGE_IO
@@ -399,7 +387,7 @@ TEST_CASE("gen_crowd images are read by io.hdf5_reader and image.files_reader") 
                                    "--fmnist-split", "test", "--no-png"});
   INFO(fm.err);
   REQUIRE(fm.exit_code == 0);
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 import gzip
 from PIL import Image
 d, data = sys.argv[1:3]
@@ -440,8 +428,6 @@ check((m["ink"][:] == terc(area)).all(), "ink terciles")
 check(sorted(np.bincount(m["ink"][:]).tolist())[0] > 150, "ink bins unbalanced", np.bincount(m["ink"][:]))
 print("ok")
 )PY", {dir.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("image.pair_join passes the reader's worker, grid, epoch and members through") {
@@ -464,7 +450,7 @@ TEST_CASE("image.pair_join passes the reader's worker, grid, epoch and members t
   save2:  {type: io.hdf5_writer, params: {path: )" + plain + R"(}}
 edges: [pairs.out -> join.pairs, images.out -> table.in, table.out -> join.table, join.out -> save.in, plain.out -> save2.in]
 )");
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 j = h5py.File(sys.argv[1], "r")["data"]; p = h5py.File(sys.argv[2], "r")["data"]
 for k in ("worker", "grid", "epoch", "members", "a_id", "b_id", "pair_label"):
     check(k in j, "missing", k)
@@ -478,8 +464,6 @@ a = j["a_image"][:50]; want = imgs["image"][:][[pos[int(i)] for i in j["a_id"][:
 check(np.array_equal(a, want), "a_image rows")
 print("ok")
 )PY", {joined, plain, (data / "images.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("graphs/crowd_data.yaml runs on gen_crowd output") {

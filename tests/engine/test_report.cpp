@@ -200,9 +200,7 @@ TEST_CASE("a run's report and a two-run comparison work in headless Chromium and
   SECTION("the run's own report") {
     const Page page = load_in_chromium(dir / "out/a/report.html", dir);
     check_page_works(page);
-    const Result shot = run_python(kCheckScreenshot, {page.screenshot.string()});
-    INFO(shot.out << shot.err);
-    CHECK(shot.exit_code == 0);
+    check_python(kCheckScreenshot, {page.screenshot.string()});
     // Images are inlined: the page needs nothing beside it.
     CHECK(page.dom.find("src=\"data:image/png;base64,") != std::string::npos);
     CHECK(page.dom.find("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph\"") != std::string::npos);

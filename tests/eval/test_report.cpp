@@ -118,9 +118,7 @@ TEST_CASE("eval.report: chosen columns carry each retrieval's values, x sweep pl
     const Result r = run_cli_in(dir, {"run", "sweep.yaml", "--quiet"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
-    const Result py = run_python(kCheck, {(dir / "out").string()});
-    INFO(py.out << py.err);
-    CHECK(py.exit_code == 0);
+    check_python(kCheck, {(dir / "out").string()});
     for (const char* png : {"table_vs_x.png", "table_cmc.png", "plain_cmc.png"}) {
       INFO(png);
       const cv::Mat img = cv::imread((dir / "out" / png).string(), cv::IMREAD_COLOR);

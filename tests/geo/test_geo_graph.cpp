@@ -147,13 +147,9 @@ TEST_CASE("geo_pairs.yaml: every pair meets its constraints, counts match sklear
   for (const char* set : kSets) CHECK_THAT(replay.err, Catch::Contains(std::string("  ") + set + ": hit, replays"));
   CHECK_THAT(replay.err, Catch::Contains("photos: runs (not cached)"));  // stats still reads the photos
   CHECK(fs::exists(a / "stats" / "datasets.md"));
-  const Result check = run_python(kCheckScript, {csv.string(), a.string(), b.string()});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+  const Result check = check_python(kCheckScript, {csv.string(), a.string(), b.string()});
   CHECK(check.out.find("timelapse") != std::string::npos);
-  const Result check_replay = run_python(kCheckScript, {csv.string(), a.string(), c.string()});
-  INFO(check_replay.out << check_replay.err);
-  CHECK(check_replay.exit_code == 0);
+  check_python(kCheckScript, {csv.string(), a.string(), c.string()});
   CHECK(read_file(c / "stats" / "datasets.md") == read_file(a / "stats" / "datasets.md"));
 }
 
@@ -306,7 +302,7 @@ with h5py.File(sys.argv[1], "w") as f:
   run(0.0, "p0");
   run(0.0, "p0_again");
   run(0.4, "p40");
-  const Result check = run_python(R"(
+  check_python(R"(
 import sys, h5py, numpy as np
 d = sys.argv[1]
 def load(tag):
@@ -339,8 +335,6 @@ pos40, _ = same_rate(p40, 1)
 assert 0.3 < pos40 < 0.7, pos40           # fuzziness shows in the positives
 print(f"p0 positives same-class {pos0:.3f}, p0.4 {pos40:.3f}, moved {moved:.3f}")
 )", {dir.string()});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
 }
 
 TEST_CASE("geo.yfcc_photos on 20k generated YFCC100M rows equals Python's csv and urllib reading", "[geo][graph][yfcc]") {

@@ -50,10 +50,7 @@ inline GraphRun run_graph_ok(const std::string& name, const std::string& yaml, i
 // with the oracle's output, and the test goes on. Returns its result, for tests that read what
 // it prints.
 inline Result run_numpy_oracle(const std::string& script, const std::vector<std::string>& args) {
-  Result py = run_python(std::string(kIdxPython) + script, args);
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
-  return py;
+  return check_python(std::string(kIdxPython) + script, args);
 }
 
 }  // namespace embedflow::test

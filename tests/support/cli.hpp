@@ -52,6 +52,14 @@ inline void check_cli_fails(const std::vector<std::string>& args, int code, cons
 }
 // Runs Debian's python3 with a script text; the script gets argv[1..] = args.
 Result run_python(const std::string& script, const std::vector<std::string>& args = {});
+// run_python for a Python check: a script exiting non-zero fails the test with its output, and
+// the test goes on. Returns the result, for tests that read what the script printed.
+inline Result check_python(const std::string& script, const std::vector<std::string>& args = {}) {
+  Result py = run_python(script, args);
+  INFO(py.out << py.err);
+  CHECK(py.exit_code == 0);
+  return py;
+}
 // An oracle's output read as lines "tag v1 v2 ...": tag -> values.
 std::map<std::string, std::vector<double>> parse_tagged(const std::string& text);
 

@@ -211,7 +211,7 @@ TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on th
                       "edges: [test.out -> embed.in, embed.out -> save.in]\n");
     return h5;
   };
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
 assert a.shape == (128, 8), a.shape
@@ -219,9 +219,7 @@ d = np.abs(a - b).max()
 assert d < 1e-4 * np.abs(a).max(), d
 print('ok', d)
 )PY",
-                          {embed("single"), embed("dp")});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {embed("single"), embed("dp")});
 
   // A rank outside the world is a configuration error naming both numbers.
   auto bad = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=2"});
@@ -378,7 +376,7 @@ m.save(sys.argv[1])
   CHECK(nothing.exit_code == 2);
   CHECK_THAT(nothing.err, Catch::Contains("no trainable parameters"));
 
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, torch, h5py, numpy as np
 d, pt, test = sys.argv[1], sys.argv[2], sys.argv[3]
 original = torch.jit.load(pt)
@@ -410,9 +408,7 @@ changed = [k for k in state if not torch.equal(trained[k], state[k])]
 assert 'fc.weight' in changed and 'conv.weight' in changed and 'bn.running_mean' in changed, changed
 print('ok', err, len(changed))
 )PY",
-                          {dir.string(), pt, torch_data("test.h5")});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {dir.string(), pt, torch_data("test.h5")});
 }
 
 TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torch][embed][cli]") {
@@ -449,7 +445,7 @@ TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torc
                           "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
                           "edges: [test.out -> embed.in, embed.out -> save.in]\n";
   auto c = run_graph_file_ok(dir, "ckpt.yaml", from_ckpt);
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 snap, ckpt, every, test, fin = sys.argv[1:6]
 with h5py.File(test) as f:
@@ -477,9 +473,7 @@ for i in range(128):
     assert ok, i
 print('ok')
 )PY",
-                          {snap_h5, ckpt_h5, every_h5, torch_data("test.h5"), final_h5});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {snap_h5, ckpt_h5, every_h5, torch_data("test.h5"), final_h5});
 }
 
 TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the live weights train and resume exactly",
@@ -515,7 +509,7 @@ TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the li
                         "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
                         "edges: [test.out -> embed.in, embed.out -> save.in]\n");
   // The average recomputed in Python from the live weights of every checkpoint.
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np, torch
 d, snap, ckpt = sys.argv[1:4]
 def state(path, key='model'):
@@ -548,9 +542,7 @@ load = lambda p: h5py.File(p)['embeddings']['embedding'][:]
 assert np.abs(load(snap) - load(ckpt)).max() < 1e-5
 print('ok')
 )PY",
-                          {dir.string(), snap_h5, ckpt_h5});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {dir.string(), snap_h5, ckpt_h5});
 
   // Resuming across a change of ema_decay says what happens to the average, and trains on.
   struct Switch {
@@ -642,7 +634,7 @@ TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoin
                   "loss: {type: torch.batch_hard_triplet}, max_steps: 3, threads: 2, checkpoint_dir: " + (dir / "blend").string()));
   INFO(blend.err);
   REQUIRE(blend.exit_code == 0);
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, torch
 def state(path):
     c = torch.jit.load(path)
@@ -656,9 +648,7 @@ head = [k for k in blend if k.startswith('head.')]
 assert head, sorted(blend)
 print('ok')
 )PY",
-                          {weights, (dir / "blend" / "step-00000003.pt").string()});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {weights, (dir / "blend" / "step-00000003.pt").string()});
 }
 
 TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch][embed][cli]") {
@@ -678,7 +668,7 @@ TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch]
       "  - test.out -> embed.in\n"
       "  - embed.out -> save.in\n");
   run_graph_file_ok(dir, "features.yaml", g);
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1]) as f:
     g = f['embeddings']
@@ -694,7 +684,5 @@ assert fit < 1e-4, fit
 assert shuffled > 1e-2, shuffled
 print('ok', fit, shuffled)
 )PY",
-                          {out_h5});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {out_h5});
 }
