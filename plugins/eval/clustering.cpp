@@ -39,7 +39,6 @@ class Clustering final : public Node {
  public:
   void open(NodeContext& ctx) override {
     settings_ = RetrievalSettings::from(ctx);
-    self_ = !ctx.input_connected(1);
     kmeans_.clusters = static_cast<int>(ctx.params().integer("clusters"));
     clusters_ = kmeans_.clusters;
     kmeans_.max_iterations = static_cast<int>(ctx.params().integer("max_iterations"));
@@ -57,7 +56,7 @@ class Clustering final : public Node {
     set.append(*batch, true, settings_.fields);
     // The assignment travels with the clustered rows: the gallery, or the queries when they are
     // clustered themselves.
-    if (!assignment_field_.empty() && (port == 1 || self_)) {
+    if (!assignment_field_.empty() && (port == 1 || settings_.self_retrieval)) {
       const std::string where = cat(set.what, " batch ", set.batches - 1);
       const Array* a = batch->find(assignment_field_);
       const std::int64_t n = set.rows() - before;
@@ -71,11 +70,7 @@ class Clustering final : public Node {
     }
   }
   void close(Emitter& out) override {
-    if (query_.rows() == 0) throw DataError("no query embeddings arrived before end of stream");
-    const FeatureSet& gallery = self_ ? query_ : gallery_;
-    if (gallery.rows() == 0) throw DataError("no gallery embeddings arrived before end of stream");
-    if (gallery.dim != query_.dim)
-      throw DataError(cat("query embeddings have ", query_.dim, " dims but gallery embeddings have ", gallery.dim));
+    const FeatureSet& gallery = checked_gallery(query_, gallery_, settings_.self_retrieval);
     KMeansResult km;
     if (assignment_field_.empty()) {
       km = kmeans(gallery.view(), kmeans_);
@@ -90,7 +85,7 @@ class Clustering final : public Node {
       clusters_ = static_cast<int>(ids.size());
     }
     const std::vector<std::int64_t> query_cluster =
-        self_ ? km.assignment : assign_to_centers(query_.view(), km.centers, kmeans_.threads);
+        settings_.self_retrieval ? km.assignment : assign_to_centers(query_.view(), km.centers, kmeans_.threads);
     std::vector<std::int64_t> gallery_labels;
     std::vector<std::int64_t> gallery_clusters;
     for (std::size_t i = 0; i < gallery.label.size(); ++i)
@@ -147,13 +142,8 @@ class Clustering final : public Node {
       return;
     }
 
-    settings_.options.exclude_self = self_;
     BlockScorer scorer(settings_.spec, query_.view(), gallery.view());
-    RetrievalLabels labels{query_.label.data(), gallery.label.data()};
-    if (query_.has_camera && gallery.has_camera) {
-      labels.query_camera = query_.camera.data();
-      labels.gallery_camera = gallery.camera.data();
-    }
+    RetrievalLabels labels = retrieval_labels(query_, gallery);
     labels.query_group = query_cluster.data();
     labels.gallery_group = km.assignment.data();
     const RetrievalResult r = evaluate_retrieval(scorer, labels, settings_.options);
@@ -167,7 +157,7 @@ class Clustering final : public Node {
  private:
   RetrievalSettings settings_;
   KMeansOptions kmeans_;
-  bool self_ = false, retrieval_ = true;
+  bool retrieval_ = true;
   int clusters_ = 0;
   std::string assignment_field_;           // empty: run k-means
   std::vector<std::int64_t> assignment_;  // the clustered rows' given clusters, in arrival order

@@ -35,7 +35,6 @@ class Retrieval final : public Node {
  public:
   void open(NodeContext& ctx) override {
     settings_ = RetrievalSettings::from(ctx);
-    self_ = !ctx.input_connected(1);
     query_.what = "query";
     gallery_.what = "gallery";
   }
@@ -43,18 +42,9 @@ class Retrieval final : public Node {
     (port == 0 ? query_ : gallery_).append(*batch, true, settings_.fields);
   }
   void close(Emitter& out) override {
-    if (query_.rows() == 0) throw DataError("no query embeddings arrived before end of stream");
-    const FeatureSet& gallery = self_ ? query_ : gallery_;
-    if (gallery.rows() == 0) throw DataError("no gallery embeddings arrived before end of stream");
-    if (gallery.dim != query_.dim)
-      throw DataError(cat("query embeddings have ", query_.dim, " dims but gallery embeddings have ", gallery.dim));
-    settings_.options.exclude_self = self_;
+    const FeatureSet& gallery = checked_gallery(query_, gallery_, settings_.self_retrieval);
     BlockScorer scorer(settings_.spec, query_.view(), gallery.view());
-    RetrievalLabels labels{query_.label.data(), gallery.label.data()};
-    if (query_.has_camera && gallery.has_camera) {
-      labels.query_camera = query_.camera.data();
-      labels.gallery_camera = gallery.camera.data();
-    }
+    const RetrievalLabels labels = retrieval_labels(query_, gallery);
     const RetrievalResult r = evaluate_retrieval(scorer, labels, settings_.options);
     log_info(settings_.name, query_.rows(), " queries x ", gallery.rows(), " gallery: rank-1 ",
              percent(r.summary.cmc[0]), "%, mAP ", percent(r.summary.map), "%");
@@ -63,7 +53,6 @@ class Retrieval final : public Node {
 
  private:
   RetrievalSettings settings_;
-  bool self_ = false;
   FeatureSet query_, gallery_;
 };
 

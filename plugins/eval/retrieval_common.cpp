@@ -62,6 +62,8 @@ RetrievalSettings RetrievalSettings::from(const NodeContext& ctx) {
   o.gallery_block = p.integer("gallery_block");
   o.seed = ctx.seed();
   o.threads = std::max(1, ctx.threads());
+  s.self_retrieval = !ctx.input_connected(1);
+  o.exclude_self = s.self_retrieval;
   s.out = p.has("out") ? p.string("out") : "";
   s.name = p.has("name") ? p.string("name") : ctx.id();
   s.fields = FieldNames::from(p);
@@ -219,6 +221,23 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
     m.set("single_shot_rank1", Array::scalar<double>(sum.single_shot_cmc[0]));
   }
   return m;
+}
+
+const FeatureSet& checked_gallery(const FeatureSet& query, const FeatureSet& gallery, bool self) {
+  if (query.rows() == 0) throw DataError("no query embeddings arrived before end of stream");
+  const FeatureSet& g = self ? query : gallery;
+  if (g.rows() == 0) throw DataError("no gallery embeddings arrived before end of stream");
+  if (g.dim != query.dim) throw DataError(cat("query embeddings have ", query.dim, " dims but gallery embeddings have ", g.dim));
+  return g;
+}
+
+RetrievalLabels retrieval_labels(const FeatureSet& query, const FeatureSet& gallery) {
+  RetrievalLabels labels{query.label.data(), gallery.label.data()};
+  if (query.has_camera && gallery.has_camera) {
+    labels.query_camera = query.camera.data();
+    labels.gallery_camera = gallery.camera.data();
+  }
+  return labels;
 }
 
 }  // namespace embedflow::eval

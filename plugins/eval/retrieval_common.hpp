@@ -31,6 +31,9 @@ struct RetrievalSettings {
   std::string out;   // file prefix, empty: no files
   std::string name;  // method name in tables and legends
   FieldNames fields;
+  // The gallery port is unconnected: the queries are their own gallery, each ranked without
+  // itself (options.exclude_self).
+  bool self_retrieval = false;
   static RetrievalSettings from(const NodeContext& ctx);
 };
 
@@ -39,6 +42,14 @@ struct RetrievalSettings {
 Record write_retrieval_outputs(const RetrievalSettings& s, const evalcore::RetrievalResult& r,
                                const FeatureSet& query, const FeatureSet& gallery,
                                const std::function<void(JsonWriter&)>& extra = {});
+
+// The gallery the queries rank against: `gallery`, or the queries themselves for self-retrieval
+// (gallery port unconnected). A DataError when either has no rows or their dims differ.
+const FeatureSet& checked_gallery(const FeatureSet& query, const FeatureSet& gallery, bool self);
+
+// The labels of the query and gallery rows for evaluate_retrieval, with their cameras when both
+// carry them (then exclude_same_camera can apply).
+evalcore::RetrievalLabels retrieval_labels(const FeatureSet& query, const FeatureSet& gallery);
 
 // "47.26 [46.10, 48.31]" from a fraction and an optional CI.
 std::string percent_with_ci(double v, const evalcore::RetrievalSummary& s, const std::string& ci_name);

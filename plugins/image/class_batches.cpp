@@ -20,30 +20,22 @@
 //     batches: {type: image.class_batches, params: {classes_per_batch: 5, per_class: 8, epochs: 2}}
 //     count:   {type: core.sink, params: {mode: count, expect: 1500}}
 //   edges: [train.out -> batches.table, batches.out -> count.in]
-#include <atomic>
-
-#include "core/classes.hpp"
-#include "core/sampling.hpp"
+#include "core/class_batcher.hpp"
 #include "image_types.hpp"
 
 namespace embedflow::image {
 namespace {
 
-class ClassBatches final : public Node {
+class ClassBatches final : public ClassBatcher {
  public:
+  ClassBatches() : ClassBatcher("class_batches plans its epochs over one table per run") {}
   void open(NodeContext& ctx) override {
-    ctx_ = &ctx;
+    open_batcher(ctx);
     const Params& p = ctx.params();
     o_.classes_per_batch = static_cast<int>(p.integer("classes_per_batch"));
     o_.per_class = static_cast<int>(p.integer("per_class"));
     o_.incomplete = p.string("incomplete") == "drop" ? Incomplete::drop : Incomplete::pad;
     o_.drop_last = p.boolean("drop_last");
-    epochs_ = p.integer("epochs");
-    classes_ = ClassSet::from_params(p);
-  }
-  void on_side(std::size_t, const RecordPtr&, Emitter&) override {
-    if (tables_.fetch_add(1) > 0)
-      throw DataError("received a second table; class_batches plans its epochs over one table per run");
   }
   bool produce(Emitter& out) override {
     if (!loaded_) load();
@@ -57,12 +49,7 @@ class ClassBatches final : public Node {
 
  private:
   void load() {
-    loaded_ = true;
-    table_ = ClassTable::load(ctx_->side(0), classes_, cat("node '", ctx_->id(), "' port 'table'"));
-    const std::size_t classes = table_.index.labels.size();
-    if (classes < static_cast<std::size_t>(o_.classes_per_batch))
-      throw DataError(cat("the table has ", classes, " classes", classes_.all() ? "" : cat(" in ", classes_.str()),
-                          " but classes_per_batch is ", o_.classes_per_batch));
+    const std::size_t classes = load_table(o_.classes_per_batch, "classes_per_batch");
     plan_epoch();
     ctx_->set_expected_items(plan_.size() * static_cast<std::uint64_t>(epochs_));
     std::size_t smaller = 0;
@@ -77,22 +64,16 @@ class ClassBatches final : public Node {
     pos_ = 0;
   }
 
-  NodeContext* ctx_ = nullptr;
   ClassBatchOptions o_;
-  ClassSet classes_;
-  ClassTable table_;
   std::vector<std::vector<std::int64_t>> plan_;
   std::size_t pos_ = 0;
-  std::int64_t epochs_ = 1, epoch_ = 0;
-  bool loaded_ = false;
-  std::atomic<int> tables_{0};
 };
 
 }  // namespace
 
 NodeType class_batches_type() {
-  return NodeTypeBuilder("image.class_batches")
-      .doc("Class-stratified batches: K images from each of N classes per batch, covering every image each epoch.")
+  NodeTypeBuilder b("image.class_batches");
+  b.doc("Class-stratified batches: K images from each of N classes per batch, covering every image each epoch.")
       .example(
           "nodes:\n"
           "  train:   {type: image.idx_reader, params: {split: train, classes: \"0-4\", batch_size: -1}}\n"
@@ -106,15 +87,9 @@ NodeType class_batches_type() {
       .param(Param::choice("incomplete", {"pad", "drop"}).default_value("pad")
                  .doc("a class's last group short of K: pad it with other images of the class, or drop it"))
       .param(Param::boolean("drop_last").default_value(false)
-                 .doc("drop the end-of-epoch batches that have fewer than N classes"))
-      .param(classes_param(" (a filter on the table)"))
-      .side_input("table", "label: i64[N]", "one record with every image: id [N], label [N], image [N,...]")
-      .output("out", "id: i64[B], label: i64[B], epoch: i64[B]", "batches of N x K images with every table field")
-      .check([](SchemaContext& c) {
-        check_classes(c);
-        batcher_schema(c);
-      })
-      .create<ClassBatches>();
+                 .doc("drop the end-of-epoch batches that have fewer than N classes"));
+  add_class_batcher_ports(b, "batches of N x K images with every table field");
+  return b.create<ClassBatches>();
 }
 
 }  // namespace embedflow::image

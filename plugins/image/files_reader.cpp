@@ -29,6 +29,7 @@
 #include "core/arrays.hpp"
 #include "core/classes.hpp"
 #include "core/image_files.hpp"
+#include "core/reader.hpp"
 #include "image_types.hpp"
 
 namespace embedflow::image {
@@ -66,9 +67,7 @@ class FilesReader final : public Node {
     entries_ = list_from_params(p, class_names);
     const ClassSet classes = ClassSet::from_params(p);
     const std::int64_t limit = p.integer("limit");
-    for (std::size_t i = 0; i < entries_.size(); ++i)
-      if (classes.contains(entries_[i].label) && (limit == 0 || static_cast<std::int64_t>(selected_.size()) < limit))
-        selected_.push_back(static_cast<std::int64_t>(i));
+    for (std::size_t i = 0; i < entries_.size(); ++i) select_row(selected_, static_cast<std::int64_t>(i), entries_[i].label, classes, limit);
     decode_.color = p.string("mode") == "color";
     decode_.height = static_cast<int>(p.integer("height"));
     decode_.width = static_cast<int>(p.integer("width"));
@@ -128,11 +127,7 @@ class FilesReader final : public Node {
   };
 
   void start_epoch() {
-    order_ = selected_;
-    if (shuffle_) {
-      Rng rng(derive_seed(ctx_->seed(), static_cast<std::uint64_t>(epoch_)));
-      shuffle_in_place(order_, rng);
-    }
+    order_ = epoch_order(selected_, shuffle_, ctx_->seed(), epoch_);
     next_ = 0;
     queue_.clear();
     epoch_scalar_ = Array::scalar<std::int64_t>(epoch_);
@@ -262,27 +257,8 @@ NodeType files_reader_type() {
         check_classes(c);
         if (p.string("csv").empty() == p.string("dir").empty()) c.error("give exactly one of csv and dir", "csv");
         if ((p.integer("height") > 0) != (p.integer("width") > 0)) c.error("height and width go together", "height");
-        if (p.integer("batch_size") < 0 && p.integer("epochs") > 1)
-          c.error("batch_size -1 (one table record) takes epochs: 1; the batchers own epochs", "epochs");
-        if (p.boolean("drop_last") && p.integer("batch_size") <= 0) c.error("drop_last needs batch_size > 0", "drop_last");
-        const std::int64_t b = p.integer("batch_size");
-        std::vector<Dim> lead;
-        if (b != 0) lead.push_back(b > 0 && p.boolean("drop_last") ? Dim{Dim::Kind::fixed, b, ""} : Dim{Dim::Kind::symbol, -1, b < 0 ? "N" : "B"});
-        auto dims = [&](std::vector<Dim> inner) {
-          std::vector<Dim> d = lead;
-          d.insert(d.end(), inner.begin(), inner.end());
-          return d;
-        };
-        const std::int64_t h = p.integer("height"), w = p.integer("width");
-        PortSchema s;
-        s.add(FieldSchema{"id", DType::i64, dims({})});
-        s.add(FieldSchema{"label", DType::i64, dims({})});
-        s.add(FieldSchema{"epoch", DType::i64, dims({})});
-        s.add(FieldSchema{"image", DType::u8,
-                          dims({h > 0 ? Dim{Dim::Kind::fixed, h, ""} : Dim{Dim::Kind::symbol, -1, "H"},
-                                w > 0 ? Dim{Dim::Kind::fixed, w, ""} : Dim{Dim::Kind::symbol, -1, "W"},
-                                Dim{Dim::Kind::fixed, p.string("mode") == "color" ? 3 : 1, ""}})});
-        c.set_output("out", s);
+        check_reader_batching(c);
+        c.set_output("out", reader_schema(p, p.integer("height"), p.integer("width"), p.string("mode") == "color" ? 3 : 1));
       })
       .create<FilesReader>();
 }

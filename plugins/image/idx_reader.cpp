@@ -24,6 +24,7 @@
 #include "core/arrays.hpp"
 #include "core/classes.hpp"
 #include "core/idx.hpp"
+#include "core/reader.hpp"
 #include "image_types.hpp"
 
 namespace embedflow::image {
@@ -67,8 +68,7 @@ class IdxReader final : public Node {
     for (std::int64_t i = 0; i < n; ++i) {
       ids[static_cast<std::size_t>(i)] = i + offset;
       labs[static_cast<std::size_t>(i)] = lab[i];
-      if (classes.contains(lab[i]) && (limit == 0 || static_cast<std::int64_t>(selected_.size()) < limit))
-        selected_.push_back(i);
+      select_row(selected_, i, lab[i], classes, limit);
     }
     images_ = images.data;
     ids_ = Array::from_vector<std::int64_t>({n}, std::move(ids));
@@ -112,11 +112,7 @@ class IdxReader final : public Node {
 
  private:
   void start_epoch() {
-    order_ = selected_;
-    if (shuffle_) {
-      Rng rng(derive_seed(ctx_->seed(), static_cast<std::uint64_t>(epoch_)));
-      shuffle_in_place(order_, rng);
-    }
+    order_ = epoch_order(selected_, shuffle_, ctx_->seed(), epoch_);
     pos_ = 0;
     epoch_scalar_ = Array::scalar<std::int64_t>(epoch_);
   }
@@ -177,9 +173,7 @@ NodeType idx_reader_type() {
       .check([](SchemaContext& c) {
         const Params& p = c.params();
         check_classes(c);
-        if (p.integer("batch_size") < 0 && p.integer("epochs") > 1)
-          c.error("batch_size -1 (one table record) takes epochs: 1; the batchers own epochs", "epochs");
-        if (p.boolean("drop_last") && p.integer("batch_size") <= 0) c.error("drop_last needs batch_size > 0", "drop_last");
+        check_reader_batching(c);
         std::int64_t rows = -1, cols = -1;
         const IdxPaths paths = idx_paths(p);
         try {
@@ -190,22 +184,7 @@ NodeType idx_reader_type() {
         } catch (const Error& e) {
           c.error(e.what(), p.string("images").empty() ? "dir" : "images");
         }
-        const std::int64_t b = p.integer("batch_size");
-        std::vector<Dim> lead;
-        if (b != 0) lead.push_back(b > 0 && p.boolean("drop_last") ? Dim{Dim::Kind::fixed, b, ""} : Dim{Dim::Kind::symbol, -1, b < 0 ? "N" : "B"});
-        auto dims = [&](std::vector<Dim> inner) {
-          std::vector<Dim> d = lead;
-          d.insert(d.end(), inner.begin(), inner.end());
-          return d;
-        };
-        PortSchema s;
-        s.add(FieldSchema{"id", DType::i64, dims({})});
-        s.add(FieldSchema{"label", DType::i64, dims({})});
-        s.add(FieldSchema{"epoch", DType::i64, dims({})});
-        Dim h = rows > 0 ? Dim{Dim::Kind::fixed, rows, ""} : Dim{Dim::Kind::symbol, -1, "H"};
-        Dim w = cols > 0 ? Dim{Dim::Kind::fixed, cols, ""} : Dim{Dim::Kind::symbol, -1, "W"};
-        s.add(FieldSchema{"image", DType::u8, dims({h, w, Dim{Dim::Kind::fixed, 1, ""}})});
-        c.set_output("out", s);
+        c.set_output("out", reader_schema(p, rows, cols, 1));
       })
       .create<IdxReader>();
 }

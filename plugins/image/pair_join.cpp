@@ -28,8 +28,6 @@
 //     join:   {type: image.pair_join}
 //     show:   {type: core.sink, params: {mode: print}}
 //   edges: [photos.out -> pairs.photos, pairs.out -> join.pairs, images.out -> join.table, join.out -> show.in]
-#include <mutex>
-
 #include "core/arrays.hpp"
 #include "core/join.hpp"
 #include "image_types.hpp"
@@ -41,23 +39,19 @@ namespace {
 // The pair fields the join turns into others; every other field passes through.
 bool is_consumed(const std::string& name) { return name == "anchor" || name == "other" || name == "label"; }
 
-class PairJoin final : public Node {
+class PairJoin final : public ImageJoinNode {
  public:
-  void open(NodeContext& ctx) override {
-    ctx_ = &ctx;
-    image_field_ = ctx.params().string("image_field");
-  }
-  void process(std::size_t, const RecordPtr& in, Emitter& out) override {
-    auto table = cache_.get(ctx_->side(1), cat("node '", ctx_->id(), "' port 'table'"));
-    const Record& p = *in;
+  PairJoin() : ImageJoinNode(is_consumed) {}
+
+ protected:
+  void join_fields(const ImageTable& table, const Record& p, std::uint64_t sequence, Record& r) const override {
     const Array& anchor = p.get("anchor");
     const bool scalar = anchor.rank() == 0;
-    Record r;
     try {
-      join_role(*table, anchor, "anchor", "a", image_field_, scalar, r);
-      join_role(*table, p.get("other"), "other", "b", image_field_, scalar, r);
+      join_role(table, anchor, "anchor", "a", image_field(), scalar, r);
+      join_role(table, p.get("other"), "other", "b", image_field(), scalar, r);
     } catch (const DataError& e) {
-      throw DataError(cat("pair record ", out.sequence(), ": ", e.what()));
+      throw DataError(cat("pair record ", sequence, ": ", e.what()));
     }
     const Array& label = p.get("label");
     const std::int64_t n = label.numel();
@@ -65,16 +59,7 @@ class PairJoin final : public Node {
     for (std::int64_t i = 0; i < n; ++i) pl[static_cast<std::size_t>(i)] = static_cast<float>(label.as_double(i));
     Array pair_label = Array::from_vector<float>({n}, std::move(pl));
     r.set("pair_label", scalar ? pair_label.row(0) : pair_label);
-    // Pass-through: shared buffers, nothing copied.
-    for (const auto& [name, value] : p.fields())
-      if (!is_consumed(name) && !r.find(name)) r.set(name, value);
-    out.emit(std::move(r));
   }
-
- private:
-  NodeContext* ctx_ = nullptr;
-  std::string image_field_;
-  JoinTableCache cache_;
 };
 
 }  // namespace
@@ -96,11 +81,8 @@ NodeType pair_join_type() {
       .side_input("table", "id: i64[N]", "one record with every image: id [N], image [N,...], label [N] optional")
       .output("out", "a_id: i64, b_id: i64, pair_label: f32", "pair batches")
       .check([](SchemaContext& c) {
-        const PortSchema& pairs = c.input("pairs");
         PortSchema out = join_schema(c, "pairs", "anchor", {"a", "b"}, {{"pair_label", DType::f32}});
-        if (!pairs.is_any())
-          for (const FieldSchema& f : pairs.fields())
-            if (!is_consumed(f.name) && !out.find(f.name)) out.add(f);
+        add_pass_through_fields(c.input("pairs"), is_consumed, out);
         c.set_output("out", out);
       })
       .create<PairJoin>();

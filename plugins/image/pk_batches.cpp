@@ -14,28 +14,21 @@
 //     pk:    {type: image.pk_batches, params: {p: 4, k: 8, batches_per_epoch: 100}}
 //     count: {type: core.sink, params: {mode: count, expect: 100}}
 //   edges: [train.out -> pk.table, pk.out -> count.in]
-#include <atomic>
-
-#include "core/classes.hpp"
-#include "core/sampling.hpp"
+#include "core/class_batcher.hpp"
 #include "image_types.hpp"
 
 namespace embedflow::image {
 namespace {
 
-class PkBatches final : public Node {
+class PkBatches final : public ClassBatcher {
  public:
+  PkBatches() : ClassBatcher("pk_batches samples from one table per run") {}
   void open(NodeContext& ctx) override {
-    ctx_ = &ctx;
+    open_batcher(ctx);
     const Params& p = ctx.params();
     p_ = static_cast<int>(p.integer("p"));
     k_ = static_cast<int>(p.integer("k"));
     per_epoch_ = p.integer("batches_per_epoch");
-    epochs_ = p.integer("epochs");
-    classes_ = ClassSet::from_params(p);
-  }
-  void on_side(std::size_t, const RecordPtr&, Emitter&) override {
-    if (tables_.fetch_add(1) > 0) throw DataError("received a second table; pk_batches samples from one table per run");
   }
   bool produce(Emitter& out) override {
     if (!loaded_) load();
@@ -51,31 +44,22 @@ class PkBatches final : public Node {
 
  private:
   void load() {
-    loaded_ = true;
-    table_ = ClassTable::load(ctx_->side(0), classes_, cat("node '", ctx_->id(), "' port 'table'"));
-    const std::size_t classes = table_.index.labels.size();
-    if (classes < static_cast<std::size_t>(p_))
-      throw DataError(cat("the table has ", classes, " classes", classes_.all() ? "" : cat(" in ", classes_.str()), " but p is ", p_));
+    const std::size_t classes = load_table(p_, "p");
     if (per_epoch_ == 0) per_epoch_ = std::max<std::int64_t>(1, static_cast<std::int64_t>(table_.rows.size()) / (p_ * k_));
     ctx_->set_expected_items(static_cast<std::uint64_t>(per_epoch_ * epochs_));
     log_info(ctx_->id(), table_.rows.size(), " images in ", classes, " classes; ", per_epoch_, " batches of P=", p_, " x K=", k_,
              " per epoch, ", epochs_, " epochs");
   }
 
-  NodeContext* ctx_ = nullptr;
   int p_ = 8, k_ = 4;
-  std::int64_t per_epoch_ = 0, epochs_ = 1, epoch_ = 0, batch_ = 0;
-  ClassSet classes_;
-  ClassTable table_;
-  bool loaded_ = false;
-  std::atomic<int> tables_{0};
+  std::int64_t per_epoch_ = 0, batch_ = 0;
 };
 
 }  // namespace
 
 NodeType pk_batches_type() {
-  return NodeTypeBuilder("image.pk_batches")
-      .doc("PK batches for batch-hard mining: P random classes x K random images each.")
+  NodeTypeBuilder b("image.pk_batches");
+  b.doc("PK batches for batch-hard mining: P random classes x K random images each.")
       .example(
           "nodes:\n"
           "  train: {type: image.idx_reader, params: {split: train, classes: \"0-4\", batch_size: -1}}\n"
@@ -86,15 +70,9 @@ NodeType pk_batches_type() {
       .param(Param::integer("p").default_value(8).min(1).doc("P: distinct classes per batch"))
       .param(Param::integer("k").default_value(4).min(1).doc("K: images per class per batch"))
       .param(Param::integer("batches_per_epoch").default_value(0).min(0).doc("batches per epoch; 0: table size / (P K)"))
-      .param(Param::integer("epochs").default_value(1).min(1).doc("epochs; batches carry their epoch"))
-      .param(classes_param(" (a filter on the table)"))
-      .side_input("table", "label: i64[N]", "one record with every image: id [N], label [N], image [N,...]")
-      .output("out", "id: i64[B], label: i64[B], epoch: i64[B]", "batches of P x K images with every table field")
-      .check([](SchemaContext& c) {
-        check_classes(c);
-        batcher_schema(c);
-      })
-      .create<PkBatches>();
+      .param(Param::integer("epochs").default_value(1).min(1).doc("epochs; batches carry their epoch"));
+  add_class_batcher_ports(b, "batches of P x K images with every table field");
+  return b.create<PkBatches>();
 }
 
 }  // namespace embedflow::image

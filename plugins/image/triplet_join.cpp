@@ -20,8 +20,6 @@
 //     join:     {type: image.triplet_join}
 //     show:     {type: core.sink, params: {mode: print}}
 //   edges: [photos.out -> triplets.photos, triplets.out -> join.triplets, images.out -> join.table, join.out -> show.in]
-#include <mutex>
-
 #include "core/arrays.hpp"
 #include "core/join.hpp"
 #include "image_types.hpp"
@@ -33,32 +31,19 @@ namespace {
 // The triplet fields the join turns into others; every other field passes through.
 bool is_consumed(const std::string& name) { return name == "anchor" || name == "positive" || name == "negative"; }
 
-class TripletJoin final : public Node {
+class TripletJoin final : public ImageJoinNode {
  public:
-  void open(NodeContext& ctx) override {
-    ctx_ = &ctx;
-    image_field_ = ctx.params().string("image_field");
-  }
-  void process(std::size_t, const RecordPtr& in, Emitter& out) override {
-    auto table = cache_.get(ctx_->side(1), cat("node '", ctx_->id(), "' port 'table'"));
-    const Record& t = *in;
-    const bool scalar = t.get("anchor").rank() == 0;
-    Record r;
-    try {
-      for (const char* role : {"anchor", "positive", "negative"}) join_role(*table, t.get(role), role, role, image_field_, scalar, r);
-    } catch (const DataError& e) {
-      throw DataError(cat("triplet record ", out.sequence(), ": ", e.what()));
-    }
-    // Pass-through: shared buffers, nothing copied.
-    for (const auto& [name, value] : t.fields())
-      if (!is_consumed(name) && !r.find(name)) r.set(name, value);
-    out.emit(std::move(r));
-  }
+  TripletJoin() : ImageJoinNode(is_consumed) {}
 
- private:
-  NodeContext* ctx_ = nullptr;
-  std::string image_field_;
-  JoinTableCache cache_;
+ protected:
+  void join_fields(const ImageTable& table, const Record& t, std::uint64_t sequence, Record& r) const override {
+    const bool scalar = t.get("anchor").rank() == 0;
+    try {
+      for (const char* role : {"anchor", "positive", "negative"}) join_role(table, t.get(role), role, role, image_field(), scalar, r);
+    } catch (const DataError& e) {
+      throw DataError(cat("triplet record ", sequence, ": ", e.what()));
+    }
+  }
 };
 
 }  // namespace
@@ -79,11 +64,8 @@ NodeType triplet_join_type() {
       .side_input("table", "id: i64[N]", "one record with every image: id [N], image [N,...], label [N] optional")
       .output("out", "anchor_id: i64, positive_id: i64, negative_id: i64", "triplet batches")
       .check([](SchemaContext& c) {
-        const PortSchema& trip = c.input("triplets");
         PortSchema out = join_schema(c, "triplets", "anchor", {"anchor", "positive", "negative"}, {});
-        if (!trip.is_any())
-          for (const FieldSchema& f : trip.fields())
-            if (!is_consumed(f.name) && !out.find(f.name)) out.add(f);
+        add_pass_through_fields(c.input("triplets"), is_consumed, out);
         c.set_output("out", out);
       })
       .create<TripletJoin>();

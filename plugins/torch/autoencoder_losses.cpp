@@ -77,6 +77,14 @@ class KlDivergence final : public Loss {
   std::vector<std::string> fields_;
 };
 
+// Both losses' check: every name in param `fields` is a field of the batch.
+void check_fields_in_batch(ContractContext& c) {
+  const PortSchema& batch = c.input("batch");
+  if (batch.is_any()) return;
+  for (const auto& f : c.params().strings("fields"))
+    if (!batch.find(f)) c.error(cat("fields names '", f, "', which the batch lacks (batch: ", batch.str(), ")"));
+}
+
 }  // namespace
 
 ComponentType reconstruction_type() {
@@ -91,12 +99,7 @@ ComponentType reconstruction_type() {
       .param(Param::strings("fields").default_value(std::vector<std::string>{}).doc(
           "image fields to reconstruct; empty: every image field of the batch"))
       .consumes("outputs", "reconstruction: f32[N,...]")
-      .check([](ContractContext& c) {
-        const PortSchema& batch = c.input("batch");
-        if (batch.is_any()) return;
-        for (const auto& f : c.params().strings("fields"))
-          if (!batch.find(f)) c.error(cat("fields names '", f, "', which the batch lacks (batch: ", batch.str(), ")"));
-      })
+      .check(check_fields_in_batch)
       .create<Reconstruction>();
 }
 
@@ -109,12 +112,7 @@ ComponentType kl_divergence_type() {
       .param(Param::strings("fields").default_value(std::vector<std::string>{}).doc(
           "image fields whose latents are regularised; empty: every image field of the batch"))
       .consumes("outputs", "mu: f32[N,...], logvar: f32[N,...]")
-      .check([](ContractContext& c) {
-        const PortSchema& batch = c.input("batch");
-        if (batch.is_any()) return;
-        for (const auto& f : c.params().strings("fields"))
-          if (!batch.find(f)) c.error(cat("fields names '", f, "', which the batch lacks (batch: ", batch.str(), ")"));
-      })
+      .check(check_fields_in_batch)
       .create<KlDivergence>();
 }
 

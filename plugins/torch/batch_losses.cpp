@@ -150,43 +150,45 @@ class AllPairs final : public Loss {
   double mu_, margin_;
 };
 
+// The declaration of a loss `name` over a label batch, as every loss of this file is: it reads the
+// batch's images with their labels (or pair_labels, for a batch whose pairs carry their own
+// relation) and the embeddings of those images.
+ComponentTypeBuilder label_batch_loss(const std::string& name) {
+  ComponentTypeBuilder b(name, "loss");
+  b.consumes("batch", "image: any[N,...]")
+      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
+      .consumes("outputs", "embedding: f32[N,D]");
+  return b;
+}
+
 }  // namespace
 
 ComponentType batch_hard_triplet_type() {
-  return ComponentTypeBuilder("torch.batch_hard_triplet", "loss")
+  return label_batch_loss("torch.batch_hard_triplet")
       .doc("Batch-hard triplet loss on a label batch (image, label or pair_labels), for PK batches: per anchor, the farthest "
            "positive and the closest negative; hinge or soft margin (Hermans et al. 2017). Anchors without a "
            "positive or a negative are skipped.")
       .param(margin_param(0.2, "m"))
       .param(Param::boolean("soft").default_value(false).doc("softplus(d_ap - d_an + m) instead of the hinge"))
-      .consumes("batch", "image: any[N,...]")
-      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
-      .consumes("outputs", "embedding: f32[N,D]")
       .create<BatchHard>();
 }
 
 ComponentType semi_hard_triplet_type() {
-  return ComponentTypeBuilder("torch.semi_hard_triplet", "loss")
+  return label_batch_loss("torch.semi_hard_triplet")
       .doc("Semi-hard triplet loss on a label batch (image, label or pair_labels): for every anchor-positive pair, the closest "
            "negative farther than the positive, else the farthest negative (FaceNet; TensorFlow's "
            "triplet_semihard_loss); mean of max(0, d_ap - d_an + m) over all anchor-positive pairs.")
       .param(margin_param(0.2, "m"))
-      .consumes("batch", "image: any[N,...]")
-      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
-      .consumes("outputs", "embedding: f32[N,D]")
       .create<SemiHard>();
 }
 
 ComponentType all_pairs_contrastive_type() {
-  return ComponentTypeBuilder("torch.all_pairs_contrastive", "loss")
+  return label_batch_loss("torch.all_pairs_contrastive")
       .doc("mu-weighted contrastive loss over all pairs i<j of a label batch (image, label or pair_labels): "
            "mu z d^2 + (1 - mu)(1 - z) max(0, l - d), z = 1 for equal labels (or pair_labels[i][j]); mean over "
            "the pairs whose relation is known.")
       .param(Param::number("mu").default_value(0.5).range(0.0, 1.0).doc("mu, the weight of the similar-pair term"))
       .param(margin_param(1.0, "l, the margin of dissimilar pairs"))
-      .consumes("batch", "image: any[N,...]")
-      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
-      .consumes("outputs", "embedding: f32[N,D]")
       .create<AllPairs>();
 }
 

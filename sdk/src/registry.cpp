@@ -28,6 +28,21 @@ static void check_params(const std::string& owner, const std::vector<ParamSpec>&
   }
 }
 
+// Files `type` (a NodeType or ComponentType) under its name in `table`, stamped with the plugin
+// registering it; a name already taken is an error naming whoever took it.
+template <class Type>
+static void add_named(std::map<std::string, Type>& table, Type type, const std::string& owner, const std::string& plugin,
+                      const std::string& plugin_file, const std::string& plugin_version) {
+  auto it = table.find(type.name);
+  if (it != table.end())
+    throw ConfigError(cat(owner, ": the name is already registered by ", origin(it->second.plugin, it->second.plugin_file)));
+  type.plugin = plugin;
+  type.plugin_file = plugin_file;
+  type.plugin_version = plugin_version;
+  std::string name = type.name;
+  table.emplace(std::move(name), std::move(type));
+}
+
 void Registry::add(NodeType type) {
   std::string owner = cat("node type '", type.name, "' from ", origin(plugin_, plugin_file_));
   if (type.name.find('.') == std::string::npos)
@@ -43,14 +58,7 @@ void Registry::add(NodeType type) {
       if (!p.side) throw ConfigError(cat(owner, ": a source may only have side inputs"));
   }
   check_params(owner, type.params);
-  auto it = nodes_.find(type.name);
-  if (it != nodes_.end())
-    throw ConfigError(cat(owner, ": the name is already registered by ", origin(it->second.plugin, it->second.plugin_file)));
-  type.plugin = plugin_;
-  type.plugin_file = plugin_file_;
-  type.plugin_version = plugin_version_;
-  std::string name = type.name;
-  nodes_.emplace(std::move(name), std::move(type));
+  add_named(nodes_, std::move(type), owner, plugin_, plugin_file_, plugin_version_);
 }
 
 void Registry::add(ComponentType type) {
@@ -58,14 +66,7 @@ void Registry::add(ComponentType type) {
   if (!type.create) throw ConfigError(cat(owner, ": no factory"));
   if (type.kind.empty()) throw ConfigError(cat(owner, ": no kind"));
   check_params(owner, type.params);
-  auto it = components_.find(type.name);
-  if (it != components_.end())
-    throw ConfigError(cat(owner, ": the name is already registered by ", origin(it->second.plugin, it->second.plugin_file)));
-  type.plugin = plugin_;
-  type.plugin_file = plugin_file_;
-  type.plugin_version = plugin_version_;
-  std::string name = type.name;
-  components_.emplace(std::move(name), std::move(type));
+  add_named(components_, std::move(type), owner, plugin_, plugin_file_, plugin_version_);
 }
 
 const NodeType* Registry::node_type(const std::string& name) const {

@@ -28,14 +28,6 @@ Value spec(Value::Map params) {
 Value num(double d) { return Value::number(d); }
 Array matrix(std::int64_t rows, std::int64_t cols, std::vector<float> v) { return Array::from_vector<float>({rows, cols}, std::move(v)); }
 
-Result run_graph(const fs::path& dir, const std::string& name, const std::string& yaml, std::vector<std::string> extra = {}) {
-  const auto path = dir / name;
-  write_file(path, yaml);
-  std::vector<std::string> args{"run", path.string(), "--quiet"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return run_cli(args);
-}
-
 #ifdef GEN_CROWD
 // 600 shapes, 40 workers, 240 grids: small enough for seconds of training.
 const fs::path& tiny_crowd() {
@@ -124,9 +116,7 @@ edges: [read.out -> train.in]
 )";
   };
   for (const auto& [log, seed] : std::vector<std::pair<std::string, int>>{{"a", 3}, {"b", 3}, {"c", 4}}) {
-    Result r = run_graph(dir, log + ".yaml", graph(log, seed, "mixture"));
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
+    Result r = run_graph_file_ok(dir, log + ".yaml", graph(log, seed, "mixture"));
   }
   const auto a = losses(dir / "a" / "metrics.csv"), b = losses(dir / "b" / "metrics.csv"), c = losses(dir / "c" / "metrics.csv");
   REQUIRE(a.size() >= 10);
@@ -137,13 +127,13 @@ edges: [read.out -> train.in]
   CHECK(a != c);
   // Every variant trains; a batch without members fails for a context variant, naming the field.
   for (const char* v : {"worker", "context"}) {
-    Result r = run_graph(dir, std::string(v) + ".yaml", graph(v, 3, v));
+    Result r = run_graph_file(dir, std::string(v) + ".yaml", graph(v, 3, v));
     INFO(r.err);
     CHECK(r.exit_code == 0);
   }
   std::string no_members = graph("nm", 3, "context");
   no_members.replace(no_members.find("with_members: true"), 18, "with_members: false");
-  Result r = run_graph(dir, "nm.yaml", no_members);
+  Result r = run_graph_file(dir, "nm.yaml", no_members);
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Catch::Contains("members"));
 }
@@ -156,7 +146,7 @@ TEST_CASE("graphs/cen_crowd.yaml, reduced, runs end to end and its table matches
                       "synth_grids=2000"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import csv, sys, numpy as np, h5py
 out, data = sys.argv[1:3]
 def check(c, *m):
@@ -247,8 +237,6 @@ sp, pr = sg["sampled_probability"][:], sg["probability"][:]
 check(np.all(pr >= sp - 1e-6) and np.any(pr > sp + 1e-3), "refinement", sp, pr)
 print("ok")
 )PY", {out.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 #endif
 
@@ -259,13 +247,11 @@ TEST_CASE("pixel encoders: shuffle_unit submission keeps submissions whole; crow
   const std::string csv = (data / "annotations.csv").string(), h5 = (data / "images.h5").string();
   // Submission shuffling: every pair once per epoch, each submission's 276 pairs contiguous and in
   // file order, submissions in a seeded order that differs from the file's.
-  Result r = run_graph(dir, "shuffle.yaml", "seed: 2\nnodes:\n  read: {type: crowd.grid_reader, params: {path: " + csv +
-                                               ", shuffle: true, shuffle_unit: submission, epochs: 2, batch_size: 1000}}\n"
-                                               "  save: {type: io.hdf5_writer, params: {path: " + (dir / "s.h5").string() + "}}\n"
-                                               "edges: [read.out -> save.in]\n");
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  Result py = run_python(R"PY(
+  run_graph_file_ok(dir, "shuffle.yaml", "seed: 2\nnodes:\n  read: {type: crowd.grid_reader, params: {path: " + csv +
+                    ", shuffle: true, shuffle_unit: submission, epochs: 2, batch_size: 1000}}\n"
+                    "  save: {type: io.hdf5_writer, params: {path: " + (dir / "s.h5").string() + "}}\n"
+                    "edges: [read.out -> save.in]\n");
+  check_python(R"PY(
 import sys, h5py, numpy as np
 d = h5py.File(sys.argv[1])["data"]
 w, g, a, b, e = (d[k][:] for k in ("worker", "grid", "a_id", "b_id", "epoch"))
@@ -281,8 +267,6 @@ for ep in (0, 1):
 assert runs != first, "epochs share an order"
 print("ok")
 )PY", {(dir / "s.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   // crowd.unique around a CNN trains exactly like the CNN alone from the same initial weights (no
   // batch norm: its statistics would differ on distinct rows), and a pixel crowd.cen trains
   // through image.pair_join.
@@ -296,23 +280,19 @@ print("ok")
   };
   const std::string cnn = "{type: torch.small_cnn, in_channels: 3, channels: [8], hidden: 0, embedding_dim: 4, batchnorm: false";
   // The initial weights: one step at lr 0.
-  Result init = run_graph(dir, "init.yaml", graph(cnn + "}", "{type: torch.contrastive}", "init",
-                                                  ", optimizer: {type: torch.sgd, lr: 0.0}, checkpoint_dir: " + (dir / "ckpt").string()));
-  INFO(init.err);
-  REQUIRE(init.exit_code == 0);
+  run_graph_file_ok(dir, "init.yaml", graph(cnn + "}", "{type: torch.contrastive}", "init",
+                                            ", optimizer: {type: torch.sgd, lr: 0.0}, checkpoint_dir: " + (dir / "ckpt").string()));
   const std::string w = ", weights: " + (dir / "ckpt" / "step-00000012.pt").string() + "}";
   for (const auto& [model, log] : std::vector<std::pair<std::string, std::string>>{{cnn + w, "plain"},
                                                                                    {"{type: crowd.unique, model: " + cnn + "}" + w, "unique"}}) {
-    Result t = run_graph(dir, log + ".yaml", graph(model, "{type: torch.contrastive}", log));
-    INFO(t.err);
-    REQUIRE(t.exit_code == 0);
+    run_graph_file_ok(dir, log + ".yaml", graph(model, "{type: torch.contrastive}", log));
   }
   const auto plain = losses(dir / "plain" / "metrics.csv"), unique = losses(dir / "unique" / "metrics.csv");
   REQUIRE(plain.size() == 3);
   REQUIRE(unique.size() == 3);
   for (std::size_t i = 0; i < plain.size(); ++i) CHECK(unique[i] == Approx(plain[i]).epsilon(1e-4));
-  Result cen = run_graph(dir, "cen.yaml", graph("{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 4, encoder: " + cnn + "}}",
-                                                 "{type: crowd.cen_loss}", "cen"));
+  Result cen = run_graph_file(dir, "cen.yaml", graph("{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 4, encoder: " + cnn + "}}",
+                                                     "{type: crowd.cen_loss}", "cen"));
   INFO(cen.err);
   CHECK(cen.exit_code == 0);
   CHECK(losses(dir / "cen" / "metrics.csv").size() == 3);
@@ -326,15 +306,13 @@ TEST_CASE("product mixing and the spread context: a = K softmax(z^w + z^g), z^g 
   const std::string csv = (data / "annotations.csv").string();
   auto graph = [&](const std::string& model, const std::string& name) { return scored_cen_graph(csv, dir, model, name); };
   const std::string cen = "{type: crowd.cen, variant: mixture, images: 600, workers: 40, embedding_dim: 6, ";
-  Result r = run_graph(dir, "product.yaml", graph(cen + "context: spread, mixing: product}", "product"));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  run_graph_file_ok(dir, "product.yaml", graph(cen + "context: spread, mixing: product}", "product"));
   // The exported logits and spreads against the formulas, recomputed with NumPy: the context
   // logits are an affine function of log(spread + 1e-3) (least squares fits them to float
   // precision; the same fit against another submission's spread does not), and a is K times the
   // softmax of the summed logits. The spread export is computed by crowd.cen_score, apart from
   // the model's own.
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 d = h5py.File(sys.argv[1])["data"]
 a, zw, zg, s = (d[k][:].astype(np.float64) for k in ("attributes", "worker_attributes", "context_attributes", "spread"))
@@ -355,15 +333,13 @@ for x in np.unique(w)[:10]:
     assert np.allclose(zw[w == x], zw[w == x][0], atol=1e-6)
 print("ok", fit, wrong)
 )PY", {(dir / "product.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   // Training lowers the loss.
   const auto l = losses(dir / "product" / "metrics.csv");
   REQUIRE(l.size() >= 5);
   CHECK(l.back() < 0.8 * l.front());
   // The spread context reads the members' rows of the id table: with a pixel encoder it is a
   // configuration error naming the parameter.
-  Result bad = run_graph(dir, "bad.yaml", graph(cen + "context: spread, encoder: {type: torch.small_cnn, in_channels: 3, embedding_dim: 6}}", "bad"));
+  Result bad = run_graph_file(dir, "bad.yaml", graph(cen + "context: spread, encoder: {type: torch.small_cnn, in_channels: 3, embedding_dim: 6}}", "bad"));
   CHECK(bad.exit_code != 0);
   CHECK_THAT(bad.err, Catch::Contains("context: spread"));
 }
@@ -379,9 +355,7 @@ TEST_CASE("spread_units: the context logits add a learned piecewise-linear funct
   // Product mixing exports the logits z^g; sum mixing the activation a^g = ReLU(P s + b + bends)
   // of the spread s itself (the bends always read log s).
   for (const std::string mixing : {"product", "sum"}) {
-    Result r = run_graph(dir, mixing + ".yaml", graph(cen + "context: spread, mixing: " + mixing + ", spread_units: 3}", mixing));
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
+    run_graph_file_ok(dir, mixing + ".yaml", graph(cen + "context: spread, mixing: " + mixing + ", spread_units: 3}", mixing));
     // The exported context logits recomputed in NumPy from the final checkpoint's parameters and
     // the exported spreads. The bend weights start at 0 and must have moved, and the bends must
     // matter: without them the same parameters miss the export.
@@ -410,7 +384,7 @@ print("ok", err, without)
   // Bends shape the spread context's logits; anything else is a configuration error.
   for (const std::string& model : std::vector<std::string>{cen + "context: members, spread_units: 3}", "{type: crowd.cen, variant: worker, images: 600, workers: 40, "
                                                                                "embedding_dim: 6, context: spread, spread_units: 3}"}) {
-    Result bad = run_graph(dir, "bad.yaml", graph(model, "bad"));
+    Result bad = run_graph_file(dir, "bad.yaml", graph(model, "bad"));
     CHECK(bad.exit_code == 2);
     CHECK_THAT(bad.err, Catch::Contains("spread_units"));
   }
@@ -457,13 +431,11 @@ TEST_CASE("crowd.cen_score ensemble: mean distance, per-member submissions, retr
     }
     return g + e + "]\n";
   };
-  Result r = run_graph(dir, "ensemble.yaml", graph(2, 2));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  Result r = run_graph_file_ok(dir, "ensemble.yaml", graph(2, 2));
   // NumPy from the exports: the ensemble's distance is the members' mean; its submissions are
   // the members' own, tagged 0 and 1; its retrieval maps each member's dimensions on that
   // member's train submissions and predicts the attribute with the largest mean share.
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import csv, sys, h5py, numpy as np
 dir, data = sys.argv[1:3]
 def h(name): return h5py.File(f"{dir}/{name}.h5")["data"]
@@ -526,15 +498,13 @@ reported = [float(x) for x in text.split("each member alone (argmax a): ")[1].sp
 assert np.allclose(reported, alone, atol=6e-4), (reported, alone)
 print("ok", acc, np.mean(ok), predicted, alone)
 )PY", {dir.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   // The dimension mapping is written per member.
   CHECK_THAT(read_file(dir / "ens_dimensions.csv"), Catch::StartsWith("member,dimension,mapped_attribute"));
   // Fewer snapshots than the ensemble takes, or more, stop the run naming the count.
-  Result few = run_graph(dir, "few.yaml", graph(3, 2));
+  Result few = run_graph_file(dir, "few.yaml", graph(3, 2));
   CHECK(few.exit_code == 1);
   CHECK_THAT(few.err, Catch::Contains("ensemble: 3 but the side port `model` ended after 2 snapshot(s)"));
-  Result many = run_graph(dir, "many.yaml", graph(2, 3));
+  Result many = run_graph_file(dir, "many.yaml", graph(2, 3));
   CHECK(many.exit_code == 1);
   CHECK_THAT(many.err, Catch::Contains("ensemble: 2 received snapshot 3"));
   // An ensemble's train submissions scored against one model's test submissions: member 1 has
@@ -543,7 +513,7 @@ print("ok", acc, np.mean(ok), predicted, alone)
   const std::string edge = "ens.submissions -> ret.test";
   REQUIRE(mixed.find(edge) != std::string::npos);
   mixed.replace(mixed.find(edge), edge.size(), "s1.submissions -> ret.test");
-  Result unmatched = run_graph(dir, "mixed.yaml", mixed);
+  Result unmatched = run_graph_file(dir, "mixed.yaml", mixed);
   CHECK(unmatched.exit_code == 1);
   CHECK_THAT(unmatched.err, Catch::Contains("train submissions of member 1 but no test submissions of it"));
   // A CEN and a plain id table are not one ensemble: the scorer says so.
@@ -559,7 +529,7 @@ print("ok", acc, np.mean(ok), predicted, alone)
       "  sink: {type: core.sink}\n"
       "edges: [read.out -> cen.in, read.out -> table.in, cen.model -> models.in, table.model -> models.in, models.out -> ens.model,"
       " test.out -> ens.pairs, ens.pairs -> sink.in]\n";
-  Result mixed_kinds = run_graph(dir, "kinds.yaml", kinds);
+  Result mixed_kinds = run_graph_file(dir, "kinds.yaml", kinds);
   CHECK(mixed_kinds.exit_code == 1);
   CHECK_THAT(mixed_kinds.err, Catch::Contains("ensemble members must all be crowd.cen models or all not"));
 }
@@ -583,10 +553,8 @@ TEST_CASE("torch.embed rebuilds a CEN snapshot: an id-table CEN embeds image ids
       "  save_table: {type: io.hdf5_writer, params: {path: " + (dir / "table.h5").string() + "}}\n"
       "edges: [read.out -> train.in, train.model -> embed.model, train.model -> score.model, ids.out -> named.in, named.out -> batches.in,"
       " batches.out -> embed.in, embed.out -> save_embed.in, score.embeddings -> save_table.in]\n";
-  Result r = run_graph(dir, "embed.yaml", g);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  Result py = run_python(R"PY(
+  run_graph_file_ok(dir, "embed.yaml", g);
+  check_python(R"PY(
 import sys, h5py, numpy as np
 e, t = h5py.File(sys.argv[1])["data"], h5py.File(sys.argv[2])["data"]
 assert list(e["id"][:]) == list(range(600)) and list(t["id"][:]) == list(range(600))
@@ -594,7 +562,5 @@ assert e["embedding"].shape == (600, 6) and np.abs(e["embedding"][:]).max() > 0
 assert np.array_equal(e["embedding"][:], t["embedding"][:])
 print("ok")
 )PY", {(dir / "embed.h5").string(), (dir / "table.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 #endif

@@ -23,14 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Result run_graph(const fs::path& dir, const std::string& name, const std::string& yaml, std::vector<std::string> extra = {}) {
-  const auto path = dir / name;
-  write_file(path, yaml);
-  std::vector<std::string> args{"run", path.string(), "--quiet"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return run_cli(args);
-}
-
 #ifdef GEN_CROWD
 Result gen(const fs::path& out, std::vector<std::string> args) {
   std::vector<std::string> argv{GEN_CROWD, "--out", out.string()};
@@ -101,17 +93,13 @@ TEST_CASE("grid_reader on the tiny file: pairs, unassigned images, CSV = JSON, s
     const fs::path out = dir / name;
     fs::create_directories(out);
     const std::string file = source_dir() + "/tests/crowd/data/" + name;
-    Result r = run_graph(out, "g.yaml", reader_graph(out, "path: " + file + ", grid_size: 4, batch_size: 5"));
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
+    Result r = run_graph_file_ok(out, "g.yaml", reader_graph(out, "path: " + file + ", grid_size: 4, batch_size: 5"));
   }
   // Single-pair records (batch_size 0) carry the same values.
   const fs::path single = dir / "single";
   fs::create_directories(single);
-  Result r = run_graph(single, "g.yaml", reader_graph(single, "path: " + source_dir() + "/tests/crowd/data/tiny.csv, grid_size: 4, batch_size: 0"));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  Result py = run_python(std::string(kPython) + R"PY(
+  run_graph_file_ok(single, "g.yaml", reader_graph(single, "path: " + source_dir() + "/tests/crowd/data/tiny.csv, grid_size: 4, batch_size: 0"));
+  check_python(std::string(kPython) + R"PY(
 d = sys.argv[1]; tiny = sys.argv[2]
 anns = annotations(tiny)
 want = expand(anns, list(anns))
@@ -130,8 +118,6 @@ check(n["clusters"][3].tolist() == [0, 1, 1, -1], n["clusters"][:])
 check(n["worker"][:].tolist() == [0, 1, 0, 1])
 print("ok")
 )PY", {dir.string(), source_dir() + "/tests/crowd/data/tiny.csv"});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 #ifdef GEN_CROWD
@@ -157,11 +143,11 @@ TEST_CASE("grid_reader pairs equal a Python expansion of gen_crowd's annotations
   for (const Run& run : runs) {
     const fs::path out = dir / run.name;
     fs::create_directories(out);
-    Result r = run_graph(out, "g.yaml", reader_graph(out, run.params));
+    Result r = run_graph_file(out, "g.yaml", reader_graph(out, run.params));
     INFO(run.name << ": " << r.err);
     REQUIRE(r.exit_code == 0);
   }
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 d, data = sys.argv[1:3]
 anns = annotations(f"{data}/annotations.csv")
 keys = list(anns)
@@ -201,8 +187,6 @@ check(len({p[0] for p in wte}) == round(0.15 * W), "test workers", len({p[0] for
 check(0.05 < len(wte) / len(allp) < 0.3, "worker test share", len(wte) / len(allp))
 print("ok")
 )PY", {dir.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("shuffled pairs are seeded by the graph seed and are a permutation") {
@@ -213,11 +197,9 @@ TEST_CASE("shuffled pairs are seeded by the graph seed and are a permutation") {
   for (const auto& [name, extra] : runs) {
     const fs::path out = dir / name;
     fs::create_directories(out);
-    Result r = run_graph(out, "g.yaml", reader_graph(out, "path: " + csv + ", split: train, shuffle: true, epochs: 2, batch_size: 500"), extra);
-    INFO(r.err);
-    REQUIRE(r.exit_code == 0);
+    run_graph_file_ok(out, "g.yaml", reader_graph(out, "path: " + csv + ", split: train, shuffle: true, epochs: 2, batch_size: 500"), extra);
   }
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 d = sys.argv[1]
 a, b, c, t = (pairs(f"{d}/{x}/pairs.h5") for x in "a b c t2".split())
 check(a == b, "same seed differs")
@@ -230,8 +212,6 @@ check((e[:n] == 0).all() and (e[n:] == 1).all(), "epochs")
 check(a[:n] != a[n:] and sorted(a[:n]) == sorted(a[n:]), "epochs reshuffle")
 print("ok")
 )PY", {dir.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("gen_crowd is deterministic by seed") {
@@ -256,7 +236,7 @@ TEST_CASE("gen_crowd is deterministic by seed") {
   CHECK(read_file(dir / "a" / "annotations.csv") != read_file(dir / "c" / "annotations.csv"));
   CHECK(read_file(dir / "a" / "images/000123.png") != read_file(dir / "c" / "images/000123.png"));
   // images.h5 records its creation time, so its datasets are compared.
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 d = sys.argv[1]
 a, b, c = (h5py.File(f"{d}/{x}/images.h5", "r")["images"] for x in "abc")
@@ -271,8 +251,6 @@ if len(subs) != 240 or set(per_grid.values()) != {2} or len(per_grid) != 120: pr
 if min(per_worker.values()) < 8 or len(per_worker) != 30: print("FAIL per worker", per_worker); sys.exit(1)
 print("ok")
 )PY", {dir.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("gen_crowd --open-fraction: open-minded workers get flat biases and leave the others' draws alone") {
@@ -284,7 +262,7 @@ TEST_CASE("gen_crowd --open-fraction: open-minded workers get flat biases and le
   INFO(r1.err << r2.err);
   REQUIRE(r1.exit_code == 0);
   REQUIRE(r2.exit_code == 0);
-  Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, csv, numpy as np
 d = sys.argv[1]
 base, op = ({int(r["worker"]): r for r in csv.DictReader(open(f"{d}/{x}/workers.csv"))} for x in ("base", "open"))
@@ -302,8 +280,6 @@ peak_biased = np.mean([bias(r).max() for w, r in op.items() if r["open"] == "0" 
 assert peak_open < 0.55 and peak_biased > 0.8, (peak_open, peak_biased)   # Dirichlet(5) vs Dirichlet(0.05) over 5 attributes
 print("ok", peak_open, peak_biased)
 )PY", {dir.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
   for (const auto& bad : std::vector<std::vector<std::string>>{{"--open-fraction", "1.5"},
                                                                {"--open-fraction", "0.95", "--noisy-fraction", "0.1"},
                                                                {"--open-concentration", "0"}}) {
@@ -325,7 +301,7 @@ TEST_CASE("simulator statistics: noise, worker bias and context sway") {
   REQUIRE(r2.exit_code == 0);
   // Everything is recomputed from images.h5 and the annotation CSV; truth.csv and workers.csv
   // supply only what cannot be observed (which submissions are lapses, the bias vectors).
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 from sklearn.metrics import adjusted_rand_score as ari
 def salience(v, n):
     p = np.bincount(v, minlength=n) / len(v)
@@ -393,8 +369,6 @@ check(ctx["lift"] > 5 * ctx["lift_se"], "used attributes are not the more variab
 check(abs(flat["lift"]) < 4 * flat["lift_se"], "variance lift without context strength", flat["lift"], flat["lift_se"])
 print("ok")
 )PY", {(dir / "ctx").string(), (dir / "flat").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 #ifdef CROWD_HAVE_IMAGE_IO
@@ -408,14 +382,12 @@ TEST_CASE("gen_crowd images are read by io.hdf5_reader and image.files_reader") 
       "  out1:  {type: io.hdf5_writer, params: {path: " + (dir / "h5.h5").string() + "}}\n"
       "  out2:  {type: io.hdf5_writer, params: {path: " + (dir / "png.h5").string() + "}}\n"
       "edges: [h5.out -> out1.in, png.out -> out2.in]\n";
-  Result r = run_graph(dir, "g.yaml", yaml);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  Result r = run_graph_file_ok(dir, "g.yaml", yaml);
   Result fm = gen(dir / "fmnist", {"--dataset", "fashion-mnist", "--images", "600", "--workers", "20", "--grids", "50",
                                    "--fmnist-split", "test", "--no-png"});
   INFO(fm.err);
   REQUIRE(fm.exit_code == 0);
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 import gzip
 from PIL import Image
 d, data = sys.argv[1:3]
@@ -456,8 +428,6 @@ check((m["ink"][:] == terc(area)).all(), "ink terciles")
 check(sorted(np.bincount(m["ink"][:]).tolist())[0] > 150, "ink bins unbalanced", np.bincount(m["ink"][:]))
 print("ok")
 )PY", {dir.string(), data.string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("image.pair_join passes the reader's worker, grid, epoch and members through") {
@@ -471,8 +441,8 @@ TEST_CASE("image.pair_join passes the reader's worker, grid, epoch and members t
     r.replace(r.find("NAMES"), 5, names);
     return r;
   };
-  Result r = run_graph(dir, "g.yaml", "seed: 5\nnodes:\n  pairs: " + with("names: sampler") + "\n  plain: " +
-                                          with("names: contract") + R"(
+  Result r = run_graph_file_ok(dir, "g.yaml", "seed: 5\nnodes:\n  pairs: " + with("names: sampler") + "\n  plain: " +
+                               with("names: contract") + R"(
   images: {type: io.hdf5_reader, params: {path: )" + (data / "images.h5").string() + R"(}}
   table:  {type: image.collect}
   join:   {type: image.pair_join}
@@ -480,9 +450,7 @@ TEST_CASE("image.pair_join passes the reader's worker, grid, epoch and members t
   save2:  {type: io.hdf5_writer, params: {path: )" + plain + R"(}}
 edges: [pairs.out -> join.pairs, images.out -> table.in, table.out -> join.table, join.out -> save.in, plain.out -> save2.in]
 )");
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  Result py = run_python(std::string(kPython) + R"PY(
+  check_python(std::string(kPython) + R"PY(
 j = h5py.File(sys.argv[1], "r")["data"]; p = h5py.File(sys.argv[2], "r")["data"]
 for k in ("worker", "grid", "epoch", "members", "a_id", "b_id", "pair_label"):
     check(k in j, "missing", k)
@@ -496,8 +464,6 @@ a = j["a_image"][:50]; want = imgs["image"][:][[pos[int(i)] for i in j["a_id"][:
 check(np.array_equal(a, want), "a_image rows")
 print("ok")
 )PY", {joined, plain, (data / "images.h5").string()});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
 }
 
 TEST_CASE("graphs/crowd_data.yaml runs on gen_crowd output") {
@@ -514,16 +480,27 @@ TEST_CASE("graphs/crowd_data.yaml runs on gen_crowd output") {
 
 #endif  // GEN_CROWD
 
-TEST_CASE("crowd.triplets' example runs as pasted: triplets from one submission's clusters") {
-  Result r = run_cli({"inspect", "crowd.triplets"});
+namespace {
+
+// Runs the example `inspect <type>` prints, as a user pasting it would, from the source tree;
+// the example must be there and the run must succeed.
+Result run_pasted_example(const std::string& type, const std::string& scratch) {
+  Result r = run_cli({"inspect", type});
   REQUIRE(r.exit_code == 0);
   const auto at = r.out.find("Example:\n");
   REQUIRE(at != std::string::npos);
-  const fs::path file = scratch_dir("crowd_triplets_example") / "example.yaml";
+  const fs::path file = scratch_dir(scratch) / "example.yaml";
   write_file(file, r.out.substr(at + 9));
   Result run = run_process({"/bin/sh", "-c", "cd '" + source_dir() + "' && '" EMBEDFLOW_CLI "' run --quiet '" + file.string() + "'"});
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("crowd.triplets' example runs as pasted: triplets from one submission's clusters") {
+  const Result run = run_pasted_example("crowd.triplets", "crowd_triplets_example");
   // tiny.csv: each of the 4 grids has a cluster of two or more and another cluster; 2 triplets
   // each = 8, in two batches of 4. Grid 0 clusters {10, 11} and {12, 13}: an anchor 12 there has
   // positive 13 and negative 10 or 11.
@@ -532,15 +509,7 @@ TEST_CASE("crowd.triplets' example runs as pasted: triplets from one submission'
 }
 
 TEST_CASE("crowd.grid_reader's example runs as pasted from the source tree") {
-  Result r = run_cli({"inspect", "crowd.grid_reader"});
-  REQUIRE(r.exit_code == 0);
-  const auto at = r.out.find("Example:\n");
-  REQUIRE(at != std::string::npos);
-  const fs::path file = scratch_dir("crowd_example") / "example.yaml";
-  write_file(file, r.out.substr(at + 9));
-  Result run = run_process({"/bin/sh", "-c", "cd '" + source_dir() + "' && '" EMBEDFLOW_CLI "' run --quiet '" + file.string() + "'"});
-  INFO(run.err);
-  REQUIRE(run.exit_code == 0);
+  const Result run = run_pasted_example("crowd.grid_reader", "crowd_example");
   // tiny.csv, test_fraction 0.25: three train grids, 6 + 6 + 3 pairs (grid 3 has an unassigned image).
   CHECK(run.out.find("pair_label: [0, 0, 1]") != std::string::npos);
   CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 4);
@@ -550,14 +519,14 @@ TEST_CASE("malformed annotation files stop a run naming file:line; bad parameter
   const fs::path dir = scratch_dir("crowd_errors");
   write_file(dir / "bad.csv", "worker,grid,image,cluster\n0,0,1,0\n0,0,2,zero\n");
   const std::string sink = "  show: {type: core.sink}\nedges: [read.out -> show.in]\n";
-  Result r = run_graph(dir, "bad.yaml", "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.csv").string() + ", grid_size: 0}}\n" + sink);
+  Result r = run_graph_file(dir, "bad.yaml", "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.csv").string() + ", grid_size: 0}}\n" + sink);
   CHECK(r.exit_code == 1);
   CHECK(r.err.find((dir / "bad.csv").string() + ":3: column 'cluster': 'zero' is not an integer") != std::string::npos);
   CHECK(r.err.find("node 'read'") != std::string::npos);
 
   write_file(dir / "bad.json", "{\"annotations\": [{\"worker\": 0, \"grid\": 0, \"images\": [1, 2], \"clusters\": [0, 1]},\n"
                                "  {\"worker\": 1, \"grid\": 0, \"images\": [1, 3], \"clusters\": [0, 1]}]}\n");
-  r = run_graph(dir, "bad_json.yaml", "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.json").string() + ", grid_size: 2}}\n" + sink);
+  r = run_graph_file(dir, "bad_json.yaml", "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.json").string() + ", grid_size: 2}}\n" + sink);
   CHECK(r.exit_code == 1);
   CHECK(r.err.find((dir / "bad.json").string() + ":2: grid 0 (worker 1) lists image 3") != std::string::npos);
 

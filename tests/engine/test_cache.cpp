@@ -321,9 +321,7 @@ TEST_CASE("embedflow cache ls, info and rm") {
   CHECK_THAT(info.out, Catch::Contains("text: str[]"));
   CHECK_THAT(info.out, Catch::Contains("\"param.path\""));
 
-  Result none = run_cli({"cache", "rm", "nosuchnode", "--cache-dir", f.cache.string()});
-  CHECK(none.exit_code == 2);
-  CHECK_THAT(none.err, Catch::Contains("no entry matches 'nosuchnode'"));
+  check_cli_fails({"cache", "rm", "nosuchnode", "--cache-dir", f.cache.string()}, 2, "no entry matches 'nosuchnode'");
   Result rm = run_cli({"cache", "rm", fp.substr(0, 8), "--cache-dir", f.cache.string()});
   REQUIRE(rm.exit_code == 0);
   CHECK(entries(f.cache).size() == 1);
@@ -331,9 +329,8 @@ TEST_CASE("embedflow cache ls, info and rm") {
   REQUIRE(rm_node.exit_code == 0);
   CHECK(entries(f.cache).empty());
 
-  Result bad = run_cli({"cache", "gc", "--older-than", "soon", "--cache-dir", f.cache.string()});
-  CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.err, Catch::Contains("--older-than takes a duration"));
+  check_cli_fails({"cache", "gc", "--older-than", "soon", "--cache-dir", f.cache.string()}, 2,
+                  "--older-than takes a duration");
 }
 
 TEST_CASE("gc evicts by age and by total size, least recently used first") {

@@ -38,9 +38,7 @@ TEST_CASE("usage errors and missing files exit 2") {
   CHECK(run_cli({"frobnicate"}).exit_code == 2);
   CHECK(run_cli({"run"}).exit_code == 2);
   CHECK(run_cli({"run", "x.yaml", "--threads", "many"}).exit_code == 2);
-  Result missing = run_cli({"run", "/nonexistent/g.yaml"});
-  CHECK(missing.exit_code == 2);
-  CHECK_THAT(missing.err, Catch::Contains("/nonexistent/g.yaml: cannot open graph file"));
+  check_cli_fails({"run", "/nonexistent/g.yaml"}, 2, "/nonexistent/g.yaml: cannot open graph file");
   Result set = run_cli({"run", source_dir() + "/graphs/quickstart.yaml", "--set", "numbers.count=ten"});
   CHECK(set.exit_code == 2);
   CHECK_THAT(set.err, Catch::Contains("--set numbers.count=ten: node 'numbers': parameter 'count' expects an integer"));
@@ -54,16 +52,14 @@ TEST_CASE("a failing node stops the run with exit 1 naming it") {
   out: {type: core.sink, params: {mode: print, out: )" + (dir / "printed.txt").string() + R"(}}
 edges: [numbers.out -> bomb.in, bomb.out -> out.in]
 )");
-  Result r = run_cli({"run", (dir / "g.yaml").string(), testing_path()});
-  CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Catch::Contains("g.yaml:3:3: node 'bomb' (testing.explode) failed in process: record 10 is poisoned"));
+  check_cli_fails({"run", (dir / "g.yaml").string(), testing_path()}, 1,
+                  "g.yaml:3:3: node 'bomb' (testing.explode) failed in process: record 10 is poisoned");
 }
 
 TEST_CASE("a plugin with a mismatched ABI refuses to load, naming both versions") {
-  Result r = run_cli({"inspect", std::string("--plugin-path=") + EMBEDFLOW_BAD_PLUGIN_DIR});
-  CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains(embedflow::cat("libembedflow_badabi.so: built for embedflow ABI ", EMBEDFLOW_ABI_VERSION + 41,
-                                              " but this engine has ABI ", EMBEDFLOW_ABI_VERSION)));
+  check_cli_fails({"inspect", std::string("--plugin-path=") + EMBEDFLOW_BAD_PLUGIN_DIR}, 2,
+                  embedflow::cat("libembedflow_badabi.so: built for embedflow ABI ", EMBEDFLOW_ABI_VERSION + 41,
+                                 " but this engine has ABI ", EMBEDFLOW_ABI_VERSION));
 }
 
 TEST_CASE("inspect describes types like gst-inspect, and dumps JSON") {
@@ -77,9 +73,7 @@ TEST_CASE("inspect describes types like gst-inspect, and dumps JSON") {
   CHECK_THAT(list.out, Catch::Contains("core.quantile                [aggregate]"));
   Result comp = run_cli({"inspect", "core.quantile"});
   CHECK_THAT(comp.out, Catch::Contains("q                      float  REQUIRED  range [0, 1]"));
-  Result unknown = run_cli({"inspect", "core.bach"});
-  CHECK(unknown.exit_code == 2);
-  CHECK_THAT(unknown.err, Catch::Contains("did you mean 'core.batch'?"));
+  check_cli_fails({"inspect", "core.bach"}, 2, "did you mean 'core.batch'?");
 
   Result json = run_cli({"inspect", "--json"});
   REQUIRE(json.exit_code == 0);
@@ -174,15 +168,13 @@ TEST_CASE("graph variables: typed substitution, string interpolation, --set over
   CHECK(typed.exit_code == 2);
   CHECK_THAT(typed.err, Catch::Contains("g.yaml:3:"));
   CHECK_THAT(typed.err, Catch::Contains("parameter 'count' expects an integer"));
-  Result unknown_set = run_cli({"validate", (dir / "g.yaml").string(), "--set", "scal=3"});
-  CHECK(unknown_set.exit_code == 2);
-  CHECK_THAT(unknown_set.err, Catch::Contains("no variable 'scal'; did you mean 'scale'?"));
+  check_cli_fails({"validate", (dir / "g.yaml").string(), "--set", "scal=3"}, 2,
+                  "no variable 'scal'; did you mean 'scale'?");
 
   write_file(dir / "bad.yaml", "vars: {n: 5}\nnodes:\n  numbers: {type: core.range, params: {count: \"${m}\"}}\n"
                                "  show: {type: core.sink}\nedges: [numbers -> show]\n");
-  Result unknown = run_cli({"validate", (dir / "bad.yaml").string()});
-  CHECK(unknown.exit_code == 2);
-  CHECK_THAT(unknown.err, Catch::Contains("bad.yaml:3:47: node 'numbers': unknown variable '${m}'"));
+  check_cli_fails({"validate", (dir / "bad.yaml").string()}, 2,
+                  "bad.yaml:3:47: node 'numbers': unknown variable '${m}'");
 }
 
 TEST_CASE("enabled: false leaves out a branch and what only it fed") {
@@ -207,9 +199,7 @@ TEST_CASE("enabled: false leaves out a branch and what only it fed") {
   REQUIRE(only_b.exit_code == 0);
   CHECK_THAT(only_b.out, Catch::Contains("count: 4"));
   CHECK_THAT(only_b.err, Catch::Contains(": a, a_scaled"));
-  Result bad = run_cli({"validate", (dir / "g.yaml").string(), "--set", "with_b=maybe"});
-  CHECK(bad.exit_code == 2);
-  CHECK_THAT(bad.err, Catch::Contains("enabled must be true or false"));
+  check_cli_fails({"validate", (dir / "g.yaml").string(), "--set", "with_b=maybe"}, 2, "enabled must be true or false");
 }
 
 TEST_CASE("damaged plugin files, FIFOs and missing plugin dirs are refused with a message") {
@@ -217,21 +207,18 @@ TEST_CASE("damaged plugin files, FIFOs and missing plugin dirs are refused with 
   // A plugin cut to half its bytes would fault (SIGBUS) inside dlopen; the ELF headers say so first.
   std::string whole = read_file(std::string(EMBEDFLOW_TESTING_PLUGIN_DIR) + "/libembedflow_testing.so");
   write_file(dir / "libembedflow_testing.so", whole.substr(0, whole.size() / 2));
-  Result cut = run_cli({"inspect", "--plugin-path=" + dir.string()});
-  CHECK(cut.exit_code == 2);
-  CHECK_THAT(cut.err, Catch::Contains("libembedflow_testing.so: cannot load: truncated or damaged"));
+  check_cli_fails({"inspect", "--plugin-path=" + dir.string()}, 2,
+                  "libembedflow_testing.so: cannot load: truncated or damaged");
   std::filesystem::remove(dir / "libembedflow_testing.so");
   // A FIFO would block the read forever.
   REQUIRE(run_process({"/usr/bin/mkfifo", (dir / "libembedflow_fifo.so").string()}).exit_code == 0);
-  Result fifo = run_cli({"inspect", "--plugin-path=" + dir.string()});
-  CHECK(fifo.exit_code == 2);
-  CHECK_THAT(fifo.err, Catch::Contains("libembedflow_fifo.so: cannot load: not a regular file"));
+  check_cli_fails({"inspect", "--plugin-path=" + dir.string()}, 2,
+                  "libembedflow_fifo.so: cannot load: not a regular file");
   Result missing = run_cli({"validate", source_dir() + "/graphs/quickstart.yaml", "--plugin-path=/nonexistent/plugins"});
   CHECK(missing.exit_code == 2);
   CHECK_THAT(missing.err, Catch::Contains("--plugin-path /nonexistent/plugins: no such directory"));
-  Result seed = run_cli({"run", source_dir() + "/graphs/quickstart.yaml", "--seed", "-5"});
-  CHECK(seed.exit_code == 2);
-  CHECK_THAT(seed.err, Catch::Contains("--seed must be a non-negative integer"));
+  check_cli_fails({"run", source_dir() + "/graphs/quickstart.yaml", "--seed", "-5"}, 2,
+                  "--seed must be a non-negative integer");
 }
 
 TEST_CASE("no built binary searches the working directory for libraries") {

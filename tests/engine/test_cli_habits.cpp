@@ -15,13 +15,7 @@ using nlohmann::json;
 
 TEST_CASE("dot hides default parameters unless --all-params, and lays out large graphs top to bottom", "[habits]") {
   const fs::path dir = scratch_dir("dot");
-  write_file(dir / "g.yaml", R"(seed: 1
-nodes:
-  numbers: {type: core.range, params: {count: 5}}
-  scaled:  {type: core.map_affine, params: {scale: 2.5}}
-  show:    {type: core.sink, params: {mode: count}}
-edges: [numbers -> scaled, scaled -> show]
-)");
+  write_file(dir / "g.yaml", numbers_through("seed: 1\n", 5, "scaled", "{type: core.map_affine, params: {scale: 2.5}}"));
   Result r = run_cli({"dot", (dir / "g.yaml").string()});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("scale=2.5") != std::string::npos);

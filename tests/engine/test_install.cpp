@@ -65,15 +65,8 @@ TEST_CASE("plugin_dirs: a graph names plugin folders relative to itself", "[inst
   const fs::path dir = scratch_dir("plugin_dirs");
   fs::create_directories(dir / "project/plugins");
   fs::copy_file(fs::path(EMBEDFLOW_TESTING_PLUGIN_DIR) / "libembedflow_testing.so", dir / "project/plugins/libembedflow_testing.so");
-  write_file(dir / "project/g.yaml", R"(seed: 1
-plugin_dirs: [plugins]
-out: out/g
-nodes:
-  numbers: {type: core.range, params: {count: 5}}
-  train:   {type: testing.progress, params: {total: 5}}
-  show:    {type: core.sink, params: {mode: count}}
-edges: [numbers -> train, train -> show]
-)");
+  write_file(dir / "project/g.yaml", numbers_through("seed: 1\nplugin_dirs: [plugins]\nout: out/g\n", 5, "train",
+                                                     "{type: testing.progress, params: {total: 5}}"));
   fs::create_directories(dir / "elsewhere");
   Result r = run_bare(dir / "elsewhere", EMBEDFLOW_CLI, {"run", "../project/g.yaml", "--no-report"});
   INFO(r.err);

@@ -17,11 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-// The CLI from `dir` with the testing plugin beside the built ones.
-Result run_in(const fs::path& dir, const std::vector<std::string>& args) {
-  return run_cli_in(dir, args, plugin_dir() + ":" + EMBEDFLOW_TESTING_PLUGIN_DIR);
-}
-
 struct Page {
   std::string dom;
   std::string console;  // Chromium's CONSOLE log lines: messages the page printed or threw
@@ -189,25 +184,23 @@ TEST_CASE("a run's report and a two-run comparison work in headless Chromium and
           "[report]") {
   const fs::path dir = reid_data(scratch_dir("report"));
   const std::string graph = source_dir() + "/graphs/reid_metric_learning.yaml";
-  Result a = run_in(dir, {"run", graph, "--out", "out/a", "--threads", "2", "--quiet"});
+  Result a = run_with_testing_plugin(dir, {"run", graph, "--out", "out/a", "--threads", "2", "--quiet"});
   INFO(a.err);
   REQUIRE(a.exit_code == 0);
   REQUIRE(fs::exists(dir / "out/a/report.html"));  // run writes it unless --no-report
-  Result b = run_in(dir, {"run", graph, "--out", "out/b", "--threads", "2", "--quiet", "--seed", "8", "--set",
+  Result b = run_with_testing_plugin(dir, {"run", graph, "--out", "out/b", "--threads", "2", "--quiet", "--seed", "8", "--set",
                           "lmnn.k=2", "--no-report"});
   INFO(b.err);
   REQUIRE(b.exit_code == 0);
   CHECK_FALSE(fs::exists(dir / "out/b/report.html"));
-  Result cmp = run_in(dir, {"report", "out/a", "out/b", "-o", "compare.html"});
+  Result cmp = run_with_testing_plugin(dir, {"report", "out/a", "out/b", "-o", "compare.html"});
   INFO(cmp.err);
   REQUIRE(cmp.exit_code == 0);
 
   SECTION("the run's own report") {
     const Page page = load_in_chromium(dir / "out/a/report.html", dir);
     check_page_works(page);
-    const Result shot = run_python(kCheckScreenshot, {page.screenshot.string()});
-    INFO(shot.out << shot.err);
-    CHECK(shot.exit_code == 0);
+    check_python(kCheckScreenshot, {page.screenshot.string()});
     // Images are inlined: the page needs nothing beside it.
     CHECK(page.dom.find("src=\"data:image/png;base64,") != std::string::npos);
     CHECK(page.dom.find("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph\"") != std::string::npos);
@@ -229,15 +222,9 @@ TEST_CASE("a run's report and a two-run comparison work in headless Chromium and
 
 TEST_CASE("a report charts the metrics nodes reported while the run went", "[report]") {
   const fs::path dir = scratch_dir("report_progress");
-  write_file(dir / "p.yaml", R"(seed: 1
-out: out/progress
-nodes:
-  numbers: {type: core.range, params: {count: 30}}
-  train:   {type: testing.progress, params: {total: 30, json: out/progress/summary.json}}
-  show:    {type: core.sink, params: {mode: count}}
-edges: [numbers -> train, train -> show]
-)");
-  const Result r = run_in(dir, {"run", "p.yaml", "--quiet"});
+  write_file(dir / "p.yaml", numbers_through("seed: 1\nout: out/progress\n", 30, "train",
+                                             "{type: testing.progress, params: {total: 30, json: out/progress/summary.json}}"));
+  const Result r = run_with_testing_plugin(dir, {"run", "p.yaml", "--quiet"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const Page page = load_in_chromium(dir / "out/progress/report.html", dir);
@@ -250,17 +237,17 @@ edges: [numbers -> train, train -> show]
 TEST_CASE("report error paths: no run record, no folder, nothing named", "[report]") {
   const fs::path dir = scratch_dir("report_errors");
   fs::create_directories(dir / "empty");
-  Result r = run_in(dir, {"report", "empty"});
+  Result r = run_with_testing_plugin(dir, {"report", "empty"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("embedflow report: empty: no run record (run.json) in this folder") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "empty/report.html"));
-  r = run_in(dir, {"report", "nowhere"});
+  r = run_with_testing_plugin(dir, {"report", "nowhere"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("nowhere: no such folder") != std::string::npos);
-  r = run_in(dir, {"report"});
+  r = run_with_testing_plugin(dir, {"report"});
   CHECK(r.exit_code == 2);
   write_file(dir / "bad/run.json", "{\"format\": \"something-else\"}");
-  r = run_in(dir, {"report", "bad"});
+  r = run_with_testing_plugin(dir, {"report", "bad"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("bad/run.json: not a run record") != std::string::npos);
 }

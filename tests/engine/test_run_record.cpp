@@ -18,11 +18,6 @@ using nlohmann::json;
 
 namespace {
 
-// The CLI from `dir` with the testing plugin beside the built ones.
-Result run_in(const fs::path& dir, const std::vector<std::string>& args) {
-  return run_cli_in(dir, args, plugin_dir() + ":" + EMBEDFLOW_TESTING_PLUGIN_DIR);
-}
-
 json read_json(const fs::path& p) {
   std::ifstream in(p);
   REQUIRE(in);
@@ -53,7 +48,7 @@ print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())
 TEST_CASE("run writes run.json and a resolved graph that reruns to the same output", "[run_record]") {
   const fs::path dir = scratch_dir("run_record");
   write_file(dir / "g.yaml", kGraph);
-  const Result r = run_in(dir, {"run", "g.yaml", "--set", "scale=3.0", "--set", "batches.size=5", "--no-report"});
+  const Result r = run_with_testing_plugin(dir, {"run", "g.yaml", "--set", "scale=3.0", "--set", "batches.size=5", "--no-report"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const fs::path out = dir / "out/counting";  // the graph's variable `out`
@@ -98,7 +93,7 @@ TEST_CASE("run writes run.json and a resolved graph that reruns to the same outp
   CHECK(resolved.find("size: 5") != std::string::npos);
   CHECK(resolved.find("${") == std::string::npos);
   CHECK(rec["graph"]["resolved_yaml"] == resolved);
-  const Result again = run_in(dir, {"run", "out/counting/graph.resolved.yaml", "--out", "out/again", "--no-report"});
+  const Result again = run_with_testing_plugin(dir, {"run", "out/counting/graph.resolved.yaml", "--out", "out/again", "--no-report"});
   INFO(again.err);
   REQUIRE(again.exit_code == 0);
   CHECK(again.out == r.out);
@@ -108,7 +103,7 @@ TEST_CASE("run writes run.json and a resolved graph that reruns to the same outp
 TEST_CASE("--out moves the record and the graph's outputs; run --from reruns the recorded graph", "[run_record]") {
   const fs::path dir = scratch_dir("run_from");
   write_file(dir / "g.yaml", kGraph);
-  const Result first = run_in(dir, {"run", "g.yaml", "--out", "out/first", "--seed", "11", "--threads", "1", "--no-report"});
+  const Result first = run_with_testing_plugin(dir, {"run", "g.yaml", "--out", "out/first", "--seed", "11", "--threads", "1", "--no-report"});
   INFO(first.err);
   REQUIRE(first.exit_code == 0);
   const json rec = read_json(dir / "out/first/run.json");
@@ -118,7 +113,7 @@ TEST_CASE("--out moves the record and the graph's outputs; run --from reruns the
   CHECK(rec["threads"] == 1);
 
   SECTION("unchanged graph: same output, no warning, the record names the run it repeats") {
-    const Result r = run_in(dir, {"run", "--from", "out/first/run.json", "--no-report"});
+    const Result r = run_with_testing_plugin(dir, {"run", "--from", "out/first/run.json", "--no-report"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(r.out == first.out);
@@ -131,7 +126,7 @@ TEST_CASE("--out moves the record and the graph's outputs; run --from reruns the
   }
   SECTION("from another working directory: the recorded one is used") {
     fs::create_directories(dir / "elsewhere");
-    const Result r = run_in(dir / "elsewhere", {"run", "--from", "../out/first/run.json", "--no-report"});
+    const Result r = run_with_testing_plugin(dir / "elsewhere", {"run", "--from", "../out/first/run.json", "--no-report"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(r.out == first.out);
@@ -141,7 +136,7 @@ TEST_CASE("--out moves the record and the graph's outputs; run --from reruns the
     edited.replace(edited.find("offset: 1.0"), 11, "offset: 4.0");
     edited.replace(edited.find("size: 4"), 7, "size: 3");
     write_file(dir / "g.yaml", edited);
-    const Result r = run_in(dir, {"run", "--from", "out/first/run.json", "--no-report"});
+    const Result r = run_with_testing_plugin(dir, {"run", "--from", "out/first/run.json", "--no-report"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(r.err.find("[warning] run: g.yaml has changed since run " + rec["run_id"].get<std::string>()) != std::string::npos);
@@ -152,36 +147,30 @@ TEST_CASE("--out moves the record and the graph's outputs; run --from reruns the
     CHECK(read_json(dir / "out/first/run.json")["graph"]["sha256"] == rec["graph"]["sha256"]);
   }
   SECTION("error paths exit 2 and name the file") {
-    Result r = run_in(dir, {"run", "--from", "out/missing/run.json"});
+    Result r = run_with_testing_plugin(dir, {"run", "--from", "out/missing/run.json"});
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("out/missing/run.json: cannot read the run record") != std::string::npos);
     write_file(dir / "not_a_record.json", "{\"hello\": 1}\n");
-    r = run_in(dir, {"run", "--from", "not_a_record.json"});
+    r = run_with_testing_plugin(dir, {"run", "--from", "not_a_record.json"});
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("not_a_record.json: not a run record") != std::string::npos);
     write_file(dir / "broken.json", "{\"format\": ");
-    r = run_in(dir, {"run", "--from", "broken.json"});
+    r = run_with_testing_plugin(dir, {"run", "--from", "broken.json"});
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("broken.json: not a run record") != std::string::npos);
-    r = run_in(dir, {"run", "g.yaml", "--from", "out/first/run.json"});
+    r = run_with_testing_plugin(dir, {"run", "g.yaml", "--from", "out/first/run.json"});
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("--from runs the recorded graph as it was") != std::string::npos);
-    r = run_in(dir, {"run", "--from", "out/first/run.json", "--set", "scale=9"});
+    r = run_with_testing_plugin(dir, {"run", "--from", "out/first/run.json", "--set", "scale=9"});
     CHECK(r.exit_code == 2);
   }
 }
 
 TEST_CASE("a failing run leaves a record saying so, and keeps its start record's fields", "[run_record]") {
   const fs::path dir = scratch_dir("run_fail");
-  write_file(dir / "fail.yaml", R"(seed: 1
-out: out/fail
-nodes:
-  numbers: {type: core.range, params: {count: 10}}
-  boom:    {type: testing.explode, params: {at: 3}}
-  show:    {type: core.sink, params: {mode: count}}
-edges: [numbers -> boom, boom -> show]
-)");
-  const Result r = run_in(dir, {"run", "fail.yaml", "--no-report"});
+  write_file(dir / "fail.yaml",
+             numbers_through("seed: 1\nout: out/fail\n", 10, "boom", "{type: testing.explode, params: {at: 3}}"));
+  const Result r = run_with_testing_plugin(dir, {"run", "fail.yaml", "--no-report"});
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("run record: out/fail/run.json") != std::string::npos);
   const json rec = read_json(dir / "out/fail/run.json");
@@ -191,22 +180,18 @@ edges: [numbers -> boom, boom -> show]
   CHECK(rec["graph"]["path"] == "fail.yaml");
   // The output folder is the graph's out:, and an unwritable one is a clear error.
   write_file(dir / "blocked", "a file, not a folder");
-  const Result blocked = run_in(dir, {"run", "fail.yaml", "--out", "blocked/sub"});
+  const Result blocked = run_with_testing_plugin(dir, {"run", "fail.yaml", "--out", "blocked/sub"});
   CHECK(blocked.exit_code == 1);
   CHECK(blocked.err.find("cannot create the output folder 'blocked/sub'") != std::string::npos);
 }
 
 TEST_CASE("progress reports stream to metrics.jsonl and run.json; node JSON carries the run id", "[run_record]") {
   const fs::path dir = scratch_dir("run_progress");
-  write_file(dir / "p.yaml", R"(seed: 1
-out: out/progress
-nodes:
-  numbers: {type: core.range, params: {count: 40}}
-  train:   {type: testing.progress, params: {total: 40, delay_us: 30000, log_every: 10, json: out/progress/train/summary.json}}
-  show:    {type: core.sink, params: {mode: count}}
-edges: [numbers -> train, train -> show]
-)");
-  const Result r = run_in(dir, {"run", "p.yaml", "--progress", "--no-report", "--threads", "2"});
+  write_file(dir / "p.yaml",
+             numbers_through("seed: 1\nout: out/progress\n", 40, "train",
+                             "{type: testing.progress, params: {total: 40, delay_us: 30000, log_every: 10, "
+                             "json: out/progress/train/summary.json}}"));
+  const Result r = run_with_testing_plugin(dir, {"run", "p.yaml", "--progress", "--no-report", "--threads", "2"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const json rec = read_json(dir / "out/progress/run.json");
@@ -251,7 +236,7 @@ edges: [numbers -> train, train -> show]
     CHECK((at == 0 || r.err[at - 1] == '\n' || r.err.compare(at - 4, 4, "\r\033[K") == 0));
   }
   // Without --progress (not a terminal) no progress line is drawn.
-  const Result quiet = run_in(dir, {"run", "p.yaml", "--no-report", "--set", "train.delay_us=0"});
+  const Result quiet = run_with_testing_plugin(dir, {"run", "p.yaml", "--no-report", "--set", "train.delay_us=0"});
   REQUIRE(quiet.exit_code == 0);
   CHECK(quiet.err.find("bound by") == std::string::npos);
   CHECK(quiet.err.find("\033[K") == std::string::npos);

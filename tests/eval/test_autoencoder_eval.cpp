@@ -55,6 +55,14 @@ edges:
   - rec2.metrics -> table
 )";
 
+// Runs kGraph with its text `from` changed to `to`, written to dir/name, from `dir`.
+Result run_graph_changed(const fs::path& dir, const std::string& name, const std::string& from, const std::string& to) {
+  std::string g = kGraph;
+  g.replace(g.find(from), from.size(), to);
+  write_file(dir / name, g);
+  return run_cli_in(dir, {"run", name, "--quiet"});
+}
+
 }  // namespace
 
 TEST_CASE("eval.reconstruction, clustering without retrieval, report rows merged by method, scatter PNG",
@@ -78,7 +86,7 @@ TEST_CASE("eval.reconstruction, clustering without retrieval, report rows merged
   std::snprintf(mse_cell, sizeof mse_cell, "%.4g", mse);
   CHECK_THAT(table, Catch::Contains(std::string("| CHW | ") + mse_cell + " | n/a | n/a | n/a | n/a |"));
   CHECK_THAT(table, Catch::Contains(std::string("| M | ") + mse_cell + " | "));
-  const Result py = run_python(R"PY(
+  check_python(R"PY(
 import sys, json
 from sklearn.metrics import normalized_mutual_info_score
 out = sys.argv[1]
@@ -93,9 +101,7 @@ assert "cmc" not in km and km["clustering"]["clusters"] == 3
 assert km["clustering"]["NMI"] > 0.9, km
 print("ok")
 )PY",
-                               {(dir / "out").string(), w.out});
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
+               {(dir / "out").string(), w.out});
 
   // The scatter: 800 px of plot plus the legend at its right; classes 0 and 1 named, 2 not.
   const cv::Mat img = cv::imread((dir / "out/scatter.png").string(), cv::IMREAD_COLOR);
@@ -104,18 +110,12 @@ print("ok")
   CHECK(img.rows == 640);
 
   SECTION("two evaluators giving one method the same metric is an error naming both") {
-    std::string g = kGraph;
-    g.replace(g.find("name: CHW"), 9, "name: M");
-    write_file(dir / "dup.yaml", g);
-    const Result d = run_cli_in(dir, {"run", "dup.yaml", "--quiet"});
+    const Result d = run_graph_changed(dir, "dup.yaml", "name: CHW", "name: M");
     CHECK(d.exit_code == 1);
     CHECK_THAT(d.err, Catch::Contains("two metrics records of method 'M' both carry recon_mse"));
   }
   SECTION("scatter dims beyond the embedding are named") {
-    std::string g = kGraph;
-    g.replace(g.find("dims: [0, 2]"), 12, "dims: [0, 4]");
-    write_file(dir / "dims.yaml", g);
-    const Result d = run_cli_in(dir, {"run", "dims.yaml", "--quiet"});
+    const Result d = run_graph_changed(dir, "dims.yaml", "dims: [0, 2]", "dims: [0, 4]");
     CHECK(d.exit_code == 1);
     CHECK_THAT(d.err, Catch::Contains("dims [0, 4] need embeddings of more than 4 dims"));
   }

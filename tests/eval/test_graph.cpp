@@ -138,9 +138,7 @@ TEST_CASE("reid_metric_learning.yaml: one table of every method, numpy agrees, l
   const fs::path out = dir / "out/reid_metric_learning";
   std::vector<std::string> args{(dir / "data/reid_128.h5").string(), (out / "table.json").string()};
   args.insert(args.end(), kMethods.begin(), kMethods.end());
-  const Result py = run_python(kCheckTable, args);
-  INFO(py.out << py.err);
-  CHECK(py.exit_code == 0);
+  check_python(kCheckTable, args);
 
   const std::string md = read_file(out / "table.md");
   for (const auto& m : kMethods) CHECK(md.find("| " + m + " |") != std::string::npos);

@@ -5,7 +5,6 @@
 
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "cli.hpp"
 #include "clustering.hpp"
@@ -25,22 +24,6 @@ template <class T>
 void write_vector(const std::filesystem::path& p, const std::vector<T>& v) {
   std::ofstream out(p);
   for (auto x : v) out << x << '\n';
-}
-
-// Lines "tag v1 v2 ..." -> tag -> values.
-std::map<std::string, std::vector<double>> parse_tagged(const std::string& text) {
-  std::map<std::string, std::vector<double>> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string tag;
-    ls >> tag;
-    double v;
-    auto& dst = out[tag];
-    while (ls >> v) dst.push_back(v);
-  }
-  return out;
 }
 
 const char* kOracle = R"PY(
@@ -130,7 +113,7 @@ TEST_CASE("oracles: sklearn kNN ranks, torchreid market1501 rule, sklearn NMI/AM
   const auto res = et::run_python(kOracle, {dir.string()});
   INFO(res.err);
   REQUIRE(res.exit_code == 0);
-  auto oracle = parse_tagged(res.out);
+  auto oracle = et::parse_tagged(res.out);
 
   // The text round trip is exact (9 significant digits), so re-read what python saw.
   const MatrixView Q{qv.data(), nq, dim}, G{gv.data(), ng, dim};

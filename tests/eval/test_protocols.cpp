@@ -13,7 +13,6 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include <map>
-#include <sstream>
 
 #include "harness.hpp"
 
@@ -22,22 +21,6 @@ using namespace embedflow::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// Lines "tag v1 v2 ..." -> tag -> values.
-std::map<std::string, std::vector<double>> parse_tagged(const std::string& text) {
-  std::map<std::string, std::vector<double>> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string tag;
-    ls >> tag;
-    double v;
-    auto& dst = out[tag];
-    while (ls >> v) dst.push_back(v);
-  }
-  return out;
-}
 
 // Writes data/classes.h5: groups train (300 rows) and test (200 rows) with columns feat
 // f32[N,6], pid i64[N] and cluster i64[N] (a noisy copy of pid), five classes with overlapping
@@ -272,7 +255,7 @@ edges: [train.out -> knn.train, test.out -> knn.test]
     CHECK(!fs::exists(dir / "out/bigk.json"));
   }
   SECTION("an unknown role in fields is a validation error at the parameter") {
-    write_file(dir / "roles.yaml", R"(seed: 1
+    const Result r = validate_in(dir, "roles.yaml", R"(seed: 1
 nodes:
   train: {type: io.hdf5_reader, params: {path: data/classes.h5, object: train, batch_size: 64}}
   test:  {type: io.hdf5_reader, params: {path: data/classes.h5, object: test, batch_size: 64}}
@@ -281,7 +264,6 @@ nodes:
   sink:  {type: core.sink}
 edges: [train.out -> knn.train, test.out -> knn.test, train.out -> lmnn.train, lmnn.transform -> sink.in]
 )");
-    const Result r = run_cli_in(dir, {"validate", "roles.yaml"});
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("roles.yaml:5:61: node 'knn': fields: unknown role 'embeding' (did you mean 'embedding'?)") !=
@@ -292,14 +274,13 @@ edges: [train.out -> knn.train, test.out -> knn.test, train.out -> lmnn.train, l
     CHECK(r.err.find("person") != std::string::npos);
   }
   SECTION("an assignment field the rows do not carry") {
-    write_file(dir / "assign.yaml", R"(seed: 1
+    const Result r = validate_in(dir, "assign.yaml", R"(seed: 1
 nodes:
   test:  {type: io.hdf5_reader, params: {path: data/classes.h5, object: test, batch_size: 64, fields: [feat, pid]}}
   given: {type: eval.clustering, params: {assignment: cluster, retrieval: false, fields: {embedding: feat, label: pid}}}
   sink:  {type: core.sink}
 edges: [test.out -> given.query, given.metrics -> sink.in]
 )");
-    const Result r = run_cli_in(dir, {"validate", "assign.yaml"});
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("assign.yaml:4:55: node 'given': assignment: field 'cluster' does not arrive on input 'query'") !=

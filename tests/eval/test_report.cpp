@@ -118,9 +118,7 @@ TEST_CASE("eval.report: chosen columns carry each retrieval's values, x sweep pl
     const Result r = run_cli_in(dir, {"run", "sweep.yaml", "--quiet"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
-    const Result py = run_python(kCheck, {(dir / "out").string()});
-    INFO(py.out << py.err);
-    CHECK(py.exit_code == 0);
+    check_python(kCheck, {(dir / "out").string()});
     for (const char* png : {"table_vs_x.png", "table_cmc.png", "plain_cmc.png"}) {
       INFO(png);
       const cv::Mat img = cv::imread((dir / "out" / png).string(), cv::IMREAD_COLOR);
@@ -135,8 +133,7 @@ TEST_CASE("eval.report: chosen columns carry each retrieval's values, x sweep pl
     std::string g = graph_with("abc");
     g.replace(g.find("[map_at_r, p_at_1]"), 18, "[map_at_r, mapp]");
     g.replace(g.find("ranks: []}"), 10, "ranks: [], columns: [rank-k, map_at_k]}");
-    write_file(dir / "bad.yaml", g);
-    const Result r = run_cli_in(dir, {"validate", "bad.yaml"});
+    const Result r = validate_in(dir, "bad.yaml", g);
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("node 'report': x: the value for method 'sweep p=0.5' must be a finite number, got string abc") !=

@@ -97,6 +97,16 @@ bool in_window(const SamplerConfig& c, std::int64_t ta, std::int64_t tb) {
   return true;
 }
 
+// The configuration the brute-force comparisons start from: seeded, two threads, and no
+// duplicates dropped (check_against_brute_force counts partners as if none were).
+SamplerConfig brute_force_base(std::uint64_t seed) {
+  SamplerConfig c;
+  c.duplicate_time_s = -1;
+  c.seed = seed;
+  c.threads = 2;
+  return c;
+}
+
 // Checks every emitted row against the constraints, and each anchor's counts against the brute
 // force number of valid partners: min(k, available).
 void check_against_brute_force(const PhotoSet& p, const SamplerConfig& c, const Pairs& out) {
@@ -150,20 +160,22 @@ void check_against_brute_force(const PhotoSet& p, const SamplerConfig& c, const 
 
 TEST_CASE("times parse as ISO 8601 and unix seconds", "[geo][csv]") {
   std::int64_t t = 0;
-  CHECK(parse_time("2013-06-14T12:34:56Z", TimeFormat::automatic, t));
-  CHECK(t == 1371213296);
-  CHECK(parse_time("2013-06-14 12:34:56", TimeFormat::automatic, t));
-  CHECK(t == 1371213296);
-  CHECK(parse_time("2013-06-14T14:34:56+02:00", TimeFormat::iso8601, t));
-  CHECK(t == 1371213296);
-  CHECK(parse_time("2013-06-14T07:04:56.250-0530", TimeFormat::iso8601, t));
-  CHECK(t == 1371213296);
-  CHECK(parse_time("2013-06-14", TimeFormat::automatic, t));
-  CHECK(t == 1371168000);
-  CHECK(parse_time("1371213296", TimeFormat::automatic, t));
-  CHECK(t == 1371213296);
-  CHECK(parse_time("-1.5", TimeFormat::unix_seconds, t));
-  CHECK(t == -2);
+  struct Parsed {
+    const char* text;
+    TimeFormat format;
+    std::int64_t seconds;
+  };
+  for (const Parsed& p : {Parsed{"2013-06-14T12:34:56Z", TimeFormat::automatic, 1371213296},
+                          Parsed{"2013-06-14 12:34:56", TimeFormat::automatic, 1371213296},
+                          Parsed{"2013-06-14T14:34:56+02:00", TimeFormat::iso8601, 1371213296},
+                          Parsed{"2013-06-14T07:04:56.250-0530", TimeFormat::iso8601, 1371213296},
+                          Parsed{"2013-06-14", TimeFormat::automatic, 1371168000},
+                          Parsed{"1371213296", TimeFormat::automatic, 1371213296},
+                          Parsed{"-1.5", TimeFormat::unix_seconds, -2}}) {
+    INFO(p.text);
+    CHECK(parse_time(p.text, p.format, t));
+    CHECK(t == p.seconds);
+  }
   CHECK(parse_time("2012-02-29", TimeFormat::iso8601, t));
   CHECK_FALSE(parse_time("2013-02-29", TimeFormat::iso8601, t));
   CHECK_FALSE(parse_time("0000-00-00 00:00:00", TimeFormat::automatic, t));
@@ -349,29 +361,30 @@ for r in (1.0, 10.0):
 
 TEST_CASE("sampled pairs meet their constraints and budgets (brute force)", "[geo][sampler]") {
   const PhotoSet p = synthetic_photos(1500, 21, 60);
-  SamplerConfig base;
-  base.duplicate_time_s = -1;
-  base.seed = 99;
-  base.threads = 2;
+  SamplerConfig base = brute_force_base(99);
   base.block_anchors = 97;  // many blocks, so block boundaries are exercised
+  auto check = [&](const SamplerConfig& c) { check_against_brute_force(p, c, run_sampler(p, c)); };
+  // Negatives from the ring [30 m, 100 m] around the anchor instead of beyond negative_min_m.
+  auto with_ring_negatives = [](SamplerConfig c) {
+    c.negative_min_m = 30;
+    c.negative_max_m = 100;
+    return c;
+  };
 
-  SECTION("P_{10,2000}") {
-    SamplerConfig c = base;
-    check_against_brute_force(p, c, run_sampler(p, c));
-  }
+  SECTION("P_{10,2000}") { check(base); }
   SECTION("P_{1,2000} with many positives per anchor") {
     SamplerConfig c = base;
     c.positive_radius_m = 1;
     c.k_pos = 7;
     c.k_neg = 3;
-    check_against_brute_force(p, c, run_sampler(p, c));
+    check(c);
   }
   SECTION("same month, same-user positives") {
     SamplerConfig c = base;
     c.same_month = true;
     c.positive_user = UserRule::same;
     c.positive_radius_m = 30;
-    check_against_brute_force(p, c, run_sampler(p, c));
+    check(c);
   }
   SECTION("same year, different-user positives, max time gap") {
     SamplerConfig c = base;
@@ -379,31 +392,25 @@ TEST_CASE("sampled pairs meet their constraints and budgets (brute force)", "[ge
     c.max_time_gap_s = 200 * 86400;
     c.positive_user = UserRule::different;
     c.positive_radius_m = 30;
-    check_against_brute_force(p, c, run_sampler(p, c));
+    check(c);
   }
   SECTION("ring negatives P_{10,[30,100]}") {
-    SamplerConfig c = base;
-    c.negative_min_m = 30;
-    c.negative_max_m = 100;
+    SamplerConfig c = with_ring_negatives(base);
     c.k_neg = 5;
-    check_against_brute_force(p, c, run_sampler(p, c));
+    check(c);
   }
   SECTION("superset draws: straddling leaves always left to rejection") {
     SamplerConfig c = base;
     c.unsure_fraction = 1.0;
     c.k_pos = 6;
-    check_against_brute_force(p, c, run_sampler(p, c));
-    c.negative_min_m = 30;
-    c.negative_max_m = 100;
-    check_against_brute_force(p, c, run_sampler(p, c));
+    check(c);
+    check(with_ring_negatives(c));
   }
   SECTION("straddling leaves always resolved point by point") {
     SamplerConfig c = base;
     c.unsure_fraction = 0.0;
-    check_against_brute_force(p, c, run_sampler(p, c));
-    c.negative_min_m = 30;
-    c.negative_max_m = 100;
-    check_against_brute_force(p, c, run_sampler(p, c));
+    check(c);
+    check(with_ring_negatives(c));
   }
   SECTION("negatives scarce: exact fallback") {
     // Nearly all photos lie within 3 km of each other, so rejection fails and enumeration runs.
@@ -691,10 +698,7 @@ TEST_CASE("k far above the candidates takes every candidate, exactly as brute fo
   // 200 photos and k = 10^9: each anchor's partners are then all of its valid partners, so the
   // expected pairs are fixed; the draw costs what the candidates cost, not what k asks.
   const PhotoSet p = synthetic_photos(200, 5, 30);
-  SamplerConfig base;
-  base.duplicate_time_s = -1;
-  base.seed = 3;
-  base.threads = 2;
+  SamplerConfig base = brute_force_base(3);
   base.k_pos = 1000000000;
   base.k_neg = 1000000000;
   SECTION("radius positives, open-ended negatives") {

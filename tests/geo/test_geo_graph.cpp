@@ -147,13 +147,9 @@ TEST_CASE("geo_pairs.yaml: every pair meets its constraints, counts match sklear
   for (const char* set : kSets) CHECK_THAT(replay.err, Catch::Contains(std::string("  ") + set + ": hit, replays"));
   CHECK_THAT(replay.err, Catch::Contains("photos: runs (not cached)"));  // stats still reads the photos
   CHECK(fs::exists(a / "stats" / "datasets.md"));
-  const Result check = run_python(kCheckScript, {csv.string(), a.string(), b.string()});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+  const Result check = check_python(kCheckScript, {csv.string(), a.string(), b.string()});
   CHECK(check.out.find("timelapse") != std::string::npos);
-  const Result check_replay = run_python(kCheckScript, {csv.string(), a.string(), c.string()});
-  INFO(check_replay.out << check_replay.err);
-  CHECK(check_replay.exit_code == 0);
+  check_python(kCheckScript, {csv.string(), a.string(), c.string()});
   CHECK(read_file(c / "stats" / "datasets.md") == read_file(a / "stats" / "datasets.md"));
 }
 
@@ -237,9 +233,7 @@ TEST_CASE("geo.yfcc_photos on a handmade YFCC100M sample: kept rows, counted dro
                     "  photos: {type: geo.yfcc_photos, params: {path: " + tsv + ", images: /data/yfcc, batch_size: 4}}\n"
                     "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
                     "edges: [photos.out -> save]\n");
-  const Result fail = run_cli({"run", graph.string(), "--no-cache"});
-  CHECK(fail.exit_code == 1);
-  CHECK_THAT(fail.err, Catch::Contains(tsv + ":10: lat 'forty' is not a latitude"));
+  check_cli_fails({"run", graph.string(), "--no-cache"}, 1, tsv + ":10: lat 'forty' is not a latitude");
 
   const Result r = run_cli({"run", graph.string(), "--no-cache", "--set", "photos.on_bad_row=skip"});
   INFO(r.err);
@@ -275,9 +269,8 @@ with h5py.File(sys.argv[1]) as f:
   REQUIRE(all.exit_code == 0);
   CHECK_THAT(all.err, Catch::Contains("13 of 20 rows emitted"));
 
-  const Result both = run_cli({"validate", graph.string(), "--set", "photos.image_path=\"{farm}/{id}_{secret}.jpg\""});
-  CHECK(both.exit_code == 2);
-  CHECK_THAT(both.err, Catch::Contains("give either images"));
+  check_cli_fails({"validate", graph.string(), "--set", "photos.image_path=\"{farm}/{id}_{secret}.jpg\""}, 2,
+                  "give either images");
 }
 
 TEST_CASE("synthetic geotags: classes live apart, fuzziness mixes positives, output is deterministic", "[geo][graph]") {
@@ -309,7 +302,7 @@ with h5py.File(sys.argv[1], "w") as f:
   run(0.0, "p0");
   run(0.0, "p0_again");
   run(0.4, "p40");
-  const Result check = run_python(R"(
+  check_python(R"(
 import sys, h5py, numpy as np
 d = sys.argv[1]
 def load(tag):
@@ -342,8 +335,6 @@ pos40, _ = same_rate(p40, 1)
 assert 0.3 < pos40 < 0.7, pos40           # fuzziness shows in the positives
 print(f"p0 positives same-class {pos0:.3f}, p0.4 {pos40:.3f}, moved {moved:.3f}")
 )", {dir.string()});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
 }
 
 TEST_CASE("geo.yfcc_photos on 20k generated YFCC100M rows equals Python's csv and urllib reading", "[geo][graph][yfcc]") {

@@ -37,4 +37,20 @@ def check(cond, *msg):
         sys.exit(1)
 )PY";
 
+// run_graph for a graph that must succeed: a failed run fails the test with its message.
+inline GraphRun run_graph_ok(const std::string& name, const std::string& yaml, int threads = 0,
+                             const std::vector<std::string>& sets = {}) {
+  GraphRun r = run_graph(name, yaml, threads, sets);
+  INFO(r.message());
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+
+// Runs the numpy oracle kIdxPython + `script` (argv[1..] = args); a failed check fails the test
+// with the oracle's output, and the test goes on. Returns its result, for tests that read what
+// it prints.
+inline Result run_numpy_oracle(const std::string& script, const std::vector<std::string>& args) {
+  return check_python(std::string(kIdxPython) + script, args);
+}
+
 }  // namespace embedflow::test

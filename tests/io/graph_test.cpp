@@ -13,14 +13,7 @@
 
 using namespace embedflow;
 namespace fs = std::filesystem;
-using embedflow::test::Child;
-using embedflow::test::read_file;
-using embedflow::test::run_cli;
-using embedflow::test::spawn_cli;
-using embedflow::test::wait_child;
-using embedflow::test::run_python;
-using embedflow::test::scratch_dir;
-using embedflow::test::write_file;
+using namespace embedflow::test;
 
 namespace {
 

@@ -112,6 +112,14 @@ for row in reader:
         print("\t".join([str(start)] + [c.encode("utf-8").hex() for c in row]))
 )PY";
 
+// Writes the oracle's awkward file at `path` (mode "rows" or "table", `rows` rows from `seed`)
+// and returns the rows Python's csv.reader reads back from it.
+Rows python_csv_rows(const std::string& path, const std::string& mode, const std::string& seed, const std::string& rows) {
+  const Result py = run_python(kOracle, {path, mode, seed, rows});
+  REQUIRE(py.exit_code == 0);
+  return parse_oracle(py.out);
+}
+
 }  // namespace
 
 TEST_CASE("csv: quoted fields hold commas and doubled quotes; padding may follow the closing quote") {
@@ -246,9 +254,7 @@ TEST_CASE("csv: trim_csv_field strips spaces and tabs only") {
 TEST_CASE("csv: rows and lines equal Python's csv.reader on a generated file of awkward fields") {
   const auto dir = scratch_dir("sdk_csv_oracle");
   const std::string path = (dir / "awkward.csv").string();
-  const Result py = run_python(kOracle, {path, "rows", "4180", "600"});
-  REQUIRE(py.exit_code == 0);
-  const Rows want = parse_oracle(py.out);
+  const Rows want = python_csv_rows(path, "rows", "4180", "600");
   REQUIRE(want.size() > 500);
   // The file really is awkward: multi-line rows and rows of one empty field are there.
   int multiline = 0, single_empty = 0;
@@ -268,9 +274,7 @@ TEST_CASE("csv: rows and lines equal Python's csv.reader on a generated file of 
 TEST_CASE("csv table: header, rows and lines equal Python's csv.reader") {
   const auto dir = scratch_dir("sdk_csv_oracle_table");
   const std::string path = (dir / "table.csv").string();
-  const Result py = run_python(kOracle, {path, "table", "7", "300"});
-  REQUIRE(py.exit_code == 0);
-  const Rows want = parse_oracle(py.out);
+  const Rows want = python_csv_rows(path, "table", "7", "300");
   REQUIRE(want.size() > 300);
   const CsvTable t = read_csv_table(path);
   CHECK(t.header == want[0].second);

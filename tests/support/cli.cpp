@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -114,6 +115,15 @@ Result wait_child(const Child& c) {
   return r;
 }
 
+Result run_graph_file(const fs::path& dir, const std::string& name, const std::string& yaml,
+                      const std::vector<std::string>& extra) {
+  const fs::path path = dir / name;
+  write_file(path, yaml);
+  std::vector<std::string> args{"run", path.string(), "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_cli(args);
+}
+
 Result run_python(const std::string& script, const std::vector<std::string>& args) {
   fs::path dir = scratch_dir("python");
   fs::path file = dir / "script.py";
@@ -121,6 +131,21 @@ Result run_python(const std::string& script, const std::vector<std::string>& arg
   std::vector<std::string> argv{EMBEDFLOW_PYTHON, file.string()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_process(argv, {"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1"});
+}
+
+std::map<std::string, std::vector<double>> parse_tagged(const std::string& text) {
+  std::map<std::string, std::vector<double>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string tag;
+    ls >> tag;
+    double v;
+    auto& dst = out[tag];
+    while (ls >> v) dst.push_back(v);
+  }
+  return out;
 }
 
 fs::path scratch_dir(const std::string& name) {
@@ -137,6 +162,16 @@ void write_file(const fs::path& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
   f << text;
   if (!f) throw std::runtime_error("cannot write " + path.string());
+}
+
+std::string numbers_through(const std::string& top, int count, const std::string& name, const std::string& spec) {
+  std::string label = name + ":";
+  label.resize(std::max<std::size_t>(label.size() + 1, 9), ' ');
+  return top + "nodes:\n" +
+         "  numbers: {type: core.range, params: {count: " + std::to_string(count) + "}}\n" +
+         "  " + label + spec + "\n" +
+         "  show:    {type: core.sink, params: {mode: count}}\n" +
+         "edges: [numbers -> " + name + ", " + name + " -> show]\n";
 }
 
 std::string read_file(const fs::path& path) {

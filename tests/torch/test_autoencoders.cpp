@@ -17,13 +17,8 @@
 
 namespace fs = std::filesystem;
 using namespace embedflow;
-using embedflow::test::run_cli;
-using embedflow::test::run_python;
-using embedflow::test::scratch_dir;
-using embedflow::test::write_file;
+using namespace embedflow::test;
 using embedflow::torchfam::evaluate_loss;
-using embedflow::test::spec;
-using embedflow::test::str;
 
 namespace {
 
@@ -42,28 +37,21 @@ std::vector<float> to_float(const std::vector<double>& v, std::size_t from, std:
 
 double mean_image_mse = 0;  // MSE per pixel of predicting every image by the subset's mean image
 
-// The first 512 Fashion-MNIST training images as f32 [N,1,28,28] in [0,1], with labels and ids.
+// The first 512 Fashion-MNIST training images as f32 [N,1,28,28] in [0,1], with labels and ids
+// (torch_data's train.h5); sets mean_image_mse from them.
 const fs::path& fashion_h5() {
   static const fs::path path = [] {
-    fs::path d = scratch_dir("torch-ae-data");
+    const fs::path train = torch_data("train.h5");
     auto r = run_python(R"PY(
-import gzip, sys, numpy as np, h5py
-src = '/usr/share/datasets/fashion-mnist/'
-def read(name, offset):
-    with gzip.open(src + name) as f:
-        return np.frombuffer(f.read(), np.uint8, offset=offset)
-x = read('train-images-idx3-ubyte.gz', 16).reshape(-1, 1, 28, 28)[:512].astype(np.float32) / 255
-y = read('train-labels-idx1-ubyte.gz', 8)[:512].astype(np.int64)
-with h5py.File(sys.argv[1], 'w') as f:
-    f['image'] = x
-    f['label'] = y
-    f['id'] = np.arange(len(y), dtype=np.int64)
+import sys, numpy as np, h5py
+with h5py.File(sys.argv[1], 'r') as f:
+    x = f['image'][:]
 print(float(((x - x.mean(0)) ** 2).mean()))
 )PY",
-                        {(d / "train.h5").string()});
-    if (r.exit_code != 0) throw std::runtime_error("making the Fashion-MNIST subset failed: " + r.err);
+                        {train.string()});
+    if (r.exit_code != 0) throw std::runtime_error("measuring the mean-image baseline failed: " + r.err);
     mean_image_mse = std::stod(r.out);
-    return d / "train.h5";
+    return train;
   }();
   return path;
 }

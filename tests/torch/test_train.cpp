@@ -14,63 +14,9 @@
 #include "torch_test_util.hpp"
 
 namespace fs = std::filesystem;
-using embedflow::test::run_cli;
-using embedflow::test::run_python;
-using embedflow::test::scratch_dir;
-using embedflow::test::read_metrics;
-using embedflow::test::write_file;
+using namespace embedflow::test;
 
 namespace {
-
-// train.h5: the first 512 training images (f32 [N,1,28,28] in [0,1]), labels and ids;
-// test.h5: the first 128 test images (test_u8.h5: the same as u8 [N,28,28,1]); nan.h5: train.h5's
-// first 256 rows with one NaN pixel in row 200; rgb.h5: 8 random f32 [3,32,32] images.
-const fs::path& data_dir() {
-  static const fs::path dir = [] {
-    fs::path d = scratch_dir("torch-data");
-    auto r = run_python(R"PY(
-import gzip, sys, numpy as np, h5py
-src = '/usr/share/datasets/fashion-mnist/'
-def read(name, offset):
-    with gzip.open(src + name) as f:
-        return np.frombuffer(f.read(), np.uint8, offset=offset)
-def write(path, images, labels, first_id=0):
-    with h5py.File(path, 'w') as f:
-        f['image'] = images
-        f['label'] = labels.astype(np.int64)
-        f['id'] = np.arange(first_id, first_id + len(labels), dtype=np.int64)
-train = read('train-images-idx3-ubyte.gz', 16).reshape(-1, 1, 28, 28)[:512].astype(np.float32) / 255
-train_labels = read('train-labels-idx1-ubyte.gz', 8)[:512]
-test = read('t10k-images-idx3-ubyte.gz', 16).reshape(-1, 1, 28, 28)[:128].astype(np.float32) / 255
-test_labels = read('t10k-labels-idx1-ubyte.gz', 8)[:128]
-out = sys.argv[1]
-write(out + '/train.h5', train, train_labels)
-write(out + '/test.h5', test, test_labels, 100000)
-# The same test images as an image reader emits them: u8 [N,H,W,C].
-raw = read('t10k-images-idx3-ubyte.gz', 16).reshape(-1, 28, 28, 1)[:128]
-write(out + '/test_u8.h5', raw, test_labels, 100000)
-assert (raw.astype(np.float32) / 255 == test[:, 0, :, :, None]).all()
-# Random 3-channel 32x32 images for the ResNets.
-rng = np.random.default_rng(0)
-write(out + '/rgb.h5', rng.random((8, 3, 32, 32), dtype=np.float32), np.array([0, 0, 1, 1, 2, 2, 3, 3]))
-# Pairs of training images (same class or not) for data-parallel training with a per-pair loss.
-pick = np.random.default_rng(1).integers(0, 512, (2, 512))
-with h5py.File(out + '/pairs.h5', 'w') as f:
-    f['a_image'], f['b_image'] = train[pick[0]], train[pick[1]]
-    f['pair_label'] = (train_labels[pick[0]] == train_labels[pick[1]]).astype(np.float32)
-    f['a_id'], f['b_id'] = pick[0].astype(np.int64), pick[1].astype(np.int64)
-bad = train[:256].copy()
-bad[200, 0, 5, 5] = np.nan
-write(out + '/nan.h5', bad, train_labels[:256])
-)PY",
-                        {d.string()});
-    if (r.exit_code != 0) throw std::runtime_error("making the Fashion-MNIST subsets failed: " + r.err);
-    return d;
-  }();
-  return dir;
-}
-
-std::string path_of(const std::string& name) { return (data_dir() / name).string(); }
 
 // A training graph over train.h5 with the given torch.train params (YAML flow map entries).
 std::string train_graph(const std::string& data, const std::string& train_params, const std::string& extra_nodes = "",
@@ -86,19 +32,11 @@ std::string train_graph(const std::string& data, const std::string& train_params
 
 const std::string kSmallCnn = "model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16}";
 
-embedflow::test::Result run_graph(const fs::path& dir, const std::string& name, const std::string& yaml,
-                                  std::vector<std::string> extra = {}) {
-  write_file(dir / name, yaml);
-  std::vector<std::string> args{"run", (dir / name).string(), "--quiet"};
-  for (auto& e : extra) args.push_back(e);
-  return run_cli(args);
-}
-
 }  // namespace
 
 TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files and stream", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-two-epochs");
-  std::string g = train_graph(path_of("train.h5"),
+  std::string g = train_graph(torch_data("train.h5"),
                               kSmallCnn + ", loss: {type: torch.batch_hard_triplet, margin: 0.2}, "
                                           "optimizer: {type: torch.adam, lr: 0.002}, epochs: 2, log_every: 1, threads: 2, "
                                           "log_dir: " + (dir / "log").string(),
@@ -106,7 +44,7 @@ TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files an
                               "  pick:  {type: core.select, params: {fields: [source, step, loss]}}\n"
                               "  snap:  {type: core.sink, params: {mode: print}}\n",
                               "  - train.metrics -> show.in\n  - train.model -> pick.in\n  - pick.out -> snap.in\n");
-  auto r = run_graph(dir, "train.yaml", g);
+  auto r = run_graph_file(dir, "train.yaml", g);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   auto rows = read_metrics(dir / "log" / "metrics.csv");
@@ -144,7 +82,7 @@ TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files an
 TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-resume");
   auto graph = [&](const std::string& run, int max_steps) {
-    return train_graph(path_of("train.h5"),
+    return train_graph(torch_data("train.h5"),
                        kSmallCnn + ", loss: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 1.0}, "
                                    "optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.0001}, "
                                    "schedule: {type: torch.warmup, steps: 3, then: {type: torch.cosine, steps: 13}}, "
@@ -155,14 +93,10 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
                        "  snap:  {type: core.sink, params: {mode: print}}\n",
                        "  - train.model -> pick.in\n  - pick.out -> snap.in\n");
   };
-  auto full = run_graph(dir, "full.yaml", graph("full", 0));
-  INFO(full.err);
-  REQUIRE(full.exit_code == 0);
+  auto full = run_graph_file_ok(dir, "full.yaml", graph("full", 0));
   // Interrupted after 12 steps (checkpoints at 5, 10 and 12), then resumed from step 12: the
   // resumed part crosses from the streamed first epoch into the replayed second.
-  auto part = run_graph(dir, "part.yaml", graph("part", 12));
-  INFO(part.err);
-  REQUIRE(part.exit_code == 0);
+  auto part = run_graph_file_ok(dir, "part.yaml", graph("part", 12));
   CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000010.pt"));
   CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000012.pt"));
   // A copy whose newest checkpoint was cut short (a full disk): resume: auto takes step 10 with a
@@ -170,9 +104,7 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
   fs::copy(dir / "part", dir / "cut", fs::copy_options::recursive);
   const fs::path cut = dir / "cut" / "ckpt" / "step-00000012.pt";
   fs::resize_file(cut, fs::file_size(cut) / 2);
-  auto resumed = run_graph(dir, "resumed.yaml", graph("part", 0));
-  INFO(resumed.err);
-  REQUIRE(resumed.exit_code == 0);
+  auto resumed = run_graph_file_ok(dir, "resumed.yaml", graph("part", 0));
   auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
   REQUIRE(a.size() == 16);
   REQUIRE(b.size() == 16);
@@ -210,7 +142,7 @@ TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on th
   // sharded: core.shard gives each rank its rows before the trainer (which then slices nothing).
   auto graph = [&](const std::string& run, bool sharded = false) {
     return "# data parallel\nseed: 3\nnodes:\n"
-           "  data:  {type: io.hdf5_reader, params: {path: " + path_of("pairs.h5") + ", batch_size: 64}}\n" +
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("pairs.h5") + ", batch_size: 64}}\n" +
            (sharded ? "  shard: {type: core.shard}\n" : "") +
            "  train: {type: torch.train, params: {model: {type: torch.mlp, hidden: [32], embedding_dim: 8}, "
            "loss: {type: torch.contrastive, margin: 1.0}, optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, epochs: 2, "
@@ -271,17 +203,15 @@ TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on th
                                            "training hold 32"));
   auto embed = [&](const std::string& run) {
     const std::string h5 = (dir / (run + ".h5")).string();
-    auto e = run_graph(dir, run + "_embed.yaml",
-                       "# embed\nseed: 1\nnodes:\n"
-                       "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 128}}\n"
-                       "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
-                       "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
-                       "edges: [test.out -> embed.in, embed.out -> save.in]\n");
-    INFO(e.err);
-    REQUIRE(e.exit_code == 0);
+    run_graph_file_ok(dir, run + "_embed.yaml",
+                      "# embed\nseed: 1\nnodes:\n"
+                      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
+                      "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
+                      "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
+                      "edges: [test.out -> embed.in, embed.out -> save.in]\n");
     return h5;
   };
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np
 a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
 assert a.shape == (128, 8), a.shape
@@ -289,9 +219,7 @@ d = np.abs(a - b).max()
 assert d < 1e-4 * np.abs(a).max(), d
 print('ok', d)
 )PY",
-                          {embed("single"), embed("dp")});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {embed("single"), embed("dp")});
 
   // A rank outside the world is a configuration error naming both numbers.
   auto bad = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=2"});
@@ -317,12 +245,12 @@ print('ok', d)
 TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-nan");
   std::string g = "# NaN in the data.\nseed: 1\nnodes:\n"
-                  "  data:  {type: io.hdf5_reader, params: {path: " + path_of("nan.h5") + ", batch_size: 64}}\n"
+                  "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("nan.h5") + ", batch_size: 64}}\n"
                   "  train: {type: torch.train, params: {" + kSmallCnn +
                   ", loss: {type: torch.batch_hard_triplet}, threads: 1, checkpoint_dir: " + (dir / "ckpt").string() +
                   ", checkpoint_every: 1}}\n"
                   "edges: [data.out -> train.in]\n";
-  auto r = run_graph(dir, "nan.yaml", g);
+  auto r = run_graph_file(dir, "nan.yaml", g);
   INFO(r.err);
   CHECK(r.exit_code == 1);
   // Row 200 sits in the fourth batch of 64 (input batch 3, ids 192..255), trained as step 4.
@@ -333,9 +261,9 @@ TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][tra
 
 TEST_CASE("images that do not fit the model fail validation at the model parameter", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-bad-images");
-  auto r = run_graph(dir, "rgb_model.yaml",
-                     train_graph(path_of("train.h5"), "model: {type: torch.small_cnn, in_channels: 3}, "
-                                                      "loss: {type: torch.batch_hard_triplet}, threads: 1"));
+  auto r = run_graph_file(dir, "rgb_model.yaml",
+                          train_graph(torch_data("train.h5"), "model: {type: torch.small_cnn, in_channels: 3}, "
+                                                           "loss: {type: torch.batch_hard_triplet}, threads: 1"));
   INFO(r.err);
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("rgb_model.yaml:5:") && Catch::Contains("node 'train': param 'model': torch.small_cnn reads in: "
@@ -346,10 +274,10 @@ TEST_CASE("component contracts: a trained model's size reaches its evaluator bef
   fs::path dir = scratch_dir("torch-contracts");
   // A 32-d trained model's embeddings against a pixel gallery (torch.identity: 1 x 28 x 28 = 784).
   auto graph = [&](const std::string& gallery_model, const std::string& loss = "{type: torch.batch_hard_triplet}") {
-    return train_graph(path_of("train.h5"),
+    return train_graph(torch_data("train.h5"),
                        "model: {type: torch.small_cnn, channels: [8], hidden: 0, embedding_dim: 32}, loss: " + loss +
                            ", max_steps: 2, threads: 1",
-                       "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 64}}\n"
+                       "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 64}}\n"
                        "  query: {type: torch.embed, params: {keep: [label]}}\n"
                        "  pixels: {type: torch.embed, params: {model: " + gallery_model + ", keep: [label]}}\n"
                        "  eval:  {type: eval.retrieval, params: {out: " + (dir / "r").string() + "}}\n",
@@ -382,7 +310,7 @@ TEST_CASE("component contracts: a trained model's size reaches its evaluator bef
   // torch.embed's named outputs must be outputs of its model.
   write_file(dir / "outputs.yaml",
              "nodes:\n"
-             "  test: {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 64}}\n"
+             "  test: {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 64}}\n"
              "  embed: {type: torch.embed, params: {model: {type: torch.conv_ae}, outputs: [reconstruction, logvar]}}\n"
              "  show: {type: core.sink}\n"
              "edges: [test -> embed.in, embed -> show]\n");
@@ -417,27 +345,23 @@ m.save(sys.argv[1])
 
   // 1. Embedding with the imported module alone matches Python's forward in eval mode.
   std::string embed_graph = "# Embeds with a TorchScript backbone.\nseed: 1\nnodes:\n"
-                            "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 50}}\n"
+                            "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 50}}\n"
                             "  embed: {type: torch.embed, params: {model: {type: torch.torchscript, path: " + pt + "}, threads: 1}}\n"
                             "  save:  {type: io.hdf5_writer, params: {path: " + (dir / "script_emb.h5").string() + ", group: emb}}\n"
                             "edges: [test.out -> embed.in, embed.out -> save.in]\n";
-  auto e = run_graph(dir, "embed.yaml", embed_graph);
-  INFO(e.err);
-  REQUIRE(e.exit_code == 0);
+  run_graph_file_ok(dir, "embed.yaml", embed_graph);
   // u8 [N,H,W,C] images (the image readers' form) are converted to f32 [N,C,H,W] / 255 on the way in.
   std::string u8_graph = embed_graph;
   u8_graph.replace(u8_graph.find("test.h5"), 7, "test_u8.h5");
   u8_graph.replace(u8_graph.find("script_emb.h5"), 13, "script_u8.h5");
-  auto e8 = run_graph(dir, "embed_u8.yaml", u8_graph);
-  INFO(e8.err);
-  REQUIRE(e8.exit_code == 0);
+  run_graph_file_ok(dir, "embed_u8.yaml", u8_graph);
 
   // 2. Frozen backbone in the seed's T_c^1 variant: only the branch trains.
   auto train = [&](const std::string& name, const std::string& model) {
-    return run_graph(dir, name + ".yaml",
-                     train_graph(path_of("train.h5"), model + ", loss: {type: torch.batch_hard_triplet}, "
-                                                              "optimizer: {type: torch.sgd, lr: 0.1}, max_steps: 4, threads: 1, "
-                                                              "checkpoint_dir: " + (dir / name).string()));
+    return run_graph_file(dir, name + ".yaml",
+                          train_graph(torch_data("train.h5"), model + ", loss: {type: torch.batch_hard_triplet}, "
+                                                                   "optimizer: {type: torch.sgd, lr: 0.1}, max_steps: 4, threads: 1, "
+                                                                   "checkpoint_dir: " + (dir / name).string()));
   };
   auto frozen = train("frozen", "model: {type: torch.concat, mode: frozen_backbone, backbone: {type: torch.torchscript, path: " + pt +
                                     "}, branch: {type: torch.mlp, hidden: [16], embedding_dim: 8}}");
@@ -452,7 +376,7 @@ m.save(sys.argv[1])
   CHECK(nothing.exit_code == 2);
   CHECK_THAT(nothing.err, Catch::Contains("no trainable parameters"));
 
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, torch, h5py, numpy as np
 d, pt, test = sys.argv[1], sys.argv[2], sys.argv[3]
 original = torch.jit.load(pt)
@@ -484,9 +408,7 @@ changed = [k for k in state if not torch.equal(trained[k], state[k])]
 assert 'fc.weight' in changed and 'conv.weight' in changed and 'bn.running_mean' in changed, changed
 print('ok', err, len(changed))
 )PY",
-                          {dir.string(), pt, path_of("test.h5")});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {dir.string(), pt, torch_data("test.h5")});
 }
 
 TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torch][embed][cli]") {
@@ -495,14 +417,14 @@ TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torc
                     every_h5 = (dir / "every.h5").string(), final_h5 = (dir / "final.h5").string();
   // Training feeds its snapshots (every 4 steps and at the end) to two embedders of the test set.
   std::string g = train_graph(
-      path_of("train.h5"),
+      torch_data("train.h5"),
       kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, max_steps: 8, snapshot_every: 4, threads: 2, checkpoint_dir: " +
           (dir / "ckpt").string(),
-      "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
-      "  test2: {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
+      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
+      "  test2: {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
       "  embed: {type: torch.embed, params: {threads: 2}}\n"
       "  every: {type: torch.embed, params: {mode: every_snapshot, threads: 2}}\n"
-      "  test3: {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
+      "  test3: {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", fields: [id, label, image], batch_size: 32}}\n"
       "  fin:   {type: torch.embed, params: {mode: final, threads: 2}}\n"
       "  save3: {type: io.hdf5_writer, params: {path: " + final_h5 + ", group: embeddings}}\n"
       "  save:  {type: io.hdf5_writer, params: {path: " + snap_h5 + ", group: embeddings}}\n"
@@ -516,18 +438,14 @@ TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torc
       "  - train.model -> fin.model\n"
       "  - test3.out -> fin.in\n"
       "  - fin.out -> save3.in\n");
-  auto r = run_graph(dir, "train.yaml", g);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
+  run_graph_file_ok(dir, "train.yaml", g);
   std::string from_ckpt = "# Embeds from the final checkpoint.\nseed: 1\nnodes:\n"
-                          "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", batch_size: 128}}\n"
+                          "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
                           "  embed: {type: torch.embed, params: {checkpoint: " + (dir / "ckpt").string() + "}}\n"
                           "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
                           "edges: [test.out -> embed.in, embed.out -> save.in]\n";
-  auto c = run_graph(dir, "ckpt.yaml", from_ckpt);
-  INFO(c.err);
-  REQUIRE(c.exit_code == 0);
-  auto check = run_python(R"PY(
+  auto c = run_graph_file_ok(dir, "ckpt.yaml", from_ckpt);
+  check_python(R"PY(
 import sys, h5py, numpy as np
 snap, ckpt, every, test, fin = sys.argv[1:6]
 with h5py.File(test) as f:
@@ -555,9 +473,7 @@ for i in range(128):
     assert ok, i
 print('ok')
 )PY",
-                          {snap_h5, ckpt_h5, every_h5, path_of("test.h5"), final_h5});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {snap_h5, ckpt_h5, every_h5, torch_data("test.h5"), final_h5});
 }
 
 TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the live weights train and resume exactly",
@@ -567,18 +483,18 @@ TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the li
   // Six SGD steps with a checkpoint after each, with and without averaging; decay 0.3 is below
   // the warm-up bound (1+t)/(10+t) from step 3 on, so both branches of the decay are used.
   auto graph = [&](const std::string& run, const std::string& ema, int max_steps, bool embed) {
-    return train_graph(path_of("train.h5"),
+    return train_graph(torch_data("train.h5"),
                        kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, "
                                    "threads: 2, checkpoint_every: 1, keep_checkpoints: 0, resume: auto, " + ema +
                                    "max_steps: " + std::to_string(max_steps) + ", checkpoint_dir: " + (dir / run).string(),
-                       embed ? "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, image], batch_size: 64}}\n"
+                       embed ? "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", fields: [id, image], batch_size: 64}}\n"
                                "  embed: {type: torch.embed, params: {mode: final, threads: 2}}\n"
                                "  save:  {type: io.hdf5_writer, params: {path: " + snap_h5 + ", group: embeddings}}\n"
                              : "",
                        embed ? "  - train.model -> embed.model\n  - test.out -> embed.in\n  - embed.out -> save.in\n" : "");
   };
   auto must_run = [&](const std::string& name, const std::string& yaml) {
-    auto r = run_graph(dir, name, yaml);
+    auto r = run_graph_file(dir, name, yaml);
     INFO(name << ": " << r.err);
     REQUIRE(r.exit_code == 0);
   };
@@ -588,12 +504,12 @@ TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the li
   must_run("part.yaml", graph("part", "ema_decay: 0.3, ", 3, false));
   must_run("resumed.yaml", graph("part", "ema_decay: 0.3, ", 6, false));
   must_run("ckpt.yaml", "seed: 1\nnodes:\n"
-                        "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, image], batch_size: 128}}\n"
+                        "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", fields: [id, image], batch_size: 128}}\n"
                         "  embed: {type: torch.embed, params: {checkpoint: " + (dir / "ema").string() + "}}\n"
                         "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
                         "edges: [test.out -> embed.in, embed.out -> save.in]\n");
   // The average recomputed in Python from the live weights of every checkpoint.
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, h5py, numpy as np, torch
 d, snap, ckpt = sys.argv[1:4]
 def state(path, key='model'):
@@ -626,9 +542,7 @@ load = lambda p: h5py.File(p)['embeddings']['embedding'][:]
 assert np.abs(load(snap) - load(ckpt)).max() < 1e-5
 print('ok')
 )PY",
-                          {dir.string(), snap_h5, ckpt_h5});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {dir.string(), snap_h5, ckpt_h5});
 
   // Resuming across a change of ema_decay says what happens to the average, and trains on.
   struct Switch {
@@ -644,7 +558,7 @@ print('ok')
     CHECK(fs::exists(dir / sw.run / "step-00000007.pt"));
   }
 
-  auto bad = run_graph(dir, "bad.yaml", graph("bad", "ema_decay: 1.0, ", 2, false));
+  auto bad = run_graph_file(dir, "bad.yaml", graph("bad", "ema_decay: 1.0, ", 2, false));
   CHECK(bad.exit_code == 2);  // a configuration error, found before anything runs
   CHECK_THAT(bad.err, Catch::Contains("ema_decay must be below 1"));
   CHECK_FALSE(fs::exists(dir / "bad"));
@@ -652,7 +566,7 @@ print('ok')
 
 TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][validate][cli]") {
   fs::path dir = scratch_dir("torch-validate");
-  std::string g = train_graph(path_of("train.h5"),
+  std::string g = train_graph(torch_data("train.h5"),
                               kSmallCnn + ", loss: {type: torch.contrastive}, resume: auto, "
                                           "schedule: {type: torch.cosine}");
   write_file(dir / "bad.yaml", g);
@@ -672,7 +586,7 @@ TEST_CASE("ResNet-18 and ResNet-50 have torchvision's parameter counts and train
   // torchvision's resnet18() / resnet50() (3 input channels, 1000 outputs): 11,689,512 and 25,557,032.
   for (auto [type, count] : {std::pair<std::string, std::string>{"torch.resnet18", "11689512"}, {"torch.resnet50", "25557032"}}) {
     std::string g = "# One step of " + type + ".\nseed: 1\nnodes:\n"
-                    "  data:  {type: io.hdf5_reader, params: {path: " + path_of("rgb.h5") + ", batch_size: 4}}\n"
+                    "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("rgb.h5") + ", batch_size: 4}}\n"
                     "  train: {type: torch.train, params: {model: {type: " + type + ", embedding_dim: 1000}, "
                     "loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.sgd}, max_steps: 1, threads: 2, "
                     "log_every: 1, log_dir: " + (dir / type).string() + "}}\n"
@@ -687,25 +601,23 @@ TEST_CASE("ResNet-18 and ResNet-50 have torchvision's parameter counts and train
     CHECK(std::isfinite(std::stod(rows[0].loss)));
   }
   // The small stem on 28x28 grey images, narrow: a quick model for Fashion-MNIST.
-  std::string g = train_graph(path_of("train.h5"),
+  std::string g = train_graph(torch_data("train.h5"),
                               "model: {type: torch.resnet18, in_channels: 1, width: 8, stem: small, embedding_dim: 16}, "
                               "loss: {type: torch.batch_hard_triplet}, max_steps: 2, threads: 2");
-  auto r = run_graph(dir, "small.yaml", g);
+  auto r = run_graph_file(dir, "small.yaml", g);
   INFO(r.err);
   CHECK(r.exit_code == 0);
 }
 
 TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoint", "[torch][blend][cli]") {
   fs::path dir = scratch_dir("torch-blend");
-  auto first = run_graph(dir, "first.yaml",
-                         train_graph(path_of("train.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, max_steps: 3, "
-                                                                      "threads: 2, checkpoint_dir: " + (dir / "first").string()));
-  INFO(first.err);
-  REQUIRE(first.exit_code == 0);
+  auto first = run_graph_file_ok(dir, "first.yaml",
+                                 train_graph(torch_data("train.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, max_steps: 3, "
+                                                                              "threads: 2, checkpoint_dir: " + (dir / "first").string()));
   const std::string weights = (dir / "first" / "step-00000003.pt").string();
-  auto blend = run_graph(
+  auto blend = run_graph_file(
       dir, "blend.yaml",
-      train_graph(path_of("train.h5"),
+      train_graph(torch_data("train.h5"),
                   "model: {type: torch.blend, backbone: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16, "
                   "weights: " + weights + "}, head: {type: torch.mlp, hidden: [16], embedding_dim: 4, normalize: true}}, "
                   "loss: {type: torch.contrastive}, max_steps: 3, threads: 2, checkpoint_dir: " + (dir / "blend").string(),
@@ -714,15 +626,15 @@ TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoin
   CHECK(blend.exit_code == 2);
   CHECK_THAT(blend.err, Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'a_image'") &&
                             Catch::Contains("needs field 'pair_label'"));
-  blend = run_graph(
+  blend = run_graph_file(
       dir, "blend.yaml",
-      train_graph(path_of("train.h5"),
+      train_graph(torch_data("train.h5"),
                   "model: {type: torch.blend, backbone: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16, "
                   "weights: " + weights + "}, head: {type: torch.mlp, hidden: [16], embedding_dim: 4, normalize: true}}, "
                   "loss: {type: torch.batch_hard_triplet}, max_steps: 3, threads: 2, checkpoint_dir: " + (dir / "blend").string()));
   INFO(blend.err);
   REQUIRE(blend.exit_code == 0);
-  auto check = run_python(R"PY(
+  check_python(R"PY(
 import sys, torch
 def state(path):
     c = torch.jit.load(path)
@@ -736,9 +648,7 @@ head = [k for k in blend if k.startswith('head.')]
 assert head, sorted(blend)
 print('ok')
 )PY",
-                          {weights, (dir / "blend" / "step-00000003.pt").string()});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {weights, (dir / "blend" / "step-00000003.pt").string()});
 }
 
 TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch][embed][cli]") {
@@ -748,19 +658,17 @@ TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch]
   fs::path dir = scratch_dir("torch-features");
   const std::string out_h5 = (dir / "features.h5").string();
   std::string g = train_graph(
-      path_of("train.h5"),
+      torch_data("train.h5"),
       "model: {type: torch.small_cnn, channels: [2, 2], hidden: 0, embedding_dim: 8}, loss: {type: torch.batch_hard_triplet}, "
       "max_steps: 4, threads: 2",
-      "  test:  {type: io.hdf5_reader, params: {path: " + path_of("test.h5") + ", fields: [id, label, image], batch_size: 128}}\n"
+      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", fields: [id, label, image], batch_size: 128}}\n"
       "  embed: {type: torch.embed, params: {outputs: [features], threads: 2}}\n"
       "  save:  {type: io.hdf5_writer, params: {path: " + out_h5 + ", group: embeddings}}\n",
       "  - train.model -> embed.model\n"
       "  - test.out -> embed.in\n"
       "  - embed.out -> save.in\n");
-  auto r = run_graph(dir, "features.yaml", g);
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  auto check = run_python(R"PY(
+  run_graph_file_ok(dir, "features.yaml", g);
+  check_python(R"PY(
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1]) as f:
     g = f['embeddings']
@@ -776,7 +684,5 @@ assert fit < 1e-4, fit
 assert shuffled > 1e-2, shuffled
 print('ok', fit, shuffled)
 )PY",
-                          {out_h5});
-  INFO(check.out << check.err);
-  CHECK(check.exit_code == 0);
+               {out_h5});
 }

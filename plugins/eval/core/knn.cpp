@@ -4,7 +4,9 @@
 #include <map>
 
 #include "embedflow/error.hpp"
+#include "block_scan.hpp"
 #include "parallel.hpp"
+#include "top_k.hpp"
 
 namespace embedflow::evalcore {
 
@@ -21,40 +23,26 @@ ExactNeighbours exact_knn(const BlockScorer& scorer, int k, std::int64_t query_b
   const std::int64_t qb = std::max<std::int64_t>(1, std::min(query_block, Q.rows));
   const std::int64_t gb = std::max<std::int64_t>(1, std::min(gallery_block, G.rows));
   std::vector<float> buffer(static_cast<std::size_t>(qb * gb));
-  using Item = std::pair<float, std::int64_t>;
+  using Item = ScoredItem;
   std::vector<std::vector<Item>> heaps(static_cast<std::size_t>(qb)), candidates(static_cast<std::size_t>(qb));
   for (std::int64_t q0 = 0; q0 < Q.rows; q0 += qb) {
     const std::int64_t q1 = std::min(Q.rows, q0 + qb);
     for (std::int64_t s = 0; s < q1 - q0; ++s) heaps[static_cast<std::size_t>(s)].clear(), candidates[static_cast<std::size_t>(s)].clear();
-    for (std::int64_t g0 = 0; g0 < G.rows; g0 += gb) {
-      const std::int64_t g1 = std::min(G.rows, g0 + gb);
-      scorer.compute(q0, q1, g0, g1, buffer.data(), gb, threads);
-      parallel_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t s = b; s < e; ++s) {
-          auto& heap = heaps[static_cast<std::size_t>(s)];
-          auto& cand = candidates[static_cast<std::size_t>(s)];
-          const double band = 2 * scorer.tolerance(q0 + s);
-          const float* row = buffer.data() + s * gb;
-          for (std::int64_t j = g0; j < g1; ++j) {
-            const Item item{row[j - g0], j};
-            if (heap.size() < kk) {
-              heap.push_back(item);
-              std::push_heap(heap.begin(), heap.end());
-            } else if (item < heap.front()) {
-              std::pop_heap(heap.begin(), heap.end());
-              heap.back() = item;
-              std::push_heap(heap.begin(), heap.end());
-            }
-            if (heap.size() < kk || double(item.first) <= double(heap.front().first) + band) cand.push_back(item);
-          }
-          if (cand.size() > 8 * kk + 1024) {  // prune to the current band
-            const double limit = double(heap.front().first) + band;
-            cand.erase(std::remove_if(cand.begin(), cand.end(), [&](const Item& c) { return double(c.first) > limit; }),
-                       cand.end());
-          }
-        }
-      });
-    }
+    scan_gallery_blocks(scorer, q0, q1, gb, buffer, threads, [&](std::int64_t s, const float* row, std::int64_t g0, std::int64_t g1) {
+      auto& heap = heaps[static_cast<std::size_t>(s)];
+      auto& cand = candidates[static_cast<std::size_t>(s)];
+      const double band = 2 * scorer.tolerance(q0 + s);
+      for (std::int64_t j = g0; j < g1; ++j) {
+        const Item item{row[j - g0], j};
+        push_top(heap, kk, item);
+        if (heap.size() < kk || double(item.first) <= double(heap.front().first) + band) cand.push_back(item);
+      }
+      if (cand.size() > 8 * kk + 1024) {  // prune to the current band
+        const double limit = double(heap.front().first) + band;
+        cand.erase(std::remove_if(cand.begin(), cand.end(), [&](const Item& c) { return double(c.first) > limit; }),
+                   cand.end());
+      }
+    });
     parallel_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t s = b; s < e; ++s) {
         const std::int64_t q = q0 + s;

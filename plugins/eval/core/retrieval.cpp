@@ -9,13 +9,15 @@
 
 #include "embedflow/error.hpp"
 #include "embedflow/rng.hpp"
+#include "block_scan.hpp"
 #include "parallel.hpp"
+#include "top_k.hpp"
 
 namespace embedflow::evalcore {
 
 namespace {
 
-using Item = std::pair<float, std::int64_t>;  // (score, gallery index): lexicographic = rank order
+using Item = ScoredItem;
 
 struct Positive {
   double threshold;  // BlockScorer::exact, before the scan
@@ -37,17 +39,6 @@ struct QueryState {
   std::vector<double> near_exact;                      // their BlockScorer::exact scores
   std::vector<Item> heap;                              // top-k, max-heap on (score, index)
 };
-
-void push_top(std::vector<Item>& heap, std::size_t k, Item item) {
-  if (heap.size() < k) {
-    heap.push_back(item);
-    std::push_heap(heap.begin(), heap.end());
-  } else if (item < heap.front()) {
-    std::pop_heap(heap.begin(), heap.end());
-    heap.back() = item;
-    std::push_heap(heap.begin(), heap.end());
-  }
-}
 
 // std::lower_bound's index, without data-dependent branches: with ~1000 positives per query the
 // bucket search runs for every scanned negative, and a mispredicted branch per halving cost more
@@ -344,46 +335,40 @@ RetrievalResult evaluate_retrieval(const BlockScorer& scorer, const RetrievalLab
         }
       });
 
-      for (std::int64_t g0 = 0; g0 < G.rows; g0 += gb) {
-        const std::int64_t g1 = std::min(G.rows, g0 + gb);
-        scorer.compute(q0, q1, g0, g1, buffer.data(), gb, opt.threads);
-        parallel_for(q1 - q0, opt.threads, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t s = b; s < e; ++s) {
-            const std::int64_t q = q0 + s;
-            QueryState& st = states[static_cast<std::size_t>(s)];
-            if (st.status == QueryOutcome::Status::junk_query) continue;
-            const float* row = buffer.data() + s * gb;
-            const std::size_t P = st.positives.size();
-            for (std::int64_t j = g0; j < g1; ++j) {
-              float d = row[j - g0];
-              if (groups && labels.gallery_group[j] != st.group) d += static_cast<float>(group_offset);
-              if (keep && !(junk(gl[j]) || (opt.exclude_self && j == q) ||
-                            (cameras && gl[j] == st.label && labels.gallery_camera[j] == st.camera)))
-                push_top(st.heap, keep, {d, j});
-              if (d > st.skip_above) continue;  // ranks after every positive: changes no metric
-              if (junk(gl[j]) || (opt.exclude_self && j == q)) continue;
-              if (gl[j] == st.label) {
-                if (cameras && labels.gallery_camera[j] == st.camera) continue;
-                auto it = std::lower_bound(st.slot_of.begin(), st.slot_of.end(), std::make_pair(j, -1));
-                Positive& p = st.positives[static_cast<std::size_t>(it->second)];
-                p.score = d;
-                p.seen = true;
-                continue;
-              }
-              const std::size_t bucket = branchless_lower_bound(st.thresholds, double(d));
-              if ((bucket < P && st.thresholds[bucket] - d <= st.eps) ||
-                  (bucket > 0 && d - st.thresholds[bucket - 1] <= st.eps)) {
-                st.near.emplace_back(d, j);
-                continue;
-              }
-              st.counts[bucket] += 1;
-              for (int r = 0; r < repeats; ++r)
-                if (shot_mask[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)])
-                  st.counts[static_cast<std::size_t>(r + 1) * (P + 1) + bucket] += 1;
-            }
+      scan_gallery_blocks(scorer, q0, q1, gb, buffer, opt.threads,
+                          [&](std::int64_t s, const float* row, std::int64_t g0, std::int64_t g1) {
+        const std::int64_t q = q0 + s;
+        QueryState& st = states[static_cast<std::size_t>(s)];
+        if (st.status == QueryOutcome::Status::junk_query) return;
+        const std::size_t P = st.positives.size();
+        for (std::int64_t j = g0; j < g1; ++j) {
+          float d = row[j - g0];
+          if (groups && labels.gallery_group[j] != st.group) d += static_cast<float>(group_offset);
+          if (keep && !(junk(gl[j]) || (opt.exclude_self && j == q) ||
+                        (cameras && gl[j] == st.label && labels.gallery_camera[j] == st.camera)))
+            push_top(st.heap, keep, {d, j});
+          if (d > st.skip_above) continue;  // ranks after every positive: changes no metric
+          if (junk(gl[j]) || (opt.exclude_self && j == q)) continue;
+          if (gl[j] == st.label) {
+            if (cameras && labels.gallery_camera[j] == st.camera) continue;
+            auto it = std::lower_bound(st.slot_of.begin(), st.slot_of.end(), std::make_pair(j, -1));
+            Positive& p = st.positives[static_cast<std::size_t>(it->second)];
+            p.score = d;
+            p.seen = true;
+            continue;
           }
-        });
-      }
+          const std::size_t bucket = branchless_lower_bound(st.thresholds, double(d));
+          if ((bucket < P && st.thresholds[bucket] - d <= st.eps) ||
+              (bucket > 0 && d - st.thresholds[bucket - 1] <= st.eps)) {
+            st.near.emplace_back(d, j);
+            continue;
+          }
+          st.counts[bucket] += 1;
+          for (int r = 0; r < repeats; ++r)
+            if (shot_mask[static_cast<std::size_t>(r)][static_cast<std::size_t>(j)])
+              st.counts[static_cast<std::size_t>(r + 1) * (P + 1) + bucket] += 1;
+        }
+      });
 
       // Exact scores of the near negatives, in an order that reuses rows: tiles of kNearTile
       // queries (whose rows stay in cache), and inside a tile by gallery index (each gallery row
@@ -602,20 +587,13 @@ void knn_search(const BlockScorer& scorer, int k, bool exclude_self, std::int64_
   for (std::int64_t q0 = 0; q0 < Q.rows; q0 += qb) {
     const std::int64_t q1 = std::min(Q.rows, q0 + qb);
     for (auto& h : heaps) h.clear();
-    for (std::int64_t g0 = 0; g0 < G.rows; g0 += gb) {
-      const std::int64_t g1 = std::min(G.rows, g0 + gb);
-      scorer.compute(q0, q1, g0, g1, buffer.data(), gb, threads);
-      parallel_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t s = b; s < e; ++s) {
-          auto& heap = heaps[static_cast<std::size_t>(s)];
-          const float* row = buffer.data() + s * gb;
-          for (std::int64_t j = g0; j < g1; ++j) {
-            if (exclude_self && j == q0 + s) continue;
-            push_top(heap, kk, {row[j - g0], j});
-          }
-        }
-      });
-    }
+    scan_gallery_blocks(scorer, q0, q1, gb, buffer, threads, [&](std::int64_t s, const float* row, std::int64_t g0, std::int64_t g1) {
+      auto& heap = heaps[static_cast<std::size_t>(s)];
+      for (std::int64_t j = g0; j < g1; ++j) {
+        if (exclude_self && j == q0 + s) continue;
+        push_top(heap, kk, {row[j - g0], j});
+      }
+    });
     for (std::int64_t s = 0; s < q1 - q0; ++s) {
       auto& heap = heaps[static_cast<std::size_t>(s)];
       std::sort(heap.begin(), heap.end());

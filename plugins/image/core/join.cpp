@@ -61,4 +61,28 @@ PortSchema join_schema(SchemaContext& c, const std::string& stream, const std::s
   return out;
 }
 
+void pass_through_fields(const Record& stream, ConsumedField consumed, Record& out) {
+  for (const auto& [name, value] : stream.fields())
+    if (!consumed(name) && !out.find(name)) out.set(name, value);
+}
+
+void add_pass_through_fields(const PortSchema& stream, ConsumedField consumed, PortSchema& out) {
+  if (stream.is_any()) return;
+  for (const FieldSchema& f : stream.fields())
+    if (!consumed(f.name) && !out.find(f.name)) out.add(f);
+}
+
+void ImageJoinNode::open(NodeContext& ctx) {
+  ctx_ = &ctx;
+  image_field_ = ctx.params().string("image_field");
+}
+
+void ImageJoinNode::process(std::size_t, const RecordPtr& in, Emitter& out) {
+  auto table = cache_.get(ctx_->side(1), cat("node '", ctx_->id(), "' port 'table'"));
+  Record r;
+  join_fields(*table, *in, out.sequence(), r);
+  pass_through_fields(*in, consumed_, r);
+  out.emit(std::move(r));
+}
+
 }  // namespace embedflow::image
