@@ -108,9 +108,7 @@ class Clustering final : public Node {
       j.field("clusters", clusters_).field("inertia", km.inertia);
       if (assignment_field_.empty()) {
         j.field("iterations", km.iterations).field("n_init", kmeans_.n_init).field("best_init", km.best_init);
-        j.key("init_inertia").begin_array();
-        for (double v : km.init_inertia) j.value(v);  // full precision: numbers() keeps 6 digits
-        j.end_array();
+        j.key("init_inertia").numbers(km.init_inertia);
       }
       j.field("NMI", nmi).field("AMI", ami).field("ARI", ari).field("purity", pur);
       std::vector<double> s(sizes.begin(), sizes.end());
