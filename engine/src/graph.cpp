@@ -54,6 +54,20 @@ CacheSettings parse_cache_settings(const NodeSpec& ns, std::vector<Diagnostic>& 
   return out;
 }
 
+// The input an edge that names no port goes to: a node's only input, or its only input that
+// must be connected (adding an optional input to a type, as torch.train's `validation`, keeps
+// `a -> train` meaning `in`); -1 when that is ambiguous.
+int default_input(const NodeType& t) {
+  if (t.inputs.size() == 1) return 0;
+  int found = -1;
+  for (std::size_t i = 0; i < t.inputs.size(); ++i) {
+    if (t.inputs[i].optional) continue;
+    if (found >= 0) return -1;
+    found = static_cast<int>(i);
+  }
+  return found;
+}
+
 // Leaves out nodes with `enabled: false`, and then, until nothing changes, every node with an
 // input port whose edges all come from left-out nodes (a disabled branch takes its downstream
 // with it; a node fed by several branches on one port keeps the live ones). Optional ports count
@@ -71,11 +85,13 @@ void prune_disabled(GraphSpec& spec, const Registry& registry) {
       if (out.count(n.id)) continue;
       const NodeType* t = registry.node_type(n.type);
       if (!t) continue;
-      for (const auto& port : t->inputs) {
+      const int unnamed = default_input(*t);
+      for (std::size_t i = 0; i < t->inputs.size(); ++i) {
+        const auto& port = t->inputs[i];
         bool any = false, all_out = true;
         for (const auto& e : spec.edges) {
           if (e.to_node != n.id) continue;
-          if (!(e.to_port == port.name || (e.to_port.empty() && t->inputs.size() == 1))) continue;
+          if (!(e.to_port == port.name || (e.to_port.empty() && unnamed == static_cast<int>(i)))) continue;
           any = true;
           if (!out.count(e.from_node)) all_out = false;
         }
@@ -157,12 +173,14 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
       const auto& ports = output ? rn.type->outputs : rn.type->inputs;
       const char* dir = output ? "output" : "input";
       if (port.empty()) {
-        if (ports.size() != 1) {
+        const int unnamed = output ? (ports.size() == 1 ? 0 : -1) : default_input(*rn.type);
+        if (unnamed >= 0) {
+          ref.port = static_cast<std::size_t>(unnamed);
+        } else {
           problems.push_back(Diagnostic{es.where, node_id, cat("edge '", es.text, "': name the ", dir, " port; ",
                                                                rn.type->name, " has ", dir, "s: ", port_list(ports))});
           return false;
         }
-        ref.port = 0;
         return true;
       }
       int i = output ? rn.type->output_index(port) : rn.type->input_index(port);

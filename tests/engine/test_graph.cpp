@@ -95,6 +95,26 @@ edges:
   CHECK(p[5] == "g.yaml:4:3: node 'c': input 'in' of core.sink is not connected");
 }
 
+TEST_CASE("an edge that omits the input port goes to the one input that must be connected") {
+  // image.decode_by_id: `in`, and the optional side input `photos`.
+  auto ok = problems_of(R"(nodes:
+  a: {type: core.range, params: {count: 1}}
+  d: {type: image.decode_by_id, params: {height: 8, width: 8}}
+  s: {type: core.sink}
+edges: [a -> d, d -> s]
+)");
+  for (const auto& p : ok) CHECK_THAT(p, !Catch::Contains("name the input port") && !Catch::Contains("is not connected"));
+  // Two inputs that must both be connected: the port has to be named.
+  auto two = problems_of(R"(nodes:
+  left:  {type: testing.vectors, params: {dim: 4}}
+  check: {type: testing.pair_check}
+edges: [left.out -> check]
+)");
+  REQUIRE_FALSE(two.empty());
+  CHECK_THAT(two[0], Catch::StartsWith("g.yaml:4:9: node 'check': edge 'left.out -> check': name the input port; "
+                                       "testing.pair_check has inputs: a, b"));
+}
+
 TEST_CASE("a dim mismatch across edges is caught at load") {
   const char* yaml = R"(nodes:
   left:  {type: testing.vectors, params: {dim: 128}}
