@@ -96,14 +96,17 @@ edges:
 }
 
 TEST_CASE("an edge that omits the input port goes to the one input that must be connected") {
-  // image.decode_by_id: `in`, and the optional side input `photos`.
-  auto ok = problems_of(R"(nodes:
-  a: {type: core.range, params: {count: 1}}
-  d: {type: image.decode_by_id, params: {height: 8, width: 8}}
-  s: {type: core.sink}
-edges: [a -> d, d -> s]
-)");
-  for (const auto& p : ok) CHECK_THAT(p, !Catch::Contains("name the input port") && !Catch::Contains("is not connected"));
+  // testing.trainer: `in`, and the optional `validation` (as torch.train).
+  const std::string trainer = R"(vars: {on: true}
+nodes:
+  batches: {type: testing.batches, enabled: "${on}", params: {kind: pairs}}
+  train: {type: testing.trainer, params: {model: {type: testing.encoder, dim: 8, channels: 1}, loss: {type: testing.pair_loss}}}
+edges: [batches -> train]
+)";
+  const std::vector<std::string> none;
+  CHECK(problems_of(trainer) == none);
+  // A disabled branch takes the trainer it feeds through the unnamed port with it.
+  CHECK(problems_of(trainer, {"on=false"}) == none);
   // Two inputs that must both be connected: the port has to be named.
   auto two = problems_of(R"(nodes:
   left:  {type: testing.vectors, params: {dim: 4}}

@@ -160,10 +160,12 @@ void register_contract_types(Registry& r) {
             .consumes("outputs", "embedding: f32[N,D]")
             .create<Inert>());
   r.add(NodeTypeBuilder("testing.trainer")
-            .doc("Resolves its model's and loss's contracts; snapshots carry the model's.")
+            .doc("Resolves its model's and loss's contracts; snapshots carry the model's. An optional validation "
+                 "input, as torch.train's.")
             .param(Param::component("model", "model"))
             .param(Param::component("loss", "loss"))
             .input("in", "*")
+            .optional_input("validation", "*")
             .output("model", "weights: u8[W], spec: str[1]")
             .check([](SchemaContext& c) {
               const PortSchema& in = c.input("in");
