@@ -3,6 +3,7 @@
 #include <tbb/flow_graph.h>
 #include <sys/ioctl.h>
 #include <tbb/global_control.h>
+#include <malloc.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -10,6 +11,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -736,7 +739,25 @@ class Progress {
 
 }  // namespace
 
+bool tune_process_allocator() {
+  static const bool applied = [] {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    const char* system = std::getenv("EMBEDFLOW_SYSTEM_MALLOC");
+    if ((tunables && std::strstr(tunables, "glibc.malloc.")) || (system && std::strcmp(system, "1") == 0))
+      return false;
+#if defined(__GLIBC__)
+    constexpr int kMmapThreshold = 32 << 20;  // glibc refuses more than HEAP_MAX_SIZE / 2
+    constexpr int kTrimThreshold = 1 << 30;
+    return mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1 && mallopt(M_TRIM_THRESHOLD, kTrimThreshold) == 1;
+#else
+    return false;
+#endif
+  }();
+  return applied;
+}
+
 RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
+  tune_process_allocator();
   RunResult result;
   // Output files committed while the run drains after SIGINT/SIGTERM go to `<path>.partial`
   // (atomic_file.hpp), so an interrupted run never replaces a complete file.

@@ -81,4 +81,15 @@ struct RunResult {
 
 RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options);
 
+// Makes glibc's malloc keep freed memory for reuse instead of handing it back to the kernel.
+// By default glibc maps every block above a moving threshold (a decoded photo, a batch of them,
+// a convolution's activations) with its own mmap and unmaps it on free, and trims the heap's top
+// as soon as it is free; the next batch then page-faults through fresh zeroed pages. On a photo
+// pipeline those faults cost half the CPU time. This caps mmap at glibc's largest allowed
+// threshold (32 MiB) and keeps up to 1 GiB of freed heap, so peak memory is unchanged and the
+// steady state reuses it. Applied once per process, by run_graph; a process that sets any
+// glibc.malloc tunable in GLIBC_TUNABLES, or EMBEDFLOW_SYSTEM_MALLOC=1, keeps its own policy.
+// Returns true when the policy was applied (now or earlier).
+bool tune_process_allocator();
+
 }  // namespace embedflow::engine
