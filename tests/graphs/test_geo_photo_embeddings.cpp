@@ -6,6 +6,8 @@
 // a photo whose file is missing stops the run with an error naming its id and path.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "cli.hpp"
 
 namespace fs = std::filesystem;
@@ -93,5 +95,17 @@ print('ok', {n: round(m['triplet_accuracy'], 3) for n, m in rows.items()})
   args.push_back("pairs_b.duplicate_files=false");
   broken = run_cli(args);
   CHECK(broken.exit_code == 1);
-  CHECK_THAT(broken.err, Catch::Contains("img/5.jpg (") && Catch::Contains("meta.csv:6, id 5)"));
+  // image.decode_by_id (a pair member) or image.files_reader (the evaluation's photos), whichever
+  // meets it first, names the id and the path
+  CHECK_THAT(broken.err, Catch::Contains("img/5.jpg") &&
+                             ((Catch::Contains("photo 5 (") && Catch::Contains("cannot open")) ||
+                              (Catch::Contains("meta.csv:6, id 5)") && Catch::Contains("cannot read image file"))));
+  // on_bad_image=skip: the run goes on without the photo and says how many it dropped
+  args.push_back("--set");
+  args.push_back("on_bad_image=skip");
+  args.erase(std::find(args.begin(), args.end(), std::string("--quiet")));  // the skip counts are info lines
+  auto skipped = run_cli(args);
+  INFO(skipped.err);
+  CHECK(skipped.exit_code == 0);
+  CHECK_THAT(skipped.err, Catch::Contains("skipped 1"));
 }
