@@ -14,8 +14,10 @@ loop (break, an exception, closing the stream or dropping it) stops the graph cl
 Errors: GraphError (invalid graph: file, line, column, node, problems), NodeError (a node
 failed while running; located the same way).
 """
+import atexit
 import json
 import os
+import weakref
 
 from . import _embedflow
 from ._errors import Error, GraphError, NodeError
@@ -106,8 +108,21 @@ class Graph:
         output) as dicts of read-only numpy views (as_torch=True: torch tensors over the same
         memory, through DLPack), while the graph runs. String fields are str or lists of str.
         At most `capacity` records wait in the queue."""
-        return Stream(_embedflow.Stream(self.path, output, self.sets, self.seed, self.plugin_path, capacity,
-                                        as_torch, self.threads, self.out, self.cache_dir, self.no_cache))
+        stream = Stream(_embedflow.Stream(self.path, output, self.sets, self.seed, self.plugin_path, capacity,
+                                          as_torch, self.threads, self.out, self.cache_dir, self.no_cache))
+        _open_streams.add(stream)
+        return stream
+
+
+# Streams still open when the program ends are closed while the interpreter still works: their
+# graphs' threads may be inside py.map nodes, which need it to finish.
+_open_streams = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_streams():
+    for stream in list(_open_streams):
+        stream.close()
 
 
 class Stream:

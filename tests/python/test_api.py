@@ -59,13 +59,15 @@ def test_run_of_an_invalid_graph_raises_graph_error_with_location(ef, graphs, tm
     assert "problems found" in str(e)
     with pytest.raises(ef.GraphError) as info:
         ef.run(graphs / "numbers.yaml", set={"batches.size": 0}, out=tmp_path)
-    assert info.value.node == "batches" and info.value.line == 7
+    # an override's problem is located at the override
+    assert info.value.node == "batches" and info.value.file == "--set batches.size=0"
 
 
-def test_missing_graph_file_is_a_graph_error(ef, tmp_path):
-    with pytest.raises(ef.GraphError) as info:
-        ef.validate(tmp_path / "nope.yaml")
-    assert "nope.yaml" in str(info.value)
+def test_missing_graph_file(ef, tmp_path):
+    problems = ef.validate(tmp_path / "nope.yaml")
+    assert len(problems) == 1 and "nope.yaml" in problems[0]["text"]
+    with pytest.raises(ef.GraphError, match="nope.yaml"):
+        ef.run(tmp_path / "nope.yaml")
 
 
 def test_a_node_failing_at_run_time_raises_node_error(ef, graphs, tmp_path):
@@ -76,7 +78,7 @@ def test_a_node_failing_at_run_time_raises_node_error(ef, graphs, tmp_path):
     with pytest.raises(ef.NodeError) as info:
         ef.run(g, out=tmp_path / "o")
     e = info.value
-    assert (e.file, e.line, e.column, e.node) == (str(g), 3, 12, "done")
+    assert (e.file, e.line, e.column, e.node) == (str(g), 3, 3, "done")
     assert e.exit_code == 1
     assert json.loads((tmp_path / "o" / "run.json").read_text())["exit_code"] == 1
 
@@ -101,5 +103,7 @@ def test_bad_arguments(ef, graphs):
         ef.run(graphs / "numbers.yaml", seed=-3)
     with pytest.raises(ValueError):
         ef.Graph(graphs / "numbers.yaml", threads=-1)
+    problems = ef.validate(graphs / "numbers.yaml", plugin_path=["/nonexistent/plugins"])
+    assert [p["text"] for p in problems] == ["--plugin-path /nonexistent/plugins: no such directory"]
     with pytest.raises(ef.GraphError, match="no such directory"):
-        ef.validate(graphs / "numbers.yaml", plugin_path=["/nonexistent/plugins"])
+        ef.run(graphs / "numbers.yaml", plugin_path=["/nonexistent/plugins"])

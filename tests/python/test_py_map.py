@@ -56,7 +56,7 @@ def test_a_python_exception_is_a_located_node_error_with_traceback(build, graphs
     r = cli(build, "run", graphs / "stage.yaml", "--set", "function=stages.py:fail_on_third", "--out", tmp_path,
             "--no-report")
     assert r.returncode == 1
-    assert f"{graphs / 'stage.yaml'}:7:12: node 'stage' (py.map) failed in process" in r.stderr
+    assert f"{graphs / 'stage.yaml'}:7:3: node 'stage' (py.map) failed in process" in r.stderr
     assert "Traceback (most recent call last)" in r.stderr
     assert "ValueError: record 2 is not welcome" in r.stderr
     assert "stages.py" in r.stderr and "in fail_on_third" in r.stderr
