@@ -23,11 +23,17 @@ from . import _embedflow
 from ._errors import Error, GraphError, NodeError
 from ._paths import PLUGIN_DIR as _PLUGIN_DIR_RELATIVE
 
-__all__ = ["run", "validate", "inspect", "Graph", "Stream", "Error", "GraphError", "NodeError", "version"]
+__all__ = ["run", "validate", "inspect", "Graph", "Stream", "Error", "GraphError", "NodeError", "set_log_level",
+           "version"]
 version = _embedflow.version
 
 # The plugins built or installed with this module.
 PLUGIN_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), _PLUGIN_DIR_RELATIVE))
+
+
+def set_log_level(level):
+    """The engine's log lines on stderr: "debug", "info" (the default) or "warning" (only problems)."""
+    _embedflow.set_log_level(level)
 
 
 def _sets(values):

@@ -30,3 +30,9 @@ def build():
 @pytest.fixture
 def source():
     return SOURCE
+
+
+@pytest.fixture(scope="session")
+def stage_cache(tmp_path_factory):
+    """One stage cache for the tests that run the geo pairs loader: the pairs are sampled once."""
+    return tmp_path_factory.mktemp("cache")

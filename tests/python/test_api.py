@@ -107,3 +107,16 @@ def test_bad_arguments(ef, graphs):
     assert [p["text"] for p in problems] == ["--plugin-path /nonexistent/plugins: no such directory"]
     with pytest.raises(ef.GraphError, match="no such directory"):
         ef.run(graphs / "numbers.yaml", plugin_path=["/nonexistent/plugins"])
+
+
+def test_log_level(ef, graphs, tmp_path):
+    import subprocess, sys
+    code = ("import embedflow\n"
+            "embedflow.set_log_level('warning')\n"
+            f"embedflow.run({str(graphs / 'numbers.yaml')!r}, set={{'numbers.enabled': False}}, out={str(tmp_path)!r})\n")
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    loud = subprocess.run([sys.executable, "-c", code.replace("'warning'", "'info'")], capture_output=True, text=True)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
+    assert "left out" not in quiet.stderr and "left out" in loud.stderr
+    with pytest.raises(ValueError):
+        ef.set_log_level("loud")

@@ -176,3 +176,29 @@ def test_a_stream_left_open_at_exit_is_closed_cleanly(graphs, build, tmp_path):
     assert r.returncode == 3, r.stderr
     record = json.loads((tmp_path / "run.json").read_text())
     assert record["status"] == "interrupted"
+
+
+def test_ctrl_c_while_waiting_stops_the_graph_and_raises_keyboard_interrupt(graphs, build, tmp_path):
+    import os
+    import signal
+    import subprocess
+    code = ("import embedflow, sys\n"
+            f"s = embedflow.Graph({str(graphs / 'stage.yaml')!r}, set={{'count': 100000, 'function': 'stages.py:slow'}}, "
+            f"out={str(tmp_path)!r}).stream('stage.out')\n"
+            "next(s)\n"
+            "print('reading', flush=True)\n"
+            "try:\n"
+            "    for r in s: pass\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted', s.stopped, flush=True)\n"
+            "    sys.exit(5)\n")
+    env = dict(os.environ, PYTHONPATH=str(build / "python"))
+    child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    assert child.stdout.readline().strip() == "reading"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 5, err
+    assert out.strip() == "interrupted True"
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "interrupted"

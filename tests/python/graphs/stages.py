@@ -42,3 +42,9 @@ def forward(record, field="value"):
     with _lock:
         calls += 1
     return record
+
+
+def slow(record, field="value"):
+    import time
+    time.sleep(0.05)
+    return record

@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--cache-dir", default=None, help="stage cache (default: $EMBEDFLOW_CACHE_DIR, ~/.cache/embedflow)")
     a = ap.parse_args()
     import embedflow
+    embedflow.set_log_level("warning")
 
     torch.set_num_threads(a.threads)
     images, pa, pb, label = pairs_and_images(embedflow, a.cache_dir)
