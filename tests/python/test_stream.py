@@ -202,3 +202,24 @@ def test_ctrl_c_while_waiting_stops_the_graph_and_raises_keyboard_interrupt(grap
     assert child.returncode == 5, err
     assert out.strip().splitlines()[-1] == "interrupted True"  # after core.sink's count line
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "interrupted"
+
+
+def test_memory_stays_bounded_over_a_stream_larger_than_memory_allows(graphs, build, tmp_path):
+    """2000 records of 1 MiB each (2 GiB in all) through a stream whose consumer is slower than
+    the source: the process's peak RSS stays at a small multiple of the in-flight records."""
+    import os
+    import subprocess
+    code = ("import embedflow, resource, time\n"
+            f"g = embedflow.Graph({str(graphs / 'numbers.yaml')!r}, set={{'count': 2000, 'payload': 1 << 20, 'batch': 1}}, "
+            f"out={str(tmp_path)!r})\n"
+            "n = 0\n"
+            "for r in g.stream('batches.out', capacity=4):\n"
+            "    n += int(r['payload'].shape[1] == 1 << 20)\n"
+            "    if n % 100 == 0: time.sleep(0.01)\n"
+            "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+    env = dict(os.environ, PYTHONPATH=str(build / "python"))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    count, peak_mib = map(int, r.stdout.strip().splitlines()[-1].split())
+    assert count == 2000
+    assert peak_mib < 600, f"peak RSS {peak_mib} MiB for 2000 MiB streamed"
