@@ -48,3 +48,9 @@ def slow(record, field="value"):
     import time
     time.sleep(0.05)
     return record
+
+
+def very_slow(record, field="value"):
+    import time
+    time.sleep(2.0)
+    return record
