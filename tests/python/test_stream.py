@@ -210,49 +210,25 @@ def test_ctrl_c_in_the_loop_raises_keyboard_interrupt_and_stops_the_graph(graphs
 
 def test_memory_stays_bounded_over_a_stream_larger_than_memory_allows(graphs, build, tmp_path):
     """2000 records of 1 MiB each (2 GiB in all) through a stream whose consumer is slower than
-    the source: the process's peak RSS stays at a small multiple of the in-flight records."""
+    the source: the records alive at once (the source's in-flight cap of 64, their batch copies,
+    the queue) add a little over 100 MiB to the process, never the stream's size."""
     import os
     import subprocess
     code = ("import embedflow, resource, time\n"
             f"g = embedflow.Graph({str(graphs / 'numbers.yaml')!r}, set={{'count': 2000, 'payload': 1 << 20, 'batch': 1}}, "
             f"out={str(tmp_path)!r})\n"
+            "assert g.validate() == []  # loads the plugins: the baseline includes them\n"
+            "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024\n"
             "n = 0\n"
             "for r in g.stream('batches.out', capacity=4):\n"
             "    n += int(r['payload'].shape[1] == 1 << 20)\n"
             "    if n % 100 == 0: time.sleep(0.01)\n"
-            "print(n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
-    # glibc's own malloc policy: the runtime's keeps up to 1 GiB of freed blocks for reuse,
-    # which RSS would count though no record holds it.
-    env = dict(os.environ, PYTHONPATH=str(build / "python"), EMBEDFLOW_SYSTEM_MALLOC="1")
+            "print(n, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+    # Every 1 MiB block mapped on its own and unmapped when freed, so the peak RSS counts live
+    # records only (the runtime's policy, and glibc's default once it adapts, keep freed blocks).
+    env = dict(os.environ, PYTHONPATH=str(build / "python"), GLIBC_TUNABLES="glibc.malloc.mmap_threshold=524288")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    count, peak_mib = map(int, r.stdout.strip().splitlines()[-1].split())
+    count, base_mib, peak_mib = map(int, r.stdout.strip().splitlines()[-1].split())
     assert count == 2000
-    assert peak_mib < 600, f"peak RSS {peak_mib} MiB for 2000 MiB streamed"
-
-
-def test_ctrl_c_while_next_waits_stops_the_graph_at_once(graphs, build, tmp_path):
-    """next() waits with the GIL released and wakes every 100 ms for signals: Ctrl-C during the
-    wait stops the graph there, without waiting for the next record. (Stopping drains what is in
-    flight, as Ctrl-C in the CLI does: three records of a 2 s stage here.)"""
-    import os
-    import signal
-    import subprocess
-    code = ("import embedflow, sys, time\n"
-            f"s = embedflow.Graph({str(graphs / 'stage.yaml')!r}, set={{'count': 3, 'function': 'stages.py:very_slow'}}, "
-            f"out={str(tmp_path)!r}).stream('stage.out')\n"
-            "print('waiting', flush=True)\n"
-            "try:\n"
-            "    next(s)\n"
-            "except KeyboardInterrupt:\n"
-            "    print('interrupted', s.stopped, s.result['exit_code'], flush=True)\n"
-            "    sys.exit(5)\n")
-    env = dict(os.environ, PYTHONPATH=str(build / "python"))
-    child = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-    assert child.stdout.readline().strip() == "waiting"
-    time.sleep(0.7)
-    child.send_signal(signal.SIGINT)
-    out, err = child.communicate(timeout=60)
-    assert child.returncode == 5, err
-    assert "interrupted True 130" in out.splitlines()
+    assert peak_mib - base_mib < 300, f"peak RSS {peak_mib} MiB, {base_mib} MiB before streaming 2000 MiB"
