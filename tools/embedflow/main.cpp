@@ -33,6 +33,7 @@
 #include "embedflow_engine/report.hpp"
 #include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/runtime.hpp"
+#include "embedflow_engine/session.hpp"
 
 namespace po = boost::program_options;
 using namespace embedflow;
@@ -93,14 +94,12 @@ void configure_logging(const Common& c) {
 
 // `plugin_dirs:` of a graph, relative to the graph file's folder, checked to exist.
 bool spec_plugin_dirs(const GraphSpec& spec, const std::string& graph, std::vector<std::string>& dirs) {
-  for (const auto& d : spec.plugin_dirs) {
-    fs::path p = fs::path(graph).parent_path() / d;
-    std::error_code ec;
-    if (!fs::is_directory(p, ec)) {
-      std::cerr << "embedflow: " << graph << ": plugin_dirs entry '" << d << "' (" << p.string() << "): no such directory\n";
-      return false;
-    }
-    dirs.push_back(p.string());
+  try {
+    auto found = engine::spec_plugin_dirs(spec, graph);
+    dirs.insert(dirs.end(), found.begin(), found.end());
+  } catch (const ConfigError& e) {
+    std::cerr << "embedflow: " << e.what() << "\n";
+    return false;
   }
   return true;
 }
@@ -114,25 +113,14 @@ const PluginLoader* g_loader = nullptr;
 
 bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out, const std::vector<std::string>& extra_dirs = {}) {
   static std::unique_ptr<PluginLoader> loader;  // libraries stay resident until exit
-  // A directory the user names must exist: a typo would otherwise load the default plugins.
-  for (const auto& dir : c.plugin_path) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) {
-      std::cerr << "embedflow: --plugin-path " << dir << ": no such directory\n";
-      return false;
-    }
-  }
-  std::vector<std::string> dirs = c.plugin_path;
-  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
-  loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(dirs));
-  g_loader = loader.get();
-  out = loader.get();
   try {
-    loader->load_all(registry);
+    loader = engine::load_plugins(c.plugin_path, extra_dirs, registry);
   } catch (const ConfigError& e) {
     std::cerr << "embedflow: " << e.what() << "\n";
     return false;
   }
+  g_loader = loader.get();
+  out = loader.get();
   return true;
 }
 
@@ -144,18 +132,10 @@ void print_problems(const std::vector<Diagnostic>& problems) {
 // Overrides and resolves a parsed graph; prints every problem. Returns false when invalid.
 bool prepare_spec(GraphSpec spec, std::vector<Diagnostic> problems, const Common& c, std::optional<std::uint64_t> seed,
                   Registry& registry, ResolvedGraph& out) {
-  if (seed) spec.seed = *seed;
-  for (const auto& s : c.sets) apply_override(spec, s, problems);
-  // Shape problems do not stop resolution, so one pass reports everything it can.
-  out = resolve(std::move(spec), registry, problems);
+  out = prepare_graph(std::move(spec), problems, c.sets, seed, registry);
   if (!problems.empty()) {
     print_problems(problems);
     return false;
-  }
-  if (!out.spec.disabled.empty()) {
-    std::string names;
-    for (const auto& n : out.spec.disabled) names += (names.empty() ? "" : ", ") + n;
-    log_info("graph", "left out (enabled: false, or fed only by left-out nodes): ", names);
   }
   return true;
 }
@@ -169,21 +149,6 @@ bool prepare(const std::string& file, const Common& c, std::optional<std::uint64
 
 bool args_has(const std::vector<std::string>& args, const std::string& flag) {
   return std::any_of(args.begin(), args.end(), [&](const std::string& a) { return a == flag || a.rfind(flag + "=", 0) == 0; });
-}
-
-// Writes OUT/report.html after a run; a report that cannot be made is a warning, not a failed run.
-// Writes OUT/report.html after a run; a report that cannot be made is a warning, not a failed run.
-void write_run_report(const fs::path& dir, bool quiet) {
-  ReportOptions o;
-  o.runs = {dir};
-  o.output = dir / "report.html";
-  o.assets = find_report_assets();
-  try {
-    write_report(o);
-    if (!quiet) std::cerr << "report: " << o.output.string() << "\n";
-  } catch (const std::exception& e) {
-    log_warning("report", "no report written: ", e.what());
-  }
 }
 
 int parse_or_usage(po::options_description& desc, po::positional_options_description& pos,
@@ -369,83 +334,53 @@ int cmd_run(const std::vector<std::string>& args) {
     if (!prepare_spec(std::move(spec), std::move(problems), c, seed_override, registry, g)) return kExitInvalid;
   }
 
-  std::vector<NodePlan> plans;
-  std::unique_ptr<CachePlanner> planner;  // holds hit entries open until the run ends
-  std::string cache_used;
-  if (!no_cache && CachePlanner::any_cached(g)) {
-    CacheRunOptions co;
-    co.dir = cache_dir.empty() ? default_cache_dir() : fs::path(cache_dir);
-    cache_used = co.dir.string();
-    co.graph_file = fs::absolute(graph).lexically_normal().string();
-    co.explain = explain_cache;
-    co.explain_out = &std::cerr;
-    co.rebuild = rebuild_cache;
-    co.stop = &g_stop;
-    planner = std::make_unique<CachePlanner>(g, co);
-    try {
-      plans = planner->plan();
-    } catch (const DataError& e) {
-      std::cerr << "embedflow: " << e.what() << "\n";
-      return kExitFailure;
-    }
-  } else if (explain_cache) {
-    std::cerr << "cache plan: " << (no_cache ? "--no-cache given" : "no node has cache: enabled")
-              << "; every node runs\n";
-  }
-  if (dry_run) {
-    std::size_t run = 0, replay = 0, skip = 0;
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      auto mode = plans.empty() ? NodePlan::Mode::run : plans[i].mode;
-      (mode == NodePlan::Mode::run ? run : mode == NodePlan::Mode::replay ? replay : skip)++;
-    }
-    std::cerr << "dry run: " << run << " nodes would run, " << replay << " replay from the cache, " << skip
-              << " are not needed; nothing was run or written\n";
-    return kExitOk;
-  }
-
-  RunRecordInfo info;
-  info.run_id = make_run_id();
-  info.command = g_command;
-  info.graph_file = graph;
-  info.overrides = c.sets;
-  info.seed_override = seed_override;
-  if (rerun && rerun->record.value("seed_from_command_line", false)) info.seed_override = g.spec.seed;
-  info.threads = threads;
-  info.cache_dir = cache_used;
-  info.no_cache = no_cache;
+  RunRequest request;
+  request.graph_file = graph;
+  request.command = g_command;
+  request.overrides = c.sets;
+  request.seed_override = seed_override;
+  if (rerun && rerun->record.value("seed_from_command_line", false)) request.seed_override = g.spec.seed;
+  request.threads = threads;
+  request.out_option = out_option;
+  request.cache_dir = cache_dir;
+  request.no_cache = no_cache;
+  request.rebuild_cache = rebuild_cache;
+  request.explain_cache = explain_cache;
+  request.dry_run = dry_run;
+  request.progress = !c.quiet && (progress_always || isatty(STDERR_FILENO));
+  request.trace_path = trace;
+  request.stop = &g_stop;
   if (rerun) {
-    info.from_record = from;
-    info.graph_sha256 = rerun->record["graph"].value("sha256", "");
+    request.from_record = from;
+    request.graph_sha256 = rerun->record["graph"].value("sha256", "");
   }
-  std::unique_ptr<RunRecorder> recorder;
+  if (g_loader) request.plugins = g_loader->plugins();
+  request.before_run = [] {
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+  };
+  request.after_run = [](RunResult& r) {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    // A drained stop exits as the shell reports the signal: 130 for SIGINT, 143 for SIGTERM.
+    if (r.exit_code == 130 && g_signal.load() == SIGTERM) r.exit_code = 128 + SIGTERM;
+  };
+  RunOutcome outcome;
   try {
-    recorder = std::make_unique<RunRecorder>(run_output_dir(g.spec, out_option), info, g,
-                                             g_loader ? g_loader->plugins() : std::vector<LoadedPlugin>{});
-  } catch (const Error& e) {
+    outcome = execute_run(g, request);
+  } catch (const DataError& e) {  // a cache entry that cannot be planned
+    std::cerr << "embedflow: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const ConfigError& e) {
+    std::cerr << "embedflow: " << e.what() << "\n";
+    return kExitInvalid;
+  } catch (const Error& e) {  // the output folder cannot be written
     std::cerr << "embedflow: " << e.what() << "\n";
     return kExitFailure;
   }
-  set_run_id(info.run_id);
-
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  RunOptions options;
-  if (!plans.empty()) options.plans = &plans;
-  options.threads = threads;
-  options.trace_path = trace;
-  options.stop = &g_stop;
-  options.progress = !c.quiet && (progress_always || isatty(STDERR_FILENO));
-  options.on_progress = [&recorder](std::string_view node, const ProgressReport& report) {
-    recorder->on_progress(node, report);
-  };
-  RunResult r = run_graph(g, options);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  // A drained stop exits as the shell reports the signal: 130 for SIGINT, 143 for SIGTERM.
-  if (r.exit_code == 130 && g_signal.load() == SIGTERM) r.exit_code = 128 + SIGTERM;
-  recorder->finish(r);
-  set_run_id("");
-  const fs::path record_path = recorder->dir() / kRunRecordFile;
+  if (outcome.dry_run) return kExitOk;
+  const RunResult& r = outcome.result;
+  const fs::path record_path = outcome.record_dir / kRunRecordFile;
   if (r.exit_code != 0 && r.exit_code != 130 && r.exit_code != 128 + SIGTERM) {
     std::cerr << "embedflow: " << r.error << "\n";
     std::cerr << "run record: " << record_path.string() << "\n";
@@ -457,7 +392,7 @@ int cmd_run(const std::vector<std::string>& args) {
               << r.seconds << " s\n";
   if (!trace.empty() && !c.quiet) std::cerr << "trace written to " << trace << "\n";
   if (!c.quiet) std::cerr << "run record: " << record_path.string() << "\n";
-  if (!no_report) write_run_report(recorder->dir(), c.quiet);
+  if (!no_report) write_run_report(outcome.record_dir, c.quiet);
   return r.exit_code;
 }
 

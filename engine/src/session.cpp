@@ -1,0 +1,167 @@
+#include "embedflow_engine/session.hpp"
+
+#include <iostream>
+
+#include "embedflow/log.hpp"
+#include "embedflow_engine/cache.hpp"
+#include "embedflow_engine/graph_file.hpp"
+#include "embedflow_engine/report.hpp"
+#include "embedflow_engine/run_record.hpp"
+
+namespace embedflow::engine {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Both taps see every record: a cached node that is also streamed writes its entry and feeds
+// the stream.
+class FanOutTap final : public OutputTap {
+ public:
+  FanOutTap(std::shared_ptr<OutputTap> first, std::shared_ptr<OutputTap> second)
+      : first_(std::move(first)), second_(std::move(second)) {}
+  void on_record(std::size_t port, const RecordPtr& record) override {
+    first_->on_record(port, record);
+    second_->on_record(port, record);
+  }
+  void on_finish() override {
+    first_->on_finish();
+    second_->on_finish();
+  }
+
+ private:
+  std::shared_ptr<OutputTap> first_, second_;
+};
+
+}  // namespace
+
+std::vector<std::string> spec_plugin_dirs(const GraphSpec& spec, const std::string& graph_file) {
+  std::vector<std::string> dirs;
+  for (const auto& d : spec.plugin_dirs) {
+    fs::path p = fs::path(graph_file).parent_path() / d;
+    std::error_code ec;
+    if (!fs::is_directory(p, ec))
+      throw ConfigError(cat(graph_file, ": plugin_dirs entry '", d, "' (", p.string(), "): no such directory"));
+    dirs.push_back(p.string());
+  }
+  return dirs;
+}
+
+std::vector<std::string> graph_plugin_dirs(const std::string& graph_file) {
+  std::vector<Diagnostic> ignored;  // the real parse reports them
+  return spec_plugin_dirs(load_graph_file(graph_file, ignored), graph_file);
+}
+
+std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_dirs,
+                                           const std::vector<std::string>& extra_dirs, Registry& registry) {
+  for (const auto& dir : user_dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw ConfigError(cat("--plugin-path ", dir, ": no such directory"));
+  }
+  std::vector<std::string> dirs = user_dirs;
+  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
+  auto loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(dirs));
+  loader->load_all(registry);
+  return loader;
+}
+
+ResolvedGraph prepare_graph(GraphSpec spec, std::vector<Diagnostic>& problems, const std::vector<std::string>& sets,
+                            std::optional<std::uint64_t> seed, const Registry& registry) {
+  if (seed) spec.seed = *seed;
+  for (const auto& s : sets) apply_override(spec, s, problems);
+  ResolvedGraph out = resolve(std::move(spec), registry, problems);
+  if (problems.empty() && !out.spec.disabled.empty()) {
+    std::string names;
+    for (const auto& n : out.spec.disabled) names += (names.empty() ? "" : ", ") + n;
+    log_info("graph", "left out (enabled: false, or fed only by left-out nodes): ", names);
+  }
+  return out;
+}
+
+RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
+  std::ostream& messages = request.messages ? *request.messages : std::cerr;
+  RunOutcome outcome;
+  std::vector<NodePlan> plans;
+  std::unique_ptr<CachePlanner> planner;  // holds hit entries open until the run ends
+  std::string cache_used;
+  if (!request.no_cache && CachePlanner::any_cached(g)) {
+    CacheRunOptions co;
+    co.dir = request.cache_dir.empty() ? default_cache_dir() : fs::path(request.cache_dir);
+    cache_used = co.dir.string();
+    co.graph_file = fs::absolute(request.graph_file).lexically_normal().string();
+    co.explain = request.explain_cache;
+    co.explain_out = &messages;
+    co.rebuild = request.rebuild_cache;
+    co.stop = request.stop;
+    planner = std::make_unique<CachePlanner>(g, co);
+    plans = planner->plan();  // DataError: the caller's exit code 1
+  } else if (request.explain_cache) {
+    messages << "cache plan: " << (request.no_cache ? "--no-cache given" : "no node has cache: enabled")
+             << "; every node runs\n";
+  }
+  if (request.dry_run) {
+    std::size_t run = 0, replay = 0, skip = 0;
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      auto mode = plans.empty() ? NodePlan::Mode::run : plans[i].mode;
+      (mode == NodePlan::Mode::run ? run : mode == NodePlan::Mode::replay ? replay : skip)++;
+    }
+    messages << "dry run: " << run << " nodes would run, " << replay << " replay from the cache, " << skip
+             << " are not needed; nothing was run or written\n";
+    outcome.dry_run = true;
+    return outcome;
+  }
+  if (!request.taps.empty() && plans.empty()) plans.resize(g.nodes.size());
+  for (const auto& [index, tap] : request.taps) {
+    NodePlan& plan = plans.at(index);
+    if (plan.mode == NodePlan::Mode::skip)
+      throw ConfigError(cat("node '", g.nodes[index].id(),
+                            "' would not run: every node it feeds replays from the cache (run without the cache)"));
+    plan.tap = plan.tap ? std::make_shared<FanOutTap>(plan.tap, tap) : tap;
+  }
+
+  RunRecordInfo info;
+  info.run_id = make_run_id();
+  info.command = request.command;
+  info.graph_file = request.graph_file;
+  info.overrides = request.overrides;
+  info.seed_override = request.seed_override;
+  info.threads = request.threads;
+  info.cache_dir = cache_used;
+  info.no_cache = request.no_cache;
+  info.from_record = request.from_record;
+  info.graph_sha256 = request.graph_sha256;
+  // Throws embedflow::Error naming the folder when it cannot be written.
+  RunRecorder recorder(run_output_dir(g.spec, request.out_option), info, g, request.plugins);
+  set_run_id(info.run_id);
+
+  if (request.before_run) request.before_run();
+  RunOptions options;
+  if (!plans.empty()) options.plans = &plans;
+  options.threads = request.threads;
+  options.trace_path = request.trace_path;
+  options.stop = request.stop;
+  options.progress = request.progress;
+  options.on_progress = [&recorder](std::string_view node, const ProgressReport& report) {
+    recorder.on_progress(node, report);
+  };
+  outcome.result = run_graph(g, options);
+  if (request.after_run) request.after_run(outcome.result);
+  recorder.finish(outcome.result);
+  set_run_id("");
+  outcome.record_dir = recorder.dir();
+  return outcome;
+}
+
+void write_run_report(const fs::path& dir, bool quiet) {
+  ReportOptions o;
+  o.runs = {dir};
+  o.output = dir / "report.html";
+  o.assets = find_report_assets();
+  try {
+    write_report(o);
+    if (!quiet) std::cerr << "report: " << o.output.string() << "\n";
+  } catch (const std::exception& e) {
+    log_warning("report", "no report written: ", e.what());
+  }
+}
+
+}  // namespace embedflow::engine

@@ -1,0 +1,198 @@
+"""embedflow from Python: run, validate and inspect graphs, and stream a graph's port into a
+Python loop (numpy views or torch tensors, without copies).
+
+    import embedflow
+    record = embedflow.run("graphs/quickstart.yaml", set={"numbers.count": 100}, seed=7)
+    problems = embedflow.validate("G.yaml")              # [] when valid
+    schema = embedflow.inspect("core.batch")             # the type's schema as a dict
+    for batch in embedflow.Graph("G.yaml", set={...}).stream("join.out", as_torch=True):
+        ...                                              # {field: tensor}
+
+The graph runs on the engine's threads, the GIL released while Python waits; the stream holds at
+most `capacity` records, so a loop that stops reading pauses the graph's sources. Leaving the
+loop (break, an exception, closing the stream or dropping it) stops the graph cleanly.
+Errors: GraphError (invalid graph: file, line, column, node, problems), NodeError (a node
+failed while running; located the same way).
+"""
+import atexit
+import json
+import os
+import weakref
+
+from . import _embedflow
+from ._errors import Error, GraphError, NodeError
+from ._paths import PLUGIN_DIR as _PLUGIN_DIR_RELATIVE
+
+__all__ = ["run", "validate", "inspect", "Graph", "Stream", "Error", "GraphError", "NodeError", "set_log_level",
+           "version"]
+version = _embedflow.version
+
+# The plugins built or installed with this module.
+PLUGIN_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), _PLUGIN_DIR_RELATIVE))
+
+
+def set_log_level(level):
+    """The engine's log lines on stderr: "debug", "info" (the default) or "warning" (only problems)."""
+    _embedflow.set_log_level(level)
+
+
+def _sets(values):
+    """{"node.param": value} (or a list of "node.param=value") -> --set assignments. Values are
+    written as YAML flow text, so numbers, booleans, lists and maps keep their types."""
+    if values is None:
+        return []
+    if isinstance(values, (list, tuple)):
+        return [str(v) for v in values]
+    return [f"{k}={_yaml_value(v)}" for k, v in values.items()]
+
+
+def _yaml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return v
+    return json.dumps(v)  # JSON is YAML flow syntax
+
+
+def _plugin_path(extra):
+    """The user's directories, then this module's own plugins (built or installed with it, so
+    their ABI matches), then EMBEDFLOW_PLUGIN_PATH (the engine reads that itself)."""
+    dirs = [os.fspath(d) for d in (extra or [])]
+    if os.path.isdir(PLUGIN_DIR):
+        dirs.append(PLUGIN_DIR)
+    return dirs
+
+
+def _seed(seed):
+    if seed is not None and (not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    return seed
+
+
+class Graph:
+    """A graph file with its overrides. `set` maps "node.param" (or a variable) to a value,
+    like `embedflow run --set`; `seed` overrides the graph's seed; `threads` is --threads (0: every core)."""
+
+    def __init__(self, path, set=None, seed=None, threads=0, plugin_path=None, out=None, cache_dir=None,
+                 no_cache=False):
+        self.path = os.fspath(path)
+        self.sets = _sets(set)
+        self.seed = _seed(seed)
+        if not isinstance(threads, int) or threads < 0:
+            raise ValueError(f"threads must be a non-negative int, got {threads!r}")
+        self.threads = threads
+        self.plugin_path = _plugin_path(plugin_path)
+        self.out = "" if out is None else os.fspath(out)
+        self.cache_dir = "" if cache_dir is None else os.fspath(cache_dir)
+        self.no_cache = bool(no_cache)
+
+    def validate(self):
+        """Every problem, as dicts (file, line, column, node, message, text); [] when valid."""
+        return _embedflow.validate(self.path, self.sets, self.seed, self.plugin_path)
+
+    def run(self, report=False):
+        """Runs the graph to its end; returns its run record (run.json as a dict, with
+        "record_dir" added). Raises GraphError when invalid, NodeError when a node fails,
+        KeyboardInterrupt when interrupted (the graph is drained first)."""
+        outcome = _embedflow.run(self.path, self.sets, self.seed, self.plugin_path, self.threads, self.out,
+                                 self.cache_dir, self.no_cache, report)
+        if outcome["exit_code"] == 130:
+            raise KeyboardInterrupt
+        if outcome["exit_code"] != 0:
+            raise NodeError(outcome["error"], outcome["exit_code"], outcome["record_dir"] or None)
+        with open(os.path.join(outcome["record_dir"], "run.json")) as f:
+            record = json.load(f)
+        record["record_dir"] = outcome["record_dir"]
+        return record
+
+    def stream(self, output, as_torch=False, capacity=4):
+        """Iterates the records emitted on `output` ("node.port", or "node" when it has one
+        output) as dicts of read-only numpy views (as_torch=True: torch tensors over the same
+        memory, through DLPack), while the graph runs. String fields are str or lists of str.
+        At most `capacity` records wait in the queue."""
+        stream = Stream(_embedflow.Stream(self.path, output, self.sets, self.seed, self.plugin_path, capacity,
+                                          as_torch, self.threads, self.out, self.cache_dir, self.no_cache))
+        _open_streams.add(stream)
+        return stream
+
+
+# Streams still open when the program ends are closed while the interpreter still works: their
+# graphs' threads may be inside py.map nodes, which need it to finish.
+_open_streams = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_streams():
+    for stream in list(_open_streams):
+        stream.close()
+
+
+class Stream:
+    """An iterator over one port's records; a context manager that stops the graph on exit."""
+
+    def __init__(self, native):
+        self._native = native
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self._native.__next__()
+
+    def close(self):
+        """Stops the graph if it is still running and waits until it has drained."""
+        self._native.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        native = getattr(self, "_native", None)
+        if native is not None:
+            native.close()
+
+    @property
+    def port(self):
+        return self._native.port
+
+    @property
+    def result(self):
+        """After the end: {exit_code, error, record_dir, seconds, source_records}; None before."""
+        return self._native.result
+
+    @property
+    def stopped(self):
+        """True when the stream was closed before the graph ended (the run is recorded as interrupted)."""
+        return self._native.stopped
+
+
+def run(graph, set=None, seed=None, threads=0, plugin_path=None, out=None, cache_dir=None, no_cache=False,
+        report=False):
+    """embedflow run: returns the run record (run.json as a dict)."""
+    return Graph(graph, set, seed, threads, plugin_path, out, cache_dir, no_cache).run(report=report)
+
+
+def validate(graph, set=None, seed=None, plugin_path=None):
+    """embedflow validate: the list of problems, [] when the graph is valid."""
+    return Graph(graph, set, seed, 0, plugin_path).validate()
+
+
+def inspect(type=None, plugin_path=None):
+    """embedflow inspect --json: one node or component type's schema as a dict, with "name"
+    and "kind" ("node" or "component") added (KeyError when there is no such type); with no
+    type, {"nodes": {name: schema}, "components": {name: schema}} for every type."""
+    doc = json.loads(_embedflow.inspect_json(type or "", _plugin_path(plugin_path)))
+    if not type:
+        return doc
+    for kind in ("nodes", "components"):
+        if type in doc.get(kind, {}):
+            return {"name": type, "kind": kind[:-1], **doc[kind][type]}
+    raise KeyError(type)

@@ -1,0 +1,122 @@
+"""embedflow.run, validate, inspect and their errors."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+
+def test_run_returns_the_run_record(ef, graphs, tmp_path):
+    record = ef.run(graphs / "numbers.yaml", set={"count": 9, "batch": 4}, seed=11, threads=2, out=tmp_path / "r")
+    assert record["status"] == "done" and record["exit_code"] == 0
+    assert record["seed"] == 11
+    assert record["threads"] == 2
+    assert record["overrides"] == [f"out={tmp_path / 'r'}", "count=9", "batch=4"]
+    assert os.path.samefile(record["record_dir"], tmp_path / "r")
+    on_disk = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert on_disk["run_id"] == record["run_id"]
+    nodes = {n["id"]: n for n in record["nodes"]}
+    assert nodes["numbers"]["records_out"] == 9
+    assert nodes["batches"]["records_out"] == 3  # 4 + 4 + 1
+
+
+def test_run_matches_the_cli(ef, graphs, build, tmp_path):
+    """The CLI and the module run one code path: the same graph gives the same per-node counts."""
+    ef.run(graphs / "numbers.yaml", set={"count": 13}, out=tmp_path / "py")
+    subprocess.run([str(build / "bin" / "embedflow"), "run", str(graphs / "numbers.yaml"), "--set", "count=13",
+                    "--out", str(tmp_path / "cli"), "--quiet", "--no-report"], check=True)
+    py = json.loads((tmp_path / "py" / "run.json").read_text())
+    cli = json.loads((tmp_path / "cli" / "run.json").read_text())
+    counts = lambda r: {n["id"]: (n["records_in"], n["records_out"]) for n in r["nodes"]}
+    assert counts(py) == counts(cli)
+    assert py["graph"]["sha256"] == cli["graph"]["sha256"]
+
+
+def test_validate_lists_every_problem_with_its_location(ef, graphs):
+    assert ef.validate(graphs / "numbers.yaml") == []
+    problems = ef.validate(graphs / "broken.yaml")
+    assert len(problems) >= 2
+    text = "\n".join(p["text"] for p in problems)
+    assert "cuont" in text and "shw" in text
+    for p in problems:
+        assert p["file"].endswith("broken.yaml") and p["line"] >= 3 and p["column"] >= 1
+    cuont = next(p for p in problems if "cuont" in p["message"])
+    assert cuont["node"] == "numbers" and cuont["line"] == 3
+
+
+def test_validate_applies_overrides(ef, graphs):
+    problems = ef.validate(graphs / "numbers.yaml", set={"numbers.count": -1})
+    assert len(problems) == 1 and problems[0]["node"] == "numbers"
+
+
+def test_run_of_an_invalid_graph_raises_graph_error_with_location(ef, graphs, tmp_path):
+    with pytest.raises(ef.GraphError) as info:
+        ef.run(graphs / "broken.yaml", out=tmp_path)
+    e = info.value
+    assert e.file.endswith("broken.yaml") and e.line >= 3 and e.column >= 1
+    assert len(e.problems) >= 2
+    assert "problems found" in str(e)
+    with pytest.raises(ef.GraphError) as info:
+        ef.run(graphs / "numbers.yaml", set={"batches.size": 0}, out=tmp_path)
+    # an override's problem is located at the override
+    assert info.value.node == "batches" and info.value.file == "--set batches.size=0"
+
+
+def test_missing_graph_file(ef, tmp_path):
+    problems = ef.validate(tmp_path / "nope.yaml")
+    assert len(problems) == 1 and "nope.yaml" in problems[0]["text"]
+    with pytest.raises(ef.GraphError, match="nope.yaml"):
+        ef.run(tmp_path / "nope.yaml")
+
+
+def test_a_node_failing_at_run_time_raises_node_error(ef, graphs, tmp_path):
+    # core.sink's `expect` fails the node at the end of the stream, after the graph validated.
+    g = tmp_path / "expect.yaml"
+    g.write_text("nodes:\n  numbers: {type: core.range, params: {count: 3}}\n"
+                 "  done:    {type: core.sink, params: {expect: 4}}\nedges: [numbers.out -> done.in]\n")
+    with pytest.raises(ef.NodeError) as info:
+        ef.run(g, out=tmp_path / "o")
+    e = info.value
+    assert (e.file, e.line, e.column, e.node) == (str(g), 3, 3, "done")
+    assert e.exit_code == 1
+    assert json.loads((tmp_path / "o" / "run.json").read_text())["exit_code"] == 1
+
+
+def test_inspect_returns_the_schema(ef, build):
+    batch = ef.inspect("core.batch")
+    assert batch["name"] == "core.batch" and batch["kind"] == "node"
+    params = {p["name"]: p for p in batch["params"]}
+    assert params["size"]["type"] == "int" and params["size"]["required"]
+    # the same document as `embedflow inspect core.batch --json`
+    cli = json.loads(subprocess.run([str(build / "bin" / "embedflow"), "inspect", "core.batch", "--json"],
+                                    check=True, capture_output=True, text=True).stdout)
+    assert {k: v for k, v in batch.items() if k not in ("name", "kind")} == cli["nodes"]["core.batch"]
+    everything = ef.inspect()
+    assert "core.range" in everything["nodes"] and "py.map" in everything["nodes"]
+    with pytest.raises(KeyError, match="core.bath"):
+        ef.inspect("core.bath")
+
+
+def test_bad_arguments(ef, graphs):
+    with pytest.raises(ValueError):
+        ef.run(graphs / "numbers.yaml", seed=-3)
+    with pytest.raises(ValueError):
+        ef.Graph(graphs / "numbers.yaml", threads=-1)
+    problems = ef.validate(graphs / "numbers.yaml", plugin_path=["/nonexistent/plugins"])
+    assert [p["text"] for p in problems] == ["--plugin-path /nonexistent/plugins: no such directory"]
+    with pytest.raises(ef.GraphError, match="no such directory"):
+        ef.run(graphs / "numbers.yaml", plugin_path=["/nonexistent/plugins"])
+
+
+def test_log_level(ef, graphs, tmp_path):
+    import subprocess, sys
+    code = ("import embedflow\n"
+            "embedflow.set_log_level('warning')\n"
+            f"embedflow.run({str(graphs / 'numbers.yaml')!r}, set={{'numbers.enabled': False}}, out={str(tmp_path)!r})\n")
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    loud = subprocess.run([sys.executable, "-c", code.replace("'warning'", "'info'")], capture_output=True, text=True)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
+    assert "left out" not in quiet.stderr and "left out" in loud.stderr
+    with pytest.raises(ValueError):
+        ef.set_log_level("loud")
