@@ -80,6 +80,7 @@
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "checkpoint.hpp"
+#include "cpu_allocator.hpp"
 #include "distributed.hpp"
 #include "loss.hpp"
 #include "metrics_log.hpp"
@@ -135,6 +136,8 @@ class Train final : public Node {
     const Params& p = ctx.params();
     threads_ = p.integer("threads");
     set_torch_threads(threads_, ctx.threads(), ctx.id());
+    // Before the model exists, so its steps' buffers come from the cache whichever thread they run on.
+    use_caching_cpu_allocator(std::size_t{1} << 30);
     model_ = ctx.component<Model>("model");
     loss_ = ctx.component<Loss>("loss");
     optimizer_factory_ = ctx.component<OptimizerFactory>("optimizer");
