@@ -31,6 +31,7 @@ Target: (b) >= 1.0 x (c).
 import argparse
 import gzip
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -192,6 +193,12 @@ SIDES = {
 TARGETS = (('b', 'c', 1.0), ('b', 'a', None), ('b', 'f', None), ('e', 'd', None))
 
 
+def children_cpu():
+    """User + system seconds of every child process waited for so far (the graphs, the DDP ranks)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def loadavg():
     return ' '.join(open('/proc/loadavg').read().split()[:3])
 
@@ -227,9 +234,12 @@ def main():
         }
         sides = [k for k in SIDES if k in a.sides]
         rounds = {k: [] for k in sides}
+        cpu = {k: [] for k in sides}  # CPU seconds of a side's processes (all ranks), which the load moves less
         for r in range(a.rounds):
             for k in sides:
+                before = children_cpu()
                 rounds[k].append(run[k]())
+                cpu[k].append(children_cpu() - before)
             print(f'round {r + 1}: ' + ', '.join(f'({k}) {rounds[k][-1]:.0f}' for k in sides), flush=True)
     best = {k: max(v) for k, v in rounds.items()}
     print(f'\nsmall_cnn siamese, contrastive, Adam, batch {a.batch} pairs, {a.steps - a.warmup} timed steps, '
@@ -237,7 +247,8 @@ def main():
           f'side; load average before {load_before}, after {loadavg()}')
     for k in sides:
         v = rounds[k]
-        print(f'rounds ({k}): ' + ', '.join(f'{x:.0f}' for x in v) + f'  (spread {100 * (max(v) - min(v)) / max(v):.1f}% of the best)')
+        print(f'rounds ({k}): ' + ', '.join(f'{x:.0f}' for x in v) + f'  (spread {100 * (max(v) - min(v)) / max(v):.1f}% of the best)'
+              + '; CPU s of all processes: ' + ', '.join(f'{c:.1f}' for c in cpu[k]))
     print('| side | pairs/s |\n|---|---:|')
     for k in sides:
         print(f'| ({k}) {SIDES[k]} | {best[k]:.0f} |')
