@@ -4,6 +4,8 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <embedflow/embedflow.hpp>
 
@@ -40,9 +42,68 @@ DistributedOptions resolve_distributed(std::int64_t world_size, std::int64_t ran
   return o;
 }
 
+// Gradients in flight during a backward pass: the parameters' buckets and the all-reduce each
+// has started.
+struct GradientBuckets {
+  struct Bucket {
+    std::vector<std::size_t> members;  // indices into parameters
+    std::size_t pending = 0;           // members whose gradient this backward has not produced yet
+    std::vector<torch::Tensor> flat;   // the one flattened tensor in reduction, once started
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::vector<torch::Tensor> parameters;
+  std::vector<std::size_t> bucket_of;
+  std::vector<char> ready;  // per parameter, this backward
+  std::vector<Bucket> buckets;
+  std::size_t next = 0;     // the first bucket not started: buckets start in order on every rank
+  // Autograd drops a gradient accumulator nobody holds, and its hooks with it.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+
+  void start(Bucket& b) {
+    std::vector<torch::Tensor> grads;
+    for (std::size_t i : b.members) {
+      torch::Tensor p = parameters[i];  // a handle: setting its grad sets the parameter's
+      // A parameter the loss did not reach has no gradient on this rank but may have one on
+      // another: it takes part as zeros so every rank reduces the same tensors.
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    b.flat = {at::flatten_dense_tensors(grads)};
+    b.work = group->allreduce(b.flat, c10d::AllreduceOptions{});
+  }
+
+  // Called by the hook of parameter i once its gradient is accumulated.
+  void gradient_ready(std::size_t i) {
+    if (ready[i]) return;
+    ready[i] = 1;
+    --buckets[bucket_of[i]].pending;
+    while (next < buckets.size() && buckets[next].pending == 0) start(buckets[next++]);
+  }
+
+  // Starts what the backward pass did not, waits for every bucket and writes the mean back.
+  void finish(int ranks) {
+    while (next < buckets.size()) start(buckets[next++]);
+    for (auto& b : buckets) {
+      b.work->wait();
+      b.flat[0].div_(static_cast<double>(ranks));
+      std::vector<torch::Tensor> grads;
+      for (std::size_t i : b.members) grads.push_back(parameters[i].grad());
+      auto parts = at::unflatten_dense_tensors(b.flat[0], grads);
+      for (std::size_t i = 0; i < grads.size(); ++i) grads[i].copy_(parts[i]);
+      b.flat.clear();
+      b.work.reset();
+      b.pending = b.members.size();
+    }
+    std::fill(ready.begin(), ready.end(), 0);
+    next = 0;
+  }
+};
+
 struct DataParallelGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::shared_ptr<GradientBuckets> overlap;  // null: reduce after backward
 };
 
 DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::make_unique<Impl>()), rank_(o.rank), size_(o.world_size) {
@@ -100,7 +161,45 @@ void DataParallelGroup::broadcast_from_rank0(const std::vector<torch::Tensor>& t
   for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(parts[i]);
 }
 
+void DataParallelGroup::overlap_gradients(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_bytes) {
+  impl_->overlap.reset();
+  if (bucket_bytes <= 0 || parameters.empty()) return;
+  auto o = std::make_shared<GradientBuckets>();
+  o->group = impl_->group;
+  o->parameters = parameters;
+  o->bucket_of.resize(parameters.size());
+  o->ready.assign(parameters.size(), 0);
+  constexpr std::int64_t kFirstBucketBytes = 1 << 20;
+  std::int64_t cap = std::min(bucket_bytes, kFirstBucketBytes), filled = 0;
+  for (std::size_t k = parameters.size(); k-- > 0;) {
+    if (o->buckets.empty() || filled >= cap) {
+      if (!o->buckets.empty()) cap = bucket_bytes;
+      o->buckets.emplace_back();
+      filled = 0;
+    }
+    o->buckets.back().members.push_back(k);
+    o->bucket_of[k] = o->buckets.size() - 1;
+    filled += parameters[k].numel() * static_cast<std::int64_t>(parameters[k].element_size());
+  }
+  for (auto& b : o->buckets) b.pending = b.members.size();
+  std::weak_ptr<GradientBuckets> weak = o;  // the hooks outlive neither the group nor a new overlap
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(parameters[i]);
+    if (!acc) throw ConfigError("data-parallel overlap needs parameters that require gradients");
+    acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          if (auto live = weak.lock()) live->gradient_ready(i);
+          return outputs;
+        }));
+    o->accumulators.push_back(std::move(acc));
+  }
+  impl_->overlap = std::move(o);
+}
+
+std::size_t DataParallelGroup::buckets() const { return impl_->overlap ? impl_->overlap->buckets.size() : 0; }
+
 void DataParallelGroup::average_gradients(const std::vector<torch::Tensor>& parameters) {
+  if (impl_->overlap) return impl_->overlap->finish(size_);
   std::vector<torch::Tensor> grads;
   for (torch::Tensor p : parameters) {  // a handle: setting its grad sets the parameter's
     // A parameter the loss did not reach has no gradient on this rank but may have one on
@@ -116,10 +215,15 @@ void DataParallelGroup::average_gradients(const std::vector<torch::Tensor>& para
   for (std::size_t i = 0; i < grads.size(); ++i) grads[i].copy_(parts[i]);
 }
 
-double DataParallelGroup::sum(double value) {
+double DataParallelGroup::sum(double value) { return start_sum(value)(); }
+
+std::function<double()> DataParallelGroup::start_sum(double value) {
   std::vector<torch::Tensor> t{torch::tensor({value}, torch::kFloat64)};
-  impl_->group->allreduce(t, c10d::AllreduceOptions{})->wait();
-  return t[0].item<double>();
+  auto work = impl_->group->allreduce(t, c10d::AllreduceOptions{});
+  return [work, t]() {
+    work->wait();
+    return t[0].item<double>();
+  };
 }
 
 Record rank_slice(const Record& batch, std::int64_t index, const DataParallelGroup& group, std::int64_t& full,

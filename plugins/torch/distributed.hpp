@@ -16,6 +16,7 @@
 
 #include <embedflow/record.hpp>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,10 +48,24 @@ class DataParallelGroup {
   int size() const { return size_; }
   // Overwrites each tensor with rank 0's value (in place, one message for all of them).
   void broadcast_from_rank0(const std::vector<torch::Tensor>& tensors);
-  // Replaces each parameter's gradient by the mean over the ranks (one flattened all-reduce).
+  // Overlaps the gradient reduction with the backward pass, as DistributedDataParallel's reducer
+  // does: `parameters` are grouped in reverse order (about the order backward produces their
+  // gradients) into buckets of about `bucket_bytes` (the first at most 1 MiB, DDP's default, so
+  // the reduction starts early), and an autograd hook on each parameter's gradient accumulator
+  // starts a bucket's asynchronous all-reduce once all its gradients are in, in bucket order on
+  // every rank. bucket_bytes 0: no hooks, average_gradients reduces everything after backward.
+  void overlap_gradients(const std::vector<torch::Tensor>& parameters, std::int64_t bucket_bytes);
+  // Replaces each parameter's gradient by the mean over the ranks: waits for the buckets started
+  // during backward (and starts those whose parameters the loss did not reach, as zeros), or
+  // without overlap_gradients, one flattened all-reduce. Must be called after every backward.
   void average_gradients(const std::vector<torch::Tensor>& parameters);
+  // The number of buckets overlap_gradients made (0 without it).
+  std::size_t buckets() const;
   // The sum of `value` over the ranks.
   double sum(double value);
+  // The same, started now and read by calling the result, so the caller can work meanwhile
+  // (every rank must start its collectives in the same order).
+  std::function<double()> start_sum(double value);
 
  private:
   struct Impl;

@@ -32,7 +32,10 @@
 //   same batches; rank r trains on rows [B r / W, B (r+1) / W) of each, the loss of each slice is
 //   weighted by its share of the batch and the gradients are averaged over the ranks before the
 //   optimizer step, so W ranks take the same steps as one process on the whole batch (up to float
-//   summation order) for losses that average per-sample terms. Losses that mine or pair within a
+//   summation order) for losses that average per-sample terms. The gradients are all-reduced in
+//   buckets of `bucket_mb` while the backward pass still runs (DistributedDataParallel's reducer:
+//   hooks on the gradient accumulators start each bucket's asynchronous all-reduce once its
+//   gradients are in), and the step waits for the last bucket before the optimizer update. Losses that mine or pair within a
 //   batch (batch-hard, all-pairs) see only the rank's slice, and batch norm normalises with the
 //   slice's statistics (its running statistics are rank 0's, broadcast every step), as in
 //   PyTorch's DistributedDataParallel. Batches that core.shard split upstream (they carry
@@ -41,6 +44,15 @@
 //   whole batch's. Only rank 0 writes
 //   log files and checkpoints; every rank emits snapshots and metrics, so give the other ranks'
 //   downstream writers their own paths (e.g. --set out=...) or switch them off.
+// Prefetch (prefetch > 0, the default 1): the steps run on a training thread of the node's own,
+//   and process() returns as soon as the batch is queued, so the engine's thread makes the next
+//   batch (reading, augmenting) while the step runs; process() blocks once `prefetch` batches are
+//   ahead of the step in progress. Batches are trained on in arrival order with the same RNG
+//   draws, so the losses are those of prefetch 0. The records a step emits (metrics, snapshots)
+//   go out when the next batch arrives or at the end. On a machine of few cores, give the graph
+//   one engine thread (`embedflow run --threads 1`) and LibTorch the cores (`threads`): the
+//   engine thread works while the step's threads compute, and no second oneTBB worker competes
+//   with them (docs/torch.md, "Threads and prefetch").
 // Caveats: the model's device decides where tensors go; checkpoints restore the CPU RNG only.
 //
 //   seed: 1
@@ -53,16 +65,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "embedflow/progress.hpp"
 
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "checkpoint.hpp"
+#include "cpu_allocator.hpp"
 #include "distributed.hpp"
 #include "loss.hpp"
 #include "metrics_log.hpp"
@@ -88,6 +106,29 @@ std::string id_range(const Record& r) {
 
 using Clock = std::chrono::steady_clock;
 
+// What a step emits while it runs on the training thread, handed to the engine's emitter by the
+// engine's own thread (process and close) in the order it was emitted.
+class Outbox final : public Emitter {
+ public:
+  void emit(std::size_t port, RecordPtr record) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records_.emplace_back(port, std::move(record));
+  }
+  std::uint64_t sequence() const override { return 0; }  // the trainer derives no seeds from it
+  void deliver(Emitter& out) {
+    std::vector<std::pair<std::size_t, RecordPtr>> ready;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ready.swap(records_);
+    }
+    for (auto& [port, record] : ready) out.emit(port, std::move(record));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, RecordPtr>> records_;
+};
+
 class Train final : public Node {
  public:
   void open(NodeContext& ctx) override {
@@ -95,6 +136,8 @@ class Train final : public Node {
     const Params& p = ctx.params();
     threads_ = p.integer("threads");
     set_torch_threads(threads_, ctx.threads(), ctx.id());
+    // Before the model exists, so its steps' buffers come from the cache whichever thread they run on.
+    use_caching_cpu_allocator(std::size_t{1} << 30);
     model_ = ctx.component<Model>("model");
     loss_ = ctx.component<Loss>("loss");
     optimizer_factory_ = ctx.component<OptimizerFactory>("optimizer");
@@ -112,6 +155,8 @@ class Train final : public Node {
     keep_ = p.integer("keep_checkpoints");
     snapshot_every_ = p.integer("snapshot_every");
     ema_decay_ = p.number("ema_decay");  // below 1: checked with the schema
+    bucket_mb_ = p.number("bucket_mb");
+    prefetch_ = p.integer("prefetch");
     if (!p.string("checkpoint_dir").empty()) checkpoint_dir_ = p.string("checkpoint_dir");
     device_ = model_->device();
     const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
@@ -134,12 +179,26 @@ class Train final : public Node {
     window_start_ = Clock::now();
   }
 
+  ~Train() override { stop_training_thread(); }
+
   void process(std::size_t port, const RecordPtr& batch, Emitter& out) override {
     if (port == 1) return validator_->add(batch);  // validation batches are held for the evaluations
     // With a validation input, training waits in close() for both streams to end, so every
     // evaluation sees the whole validation set whichever stream comes first.
     if (validator_) return held_.push_back(batch);
-    feed(batch, out);
+    if (prefetch_ == 0) return feed(batch, out);
+    // Prefetch: the step runs on the training thread, so this engine thread goes back to the
+    // upstream nodes and makes the next batches while it does. The batches are trained on in
+    // the order they arrive, with the same RNG draws as without prefetch.
+    if (!training_thread_.joinable()) training_thread_ = std::thread([this] { train_arrivals(); });
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex_);
+      queue_changed_.wait(lock, [this] { return arrivals_.size() < static_cast<std::size_t>(prefetch_) || failure_; });
+      if (!failure_) arrivals_.push_back(batch);
+    }
+    queue_changed_.notify_all();
+    outbox_.deliver(out);
+    rethrow_failure();
   }
 
   void feed(const RecordPtr& batch, Emitter& out) {
@@ -158,6 +217,9 @@ class Train final : public Node {
   }
 
   void close(Emitter& out) override {
+    stop_training_thread();
+    outbox_.deliver(out);
+    rethrow_failure();
     for (std::size_t k = 0; k < held_.size() && !done_ && !ctx_->stop_requested(); ++k) feed(held_[k], out);
     held_.clear();
     for (std::int64_t pass = 1; pass < epochs_ && !done_; ++pass) {
@@ -194,6 +256,55 @@ class Train final : public Node {
   }
 
  private:
+  // The training thread: steps on the arrived batches in order until close() stops it.
+  void train_arrivals() {
+    for (;;) {
+      RecordPtr batch;
+      {
+        std::unique_lock<std::mutex> lock(queue_mutex_);
+        queue_changed_.wait(lock, [this] { return !arrivals_.empty() || stopping_; });
+        if (arrivals_.empty()) return;
+        batch = arrivals_.front();
+      }
+      try {
+        feed(batch, outbox_);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        failure_ = std::current_exception();
+      }
+      {
+        // Popped after the step: the batch in training counts against the depth, so with depth k
+        // the engine thread makes k batches ahead of the step in progress, the last of them held
+        // in process() until this step ends.
+        std::lock_guard<std::mutex> lock(queue_mutex_);
+        arrivals_.pop_front();
+        if (failure_) arrivals_.clear();
+      }
+      queue_changed_.notify_all();
+      if (failure_) return;
+    }
+  }
+
+  // Lets the training thread finish the batches that arrived, then joins it.
+  void stop_training_thread() {
+    if (!training_thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      stopping_ = true;
+    }
+    queue_changed_.notify_all();
+    training_thread_.join();
+  }
+
+  void rethrow_failure() {
+    std::exception_ptr e;
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      e = failure_;
+    }
+    if (e) std::rethrow_exception(e);
+  }
+
   // At the first batch: build input-dependent layers, move to the device, make the optimizer
   // and restore a checkpoint when resuming.
   void setup(const Record& first) {
@@ -228,6 +339,10 @@ class Train final : public Node {
         if (!trained) untrained_state_.push_back(named.second);
       }
       group_->broadcast_from_rank0(all);
+      group_->overlap_gradients(params_, static_cast<std::int64_t>(bucket_mb_ * (1 << 20)));
+      log_info(ctx_->id(), "data parallel: gradients all-reduced ",
+               group_->buckets() > 0 ? cat("in ", group_->buckets(), " bucket(s) while the backward pass runs")
+                                     : std::string("in one piece after the backward pass"));
     }
     // After the broadcast, so every rank averages from rank 0's initial weights.
     if (ema_decay_ > 0 && !average_) average_ = std::make_unique<WeightAverage>(*model_, ema_decay_);
@@ -276,19 +391,21 @@ class Train final : public Node {
     double value = loss.item<double>();
     // Data parallel: the whole batch's mean is the slices' means weighted by their share of it.
     const double share = group_ ? static_cast<double>(local) / static_cast<double>(full) : 1.0;
-    if (group_) value = group_->sum(value * share);
+    optimizer_->zero_grad();
+    if (group_) {
+      // The loss is summed over the ranks while the backward pass runs, and the gradients' buckets
+      // are reduced as backward produces them (overlap_gradients); the step waits for both.
+      auto whole_loss = group_->start_sum(value * share);
+      // Scaled so that the mean over ranks of the gradients is the whole batch's gradient.
+      (loss * (share * static_cast<double>(group_->size()))).backward();
+      group_->average_gradients(params_);
+      value = whole_loss();
+    }
     if (!std::isfinite(value))
       throw DataError(cat("loss is ", std::isnan(value) ? std::string("NaN") : cat(value), " at step ", step_ + 1, " (epoch ", epoch_, ", input batch ", index,
                           pass > 0 ? cat(", replayed in pass ", pass) : "", id_range(batch), ")",
                           last_checkpoint_ > 0 ? cat("; last checkpoint: step ", last_checkpoint_) : ""));
-    optimizer_->zero_grad();
-    if (group_) {
-      // Scaled so that the mean over ranks of the gradients is the whole batch's gradient.
-      (loss * (share * static_cast<double>(group_->size()))).backward();
-      group_->average_gradients(params_);
-    } else {
-      loss.backward();
-    }
+    if (!group_) loss.backward();
     if (clip_norm_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_norm_);
     if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
     optimizer_->step();
@@ -471,6 +588,15 @@ class Train final : public Node {
   bool primary_ = true;                           // rank 0 (or not data parallel): writes files
   std::vector<torch::Tensor> untrained_state_;    // re-sent from rank 0 before each step
   double ema_decay_ = 0;
+  std::int64_t prefetch_ = 0;                     // batches arriving ahead of the step in progress
+  std::thread training_thread_;                   // runs the steps when prefetch_ > 0
+  std::mutex queue_mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<RecordPtr> arrivals_;                // front: the batch in training, then those waiting
+  bool stopping_ = false;
+  std::exception_ptr failure_;                    // the training thread's, rethrown on the engine's
+  Outbox outbox_;
+  double bucket_mb_ = 0;                          // data parallel: gradient bucket size; 0: no overlap
   std::unique_ptr<WeightAverage> average_;        // null: averaging off
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
@@ -544,6 +670,14 @@ NodeType train_type() {
           "MASTER_ADDR and MASTER_PORT (127.0.0.1:29500 if unset), as torch.distributed's env:// init"))
       .param(Param::number("rendezvous_timeout").default_value(300.0).min(1.0).not_fingerprinted().doc(
           "seconds to wait for the other ranks (joining and every collective)"))
+      .param(Param::integer("prefetch").default_value(1).min(0).not_fingerprinted().doc(
+          "batches that may arrive while a step runs: the steps run on a training thread of their own, so the "
+          "upstream nodes make the next batches meanwhile (same order, same losses); its records are emitted when "
+          "the next batch arrives or at the end. 0: steps run on the engine's thread, one batch at a time"))
+      .param(Param::number("bucket_mb").default_value(25.0).min(0.0).not_fingerprinted().doc(
+          "data parallel: gradients are all-reduced in buckets of about this many MiB (the first at most 1 MiB), "
+          "each started as soon as the backward pass has produced its gradients, as DistributedDataParallel's "
+          "bucket_cap_mb; 0: one all-reduce of every gradient after the backward pass"))
       .param(Param::integer("snapshot_every").default_value(0).min(0).doc(
           "steps between model snapshots on the `model` port; 0: only at the end"))
       .param(Param::number("ema_decay").default_value(0.0).range(0.0, 1.0).doc(

@@ -242,6 +242,101 @@ print('ok', d)
                             Catch::Contains("joining the data-parallel group at " + lonely + " as rank 0 of 2 failed"));
 }
 
+TEST_CASE("data parallel: gradients reduced in buckets during backward equal one reduction after it", "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-buckets");
+  // Batch norm and a three-layer head: parameters of several sizes, state re-sent from rank 0,
+  // and a per-pair loss. bucket_mb 0.001 (1 KiB) splits the model's gradients into four
+  // buckets, each all-reduced while backward still runs; bucket_mb 0 reduces them in one piece.
+  auto graph = [&](const std::string& run, double bucket_mb) {
+    return "# buckets\nseed: 3\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("pairs.h5") + ", batch_size: 64, shuffle: true}}\n"
+           "  train: {type: torch.train, params: {model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 8}, "
+           "loss: {type: torch.contrastive, margin: 1.0}, optimizer: {type: torch.adam, lr: 0.01}, epochs: 2, "
+           "log_every: 1, threads: 1, world_size: 2, bucket_mb: " + std::to_string(bucket_mb) + ", "
+           "log_dir: " + (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string() + "}}\n"
+           "edges: [data.out -> train.in]\n";
+  };
+  // Two ranks on this machine: a FileStore to meet, then Gloo's TCP pairs through the local stack.
+  auto two_ranks = [&](const std::string& run, double bucket_mb) {
+    write_file(dir / (run + ".yaml"), graph(run, bucket_mb));
+    write_file(dir / (run + "1.yaml"), graph(run + "1", bucket_mb));
+    const std::string store = "file://" + (dir / (run + "-store")).string();
+    auto rank1 = embedflow::test::spawn_cli({"run", (dir / (run + "1.yaml")).string(), "--quiet", "--set", "train.rank=1",
+                                             "--set", "train.rendezvous=" + store});
+    auto rank0 = run_cli({"run", (dir / (run + ".yaml")).string(), "--set", "train.rank=0", "--set", "train.rendezvous=" + store});
+    auto one = embedflow::test::wait_child(rank1);
+    INFO(rank0.err << one.err);
+    REQUIRE(rank0.exit_code == 0);
+    REQUIRE(one.exit_code == 0);
+    return rank0.err;
+  };
+  const std::string bucketed = two_ranks("bucketed", 0.001), whole = two_ranks("whole", 0);
+  CHECK_THAT(bucketed, Catch::Contains("gradients all-reduced in 4 bucket(s) while the backward pass runs"));
+  CHECK_THAT(whole, Catch::Contains("gradients all-reduced in one piece after the backward pass"));
+  auto a = read_metrics(dir / "bucketed" / "metrics.csv"), b = read_metrics(dir / "whole" / "metrics.csv");
+  REQUIRE(a.size() == 16);
+  REQUIRE(b.size() == 16);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << a[i].step << ": " << a[i].loss << " vs " << b[i].loss);
+    CHECK(std::abs(std::stod(a[i].loss) - std::stod(b[i].loss)) <= 1e-6 * std::stod(b[i].loss));
+  }
+  // After 16 Adam steps rank 0's final checkpoint embeds the test images as the unbucketed one's.
+  auto embed = [&](const std::string& run) {
+    const std::string h5 = (dir / (run + ".h5")).string();
+    run_graph_file_ok(dir, run + "_embed.yaml",
+                      "# embed\nseed: 1\nnodes:\n"
+                      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
+                      "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
+                      "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
+                      "edges: [test.out -> embed.in, embed.out -> save.in]\n");
+    return h5;
+  };
+  check_python(R"PY(
+import sys, h5py, numpy as np
+a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
+assert a.shape == (128, 8), a.shape
+d = np.abs(a - b).max()
+assert d < 1e-5 * np.abs(a).max(), d
+print('ok', d)
+)PY",
+               {embed("bucketed"), embed("whole")});
+}
+
+TEST_CASE("prefetch trains on the same batches in the same order with the same draws", "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-prefetch");
+  // A shuffled reader, two epochs (the second replayed in a seeded order), semi-supervised label
+  // masking by id and an lr schedule: every draw and every batch's place shows in the losses.
+  auto graph = [&](const std::string& run, int prefetch) {
+    return train_graph(torch_data("train.h5"),
+                       kSmallCnn + ", loss: {type: torch.batch_hard_triplet, margin: 0.2}, "
+                                   "optimizer: {type: torch.adam, lr: 0.002}, schedule: {type: torch.cosine, steps: 16}, "
+                                   "epochs: 2, labelled_fraction: 0.7, log_every: 1, threads: 2, snapshot_every: 5, "
+                                   "prefetch: " + std::to_string(prefetch) + ", log_dir: " + (dir / run).string(),
+                       "  pick:  {type: core.select, params: {fields: [step, loss]}}\n"
+                       "  snap:  {type: core.sink, params: {mode: print}}\n",
+                       "  - train.model -> pick.in\n  - pick.out -> snap.in\n");
+  };
+  auto plain = run_graph_file_ok(dir, "plain.yaml", graph("plain", 0));
+  auto ahead = run_graph_file_ok(dir, "ahead.yaml", graph("ahead", 3));
+  auto a = read_metrics(dir / "plain" / "metrics.csv"), b = read_metrics(dir / "ahead" / "metrics.csv");
+  REQUIRE(a.size() == 16);
+  REQUIRE(b.size() == 16);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("row " << i);
+    CHECK(a[i].step == b[i].step);
+    CHECK(a[i].epoch == b[i].epoch);
+    CHECK(a[i].loss == b[i].loss);  // 9 significant digits: the same floats
+  }
+  // The snapshots (steps 5, 10, 15 and the end) go out in order with the same epoch losses.
+  CHECK_THAT(plain.out, Catch::Contains("{step: [15], loss: ["));
+  CHECK(ahead.out == plain.out);
+  // A failing step on the training thread stops the run with the trainer's located error.
+  auto nan = run_graph_file(dir, "nan.yaml",
+                            train_graph(torch_data("nan.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, threads: 1, prefetch: 2"));
+  CHECK(nan.exit_code == 1);
+  CHECK_THAT(nan.err, Catch::Contains("node 'train'") && Catch::Contains("loss is NaN at step"));
+}
+
 TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-nan");
   std::string g = "# NaN in the data.\nseed: 1\nnodes:\n"

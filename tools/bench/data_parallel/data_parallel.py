@@ -10,18 +10,28 @@ DistributedDataParallel (Debian's python3-torch, Gloo, two processes of one thre
       in-memory tensors, torch.nn.parallel.DistributedDataParallel over Gloo;
   (d) embedflow, two ranks with augmentation: u8 pairs -> image.augment (random resized crop,
       flip, rotation, to_tensor on both images) -> torch.train, each rank augmenting whole batches;
-  (e) the same with core.shard after the reader: each rank augments only the rows it trains on.
+  (e) the same with core.shard after the reader: each rank augments only the rows it trains on;
+  (f) side (b) with bucket_mb 0: each rank all-reduces its gradients in one piece after the
+      backward pass instead of in buckets during it (what the overlap is worth).
+
+PyTorch runs with the glibc malloc settings `embedflow run` applies to itself (the benchmark
+re-executes itself with them as GLIBC_TUNABLES, which the DDP processes inherit); DDP keeps its
+defaults (bucket_cap_mb 25, broadcast_buffers).
 
 Model: torch.small_cnn defaults (conv 32, conv 64, batch norm, hidden 128, embedding 64) as a
 siamese network on pairs, contrastive loss (margin 1), Adam lr 1e-3, batches of --batch pairs.
 The first --warmup steps are not timed. The sides take turns for --rounds rounds and each reports
-its best round, so a burst of load from other processes does not decide the ratios.
+its best round, so a burst of load from other processes does not decide the ratios; each side's
+rounds, their spread, the load before and after and every round's ratios are printed too, and a
+target counts as met only when every round meets it (missed when none does, else undecided).
+Target: (b) >= 1.0 x (c).
 
   /usr/bin/python3 tools/bench/data_parallel/data_parallel.py --build build
 """
 import argparse
 import gzip
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -73,7 +83,7 @@ AUGMENT = ('{type: image.augment, params: {fields: [a_image, b_image], ops: [{op
            'width: 28, scale: [0.7, 1.0]}, {op: flip, horizontal_p: 0.5}, {op: rotate, degrees: [-10, 10]}, to_tensor]}}')
 
 
-def graph_text(data, batch, steps, threads, log, extra, augment=False, shard=False):
+def graph_text(data, batch, steps, threads, log, extra, augment=False, shard=False, bucket_mb=25):
     stages = (['shard'] if shard else []) + (['aug'] if augment else []) + ['train']
     edges = ', '.join(f'{a}.out -> {b}.in' for a, b in zip(['data'] + stages, stages))
     optional = ('  shard: {type: core.shard, params: {world_size: 0, rank: -1}}\n' if shard else '') + \
@@ -84,7 +94,7 @@ nodes:
   data:  {{type: io.hdf5_reader, params: {{path: {data}, batch_size: {batch}, drop_last: true, epochs: 100}}}}
 {optional}  train: {{type: torch.train, params: {{model: {{type: torch.small_cnn}}, loss: {{type: torch.contrastive, margin: 1.0}},
           optimizer: {{type: torch.adam, lr: 0.001}}, max_steps: {steps}, threads: {threads}, log_every: 1,
-          log_dir: {log}{extra}}}}}
+          log_dir: {log}, bucket_mb: {bucket_mb}{extra}}}}}
 edges: [{edges}]
 """
 
@@ -108,7 +118,8 @@ def embedflow_single(cli, work, data, batch, steps, warmup):
     return rate_from_log(log, batch, steps, warmup)
 
 
-def embedflow_ranks(cli, work, data, batch, steps, warmup, ranks, graph_threads=1, augment=False, shard=False):
+def embedflow_ranks(cli, work, data, batch, steps, warmup, ranks, graph_threads=1, augment=False, shard=False,
+                    bucket_mb=25):
     port = free_port()
     procs = []
     for rank in reversed(range(ranks)):
@@ -116,7 +127,8 @@ def embedflow_ranks(cli, work, data, batch, steps, warmup, ranks, graph_threads=
         graph = os.path.join(work, f'rank{rank}.yaml')
         with open(graph, 'w') as g:
             g.write(graph_text(data, batch, steps, 1, log,
-                               f', world_size: {ranks}, rank: {rank}, rendezvous: "tcp://127.0.0.1:{port}"', augment, shard))
+                               f', world_size: {ranks}, rank: {rank}, rendezvous: "tcp://127.0.0.1:{port}"', augment, shard,
+                               bucket_mb))
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(ranks))  # what core.shard reads
         procs.append(subprocess.Popen([cli, 'run', graph, '--quiet', '--threads', str(graph_threads)], stderr=subprocess.PIPE,
                                       text=True, env=env))
@@ -166,38 +178,93 @@ def pytorch_ddp(data, batch, steps, warmup, ranks):
     return rate
 
 
+# What `embedflow run` sets with mallopt (the runtime's tune_process_allocator), as glibc tunables:
+# they must be in the environment before a process starts, so the benchmark re-executes itself.
+TUNABLES = 'glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824'
+
+SIDES = {
+    'a': 'embedflow, 1 process x 2 threads',
+    'b': 'embedflow, 2 ranks x 1 thread (Gloo), gradients in buckets during backward',
+    'c': 'PyTorch DDP, 2 processes x 1 thread (Gloo)',
+    'd': 'embedflow, 2 ranks x 1 thread, each augmenting whole batches',
+    'e': 'embedflow, 2 ranks x 1 thread, core.shard before augmenting',
+    'f': 'embedflow, 2 ranks x 1 thread, one all-reduce after backward (bucket_mb 0)',
+}
+TARGETS = (('b', 'c', 1.0), ('b', 'a', None), ('b', 'f', None), ('e', 'd', None))
+
+
+def children_cpu():
+    """User + system seconds of every child process waited for so far (the graphs, the DDP ranks)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def loadavg():
+    return ' '.join(open('/proc/loadavg').read().split()[:3])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--build', default='build')
     ap.add_argument('--batch', type=int, default=256, help='pairs per step (all ranks together)')
     ap.add_argument('--steps', type=int, default=60)
     ap.add_argument('--warmup', type=int, default=10)
-    ap.add_argument('--rounds', type=int, default=2)
+    ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--pairs', type=int, default=8192)
+    ap.add_argument('--sides', default='abcdef', help='which sides to run, e.g. bcf')
+    ap.add_argument('--system-malloc', action='store_true',
+                    help="every side with glibc's default malloc settings (embedflow's own are switched off)")
     a = ap.parse_args()
+    if a.system_malloc:
+        os.environ['EMBEDFLOW_SYSTEM_MALLOC'] = '1'
+    elif os.environ.get('GLIBC_TUNABLES') != TUNABLES:
+        os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, GLIBC_TUNABLES=TUNABLES))
     cli = os.path.join(a.build, 'bin', 'embedflow')
+    load_before = loadavg()
     with tempfile.TemporaryDirectory() as work:
         h5, raw = os.path.join(work, 'pairs.h5'), os.path.join(work, 'pairs_u8.h5')
         data = make_pairs(h5, a.pairs, raw)
-        best = {'single': 0.0, 'ranks': 0.0, 'ddp': 0.0, 'ranks_aug': 0.0, 'ranks_aug_shard': 0.0}
+        run = {
+            'a': lambda: embedflow_single(cli, work, h5, a.batch, a.steps, a.warmup),
+            'b': lambda: embedflow_ranks(cli, work, h5, a.batch, a.steps, a.warmup, 2),
+            'c': lambda: pytorch_ddp(data, a.batch, a.steps, a.warmup, 2),
+            'd': lambda: embedflow_ranks(cli, work, raw, a.batch, a.steps, a.warmup, 2, augment=True),
+            'e': lambda: embedflow_ranks(cli, work, raw, a.batch, a.steps, a.warmup, 2, augment=True, shard=True),
+            'f': lambda: embedflow_ranks(cli, work, h5, a.batch, a.steps, a.warmup, 2, bucket_mb=0),
+        }
+        sides = [k for k in SIDES if k in a.sides]
+        rounds = {k: [] for k in sides}
+        cpu = {k: [] for k in sides}  # CPU seconds of a side's processes (all ranks), which the load moves less
         for r in range(a.rounds):
-            best['single'] = max(best['single'], embedflow_single(cli, work, h5, a.batch, a.steps, a.warmup))
-            best['ranks'] = max(best['ranks'], embedflow_ranks(cli, work, h5, a.batch, a.steps, a.warmup, 2))
-            best['ddp'] = max(best['ddp'], pytorch_ddp(data, a.batch, a.steps, a.warmup, 2))
-            best['ranks_aug'] = max(best['ranks_aug'], embedflow_ranks(cli, work, raw, a.batch, a.steps, a.warmup, 2, augment=True))
-            best['ranks_aug_shard'] = max(best['ranks_aug_shard'],
-                                          embedflow_ranks(cli, work, raw, a.batch, a.steps, a.warmup, 2, augment=True, shard=True))
-            print(f'round {r + 1}: ' + ', '.join(f'{k} {v:.0f}' for k, v in best.items()), flush=True)
+            for k in sides:
+                before = children_cpu()
+                rounds[k].append(run[k]())
+                cpu[k].append(children_cpu() - before)
+            print(f'round {r + 1}: ' + ', '.join(f'({k}) {rounds[k][-1]:.0f}' for k in sides), flush=True)
+    best = {k: max(v) for k, v in rounds.items()}
     print(f'\nsmall_cnn siamese, contrastive, Adam, batch {a.batch} pairs, {a.steps - a.warmup} timed steps, '
-          f'best of {a.rounds} rounds (pairs/s)')
+          f'best of {a.rounds} rounds (pairs/s); malloc: {os.environ.get("GLIBC_TUNABLES", "glibc defaults")} on every '
+          f'side; load average before {load_before}, after {loadavg()}')
+    for k in sides:
+        v = rounds[k]
+        print(f'rounds ({k}): ' + ', '.join(f'{x:.0f}' for x in v) + f'  (spread {100 * (max(v) - min(v)) / max(v):.1f}% of the best)'
+              + '; CPU s of all processes: ' + ', '.join(f'{c:.1f}' for c in cpu[k]))
     print('| side | pairs/s |\n|---|---:|')
-    print(f"| (a) embedflow, 1 process x 2 threads | {best['single']:.0f} |")
-    print(f"| (b) embedflow, 2 ranks x 1 thread (Gloo) | {best['ranks']:.0f} |")
-    print(f"| (c) PyTorch DDP, 2 processes x 1 thread (Gloo) | {best['ddp']:.0f} |")
-    print(f"| (d) embedflow, 2 ranks x 1 thread, each augmenting whole batches | {best['ranks_aug']:.0f} |")
-    print(f"| (e) embedflow, 2 ranks x 1 thread, core.shard before augmenting | {best['ranks_aug_shard']:.0f} |")
-    print(f"ratios: (b)/(a) = {best['ranks'] / best['single']:.2f}, (b)/(c) = {best['ranks'] / best['ddp']:.2f}, "
-          f"(e)/(d) = {best['ranks_aug_shard'] / best['ranks_aug']:.2f}")
+    for k in sides:
+        print(f'| ({k}) {SIDES[k]} | {best[k]:.0f} |')
+    # The ratio of each round's pair (the sides ran back to back) varies with the load; a target
+    # counts as met only when every round's ratio meets it, as missed only when none does.
+    for num, den, target in TARGETS:
+        if num not in rounds or den not in rounds:
+            continue
+        paired = [x / y for x, y in zip(rounds[num], rounds[den])]
+        line = (f'({num})/({den}) per round: ' + ', '.join(f'{r:.2f}' for r in paired) +
+                f'; range {min(paired):.2f}-{max(paired):.2f}; best/best {best[num] / best[den]:.2f}')
+        if target is not None:
+            verdict = ('met' if min(paired) >= target else 'missed' if max(paired) < target else
+                       'undecided: the rounds straddle the target, more rounds or a quieter machine needed')
+            line += f'; target >= {target}: {verdict}'
+        print(line)
 
 
 if __name__ == '__main__':
