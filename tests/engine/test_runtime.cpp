@@ -19,6 +19,18 @@
 
 using namespace embedflow::test;
 
+// AddressSanitizer replaces malloc: GCC says so with __SANITIZE_ADDRESS__, clang with __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define EMBEDFLOW_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMBEDFLOW_TEST_ASAN 1
+#endif
+#endif
+#ifndef EMBEDFLOW_TEST_ASAN
+#define EMBEDFLOW_TEST_ASAN 0
+#endif
+
 namespace {
 
 std::string testing_path() { return std::string("--plugin-path=") + EMBEDFLOW_TESTING_PLUGIN_DIR; }
@@ -165,7 +177,7 @@ edges: [numbers.out -> show.in]
 TEST_CASE("the runtime's allocator policy keeps large freed blocks in the heap for reuse") {
   // glibc's default maps a block this size with its own mmap (mallinfo2().hblkhd) and unmaps it
   // on free; under the policy it comes from the heap and stays there once freed (fordblks).
-#if defined(__SANITIZE_ADDRESS__)
+#if EMBEDFLOW_TEST_ASAN
   // The sanitizer's allocator ignores mallopt, and the policy says it was not applied.
   CHECK_FALSE(embedflow::engine::tune_process_allocator());
   return;
