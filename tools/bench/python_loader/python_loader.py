@@ -10,12 +10,17 @@ squared contrastive loss, Adam) on the same geo pairs of Fashion-MNIST classes 0
       on the engine's threads (--graph-threads);
   (b) PyTorch: a Dataset over the same pairs and images doing the same per pair (look both images
       up by id, the same augmentation with PIL + numpy), DataLoader(batch_size=128,
-      shuffle=True, num_workers=2, drop_last=True).
+      shuffle=True, num_workers=2, drop_last=True);
+  (c) no loader: the same loop over --held batches taken from (a)'s stream beforehand and held
+      in memory as tensors, cycled. This is the ceiling any loader can reach: the model step
+      alone. (a)/(c) says what the stream costs the loop, (c)/(b) is the most any loader can
+      gain over DataLoader here.
 
 Every side uses --threads PyTorch intra-op threads. The first --warmup steps (graph start and
 the whole-set shuffle; worker start) are not timed; a step's time includes waiting for its
 batch. The sides take turns for --rounds rounds. Target: (a) >= 1.2 x (b) samples/s; "met" only
-when every round's pair meets it, "missed" when none does, otherwise "undecided".
+when every round's pair meets it, "missed" when none does, otherwise "undecided". The ceiling
+(c)/(b) is printed beside it: a round where (c)/(b) < 1.2 cannot meet the target with any loader.
 
   PYTHONPATH=build/python /usr/bin/python3 tools/bench/python_loader/python_loader.py --rounds 3
 """
@@ -88,6 +93,23 @@ def dataloader_batches(dataset, batch, workers):
         yield {"a_image": a, "b_image": b, "pair_label": label}
 
 
+def held_batches(embedflow, batch, graph_threads, count, cache_dir):
+    """`count` augmented batches from the graph's stream, copied into memory (untimed)."""
+    held = []
+    with embedflow_batches(embedflow, batch, graph_threads, cache_dir=cache_dir,
+                           out=os.path.join("out", "python_loader", "held")) as batches:
+        for b in batches:
+            held.append({k: v.clone() for k, v in b.items()})
+            if len(held) == count:
+                break
+    return held
+
+
+def cycled(held):
+    while True:
+        yield from held
+
+
 def rate(times, batch):
     return len(times) * batch / sum(times)
 
@@ -101,6 +123,7 @@ def main():
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--held", type=int, default=16, help="batches held in memory for side (c)")
     ap.add_argument("--cache-dir", default=None, help="stage cache (default: $EMBEDFLOW_CACHE_DIR, ~/.cache/embedflow)")
     a = ap.parse_args()
     import embedflow
@@ -110,7 +133,8 @@ def main():
     images, pa, pb, label = pairs_and_images(embedflow, a.cache_dir)
     dataset = AugmentedPairs(images, pa, pb, label)
     load = open("/proc/loadavg").read().split()[:3]
-    rounds = {"a": [], "b": []}
+    held = held_batches(embedflow, a.batch, a.graph_threads, a.held, a.cache_dir)
+    rounds = {"a": [], "b": [], "c": []}
     for r in range(a.rounds):
         with embedflow_batches(embedflow, a.batch, a.graph_threads, cache_dir=a.cache_dir,
                                out=os.path.join("out", "python_loader", "a")) as batches:
@@ -118,6 +142,8 @@ def main():
         rounds["a"].append(rate(times, a.batch))
         _, times = train(dataloader_batches(dataset, a.batch, a.workers), a.steps, Trainer(), warmup=a.warmup)
         rounds["b"].append(rate(times, a.batch))
+        _, times = train(cycled(held), a.steps, Trainer(), warmup=a.warmup)
+        rounds["c"].append(rate(times, a.batch))
     load_after = open("/proc/loadavg").read().split()[:3]
     best = {k: max(v) for k, v in rounds.items()}
     print(f"{len(label)} pairs, batch {a.batch}, {a.steps - a.warmup} timed steps per round, {a.rounds} rounds, "
@@ -130,6 +156,7 @@ def main():
     print("|---|---:|")
     print(f"| (a) embedflow stream (as_torch) | {best['a']:.0f} |")
     print(f"| (b) PyTorch Dataset + DataLoader(num_workers={a.workers}) | {best['b']:.0f} |")
+    print(f"| (c) no loader: {a.held} batches held in memory | {best['c']:.0f} |")
     target = 1.2
     paired = [x / y for x, y in zip(rounds["a"], rounds["b"])]
     verdict = ("met" if min(paired) >= target else "missed" if max(paired) < target else
@@ -137,6 +164,11 @@ def main():
     print("(a)/(b) per round: " + ", ".join(f"{x:.2f}" for x in paired) +
           f"; range {min(paired):.2f}-{max(paired):.2f}; best/best {best['a'] / best['b']:.2f}; "
           f"target >= {target}: {verdict}")
+    print("(a)/(c) per round: " + ", ".join(f"{x / y:.2f}" for x, y in zip(rounds["a"], rounds["c"])) +
+          "  (the stream's cost to the loop; 1.00 = none)")
+    ceiling = [x / y for x, y in zip(rounds["c"], rounds["b"])]
+    print("(c)/(b) per round: " + ", ".join(f"{x:.2f}" for x in ceiling) +
+          f"  (the ceiling of (a)/(b); rounds below {target}: {sum(x < target for x in ceiling)} of {len(ceiling)})")
 
 
 if __name__ == "__main__":
