@@ -20,10 +20,10 @@ defaults (bucket_cap_mb 25, broadcast_buffers).
 
 Model: torch.small_cnn defaults (conv 32, conv 64, batch norm, hidden 128, embedding 64) as a
 siamese network on pairs, contrastive loss (margin 1), Adam lr 1e-3, batches of --batch pairs.
-The first --warmup steps are not timed. The sides take turns for --rounds rounds and each reports
-its best round, so a burst of load from other processes does not decide the ratios; each side's
-rounds, their spread, the load before and after and every round's ratios are printed too, and a
-target counts as met only when every round meets it (missed when none does, else undecided).
+The first --warmup steps are not timed. The sides take turns for --rounds rounds; each side's
+rounds, their spread, the load before and after and every round's ratios are printed, and a
+target is decided on the median of the paired ratios and its sign-test interval
+(tools/bench/rounds.py), so a burst of load from other processes does not decide it.
 Target: (b) >= 1.0 x (c).
 
   /usr/bin/python3 tools/bench/data_parallel/data_parallel.py --build build
@@ -46,6 +46,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from torch_steps import SmallCnn  # noqa: E402
+from rounds import loadavg, ratio_line, spread_line  # noqa: E402
 
 
 def free_port():
@@ -199,10 +200,6 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def loadavg():
-    return ' '.join(open('/proc/loadavg').read().split()[:3])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--build', default='build')
@@ -247,24 +244,14 @@ def main():
           f'side; load average before {load_before}, after {loadavg()}')
     for k in sides:
         v = rounds[k]
-        print(f'rounds ({k}): ' + ', '.join(f'{x:.0f}' for x in v) + f'  (spread {100 * (max(v) - min(v)) / max(v):.1f}% of the best)'
-              + '; CPU s of all processes: ' + ', '.join(f'{c:.1f}' for c in cpu[k]))
+        print(spread_line(f'({k})', v, 'pairs/s') + '; CPU s of all processes: ' + ', '.join(f'{c:.1f}' for c in cpu[k]))
     print('| side | pairs/s |\n|---|---:|')
     for k in sides:
         print(f'| ({k}) {SIDES[k]} | {best[k]:.0f} |')
-    # The ratio of each round's pair (the sides ran back to back) varies with the load; a target
-    # counts as met only when every round's ratio meets it, as missed only when none does.
     for num, den, target in TARGETS:
-        if num not in rounds or den not in rounds:
-            continue
-        paired = [x / y for x, y in zip(rounds[num], rounds[den])]
-        line = (f'({num})/({den}) per round: ' + ', '.join(f'{r:.2f}' for r in paired) +
-                f'; range {min(paired):.2f}-{max(paired):.2f}; best/best {best[num] / best[den]:.2f}')
-        if target is not None:
-            verdict = ('met' if min(paired) >= target else 'missed' if max(paired) < target else
-                       'undecided: the rounds straddle the target, more rounds or a quieter machine needed')
-            line += f'; target >= {target}: {verdict}'
-        print(line)
+        if num in rounds and den in rounds:
+            print(ratio_line(f'({num})/({den})', [x / y for x, y in zip(rounds[num], rounds[den])], target) +
+                  f'; best/best {best[num] / best[den]:.2f}')
 
 
 if __name__ == '__main__':

@@ -18,9 +18,9 @@ squared contrastive loss, Adam) on the same geo pairs of Fashion-MNIST classes 0
 
 Every side uses --threads PyTorch intra-op threads. The first --warmup steps (graph start and
 the whole-set shuffle; worker start) are not timed; a step's time includes waiting for its
-batch. The sides take turns for --rounds rounds. Target: (a) >= 1.2 x (b) samples/s; "met" only
-when every round's pair meets it, "missed" when none does, otherwise "undecided". The ceiling
-(c)/(b) is printed beside it: a round where (c)/(b) < 1.2 cannot meet the target with any loader.
+batch. The sides take turns for --rounds rounds. Target: (a) >= 1.2 x (b) samples/s, decided on
+the median of the rounds' paired ratios and its sign-test interval (tools/bench/rounds.py). The
+ceiling (c)/(b) is printed beside it: where (c)/(b) < 1.2, no loader can meet the target.
 
   PYTHONPATH=build/python /usr/bin/python3 tools/bench/python_loader/python_loader.py --rounds 3
 """
@@ -35,6 +35,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 from train_geo_pairs import LOADER_GRAPH, Trainer, embedflow_batches, train  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+from rounds import loadavg, median, ratio_line, spread_line  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530
 
@@ -132,7 +134,7 @@ def main():
     torch.set_num_threads(a.threads)
     images, pa, pb, label = pairs_and_images(embedflow, a.cache_dir)
     dataset = AugmentedPairs(images, pa, pb, label)
-    load = open("/proc/loadavg").read().split()[:3]
+    load = loadavg()
     held = held_batches(embedflow, a.batch, a.graph_threads, a.held, a.cache_dir)
     rounds = {"a": [], "b": [], "c": []}
     for r in range(a.rounds):
@@ -144,31 +146,24 @@ def main():
         rounds["b"].append(rate(times, a.batch))
         _, times = train(cycled(held), a.steps, Trainer(), warmup=a.warmup)
         rounds["c"].append(rate(times, a.batch))
-    load_after = open("/proc/loadavg").read().split()[:3]
     best = {k: max(v) for k, v in rounds.items()}
     print(f"{len(label)} pairs, batch {a.batch}, {a.steps - a.warmup} timed steps per round, {a.rounds} rounds, "
           f"PyTorch threads {a.threads}, graph --threads {a.graph_threads}, DataLoader workers {a.workers}; "
-          f"load average before {' '.join(load)}, after {' '.join(load_after)}")
+          f"load average before {load}, after {loadavg()}")
     for k, v in rounds.items():
-        spread = (max(v) - min(v)) / max(v)
-        print(f"rounds ({k}) samples/s: " + ", ".join(f"{x:.0f}" for x in v) + f"  (spread {100 * spread:.1f}% of the best)")
+        print(spread_line(f"({k})", v))
     print("| side | samples/s (best round) |")
     print("|---|---:|")
     print(f"| (a) embedflow stream (as_torch) | {best['a']:.0f} |")
     print(f"| (b) PyTorch Dataset + DataLoader(num_workers={a.workers}) | {best['b']:.0f} |")
     print(f"| (c) no loader: {a.held} batches held in memory | {best['c']:.0f} |")
     target = 1.2
-    paired = [x / y for x, y in zip(rounds["a"], rounds["b"])]
-    verdict = ("met" if min(paired) >= target else "missed" if max(paired) < target else
-               "undecided: the rounds straddle the target, more rounds or a quieter machine needed")
-    print("(a)/(b) per round: " + ", ".join(f"{x:.2f}" for x in paired) +
-          f"; range {min(paired):.2f}-{max(paired):.2f}; best/best {best['a'] / best['b']:.2f}; "
-          f"target >= {target}: {verdict}")
-    print("(a)/(c) per round: " + ", ".join(f"{x / y:.2f}" for x, y in zip(rounds["a"], rounds["c"])) +
-          "  (the stream's cost to the loop; 1.00 = none)")
-    ceiling = [x / y for x, y in zip(rounds["c"], rounds["b"])]
-    print("(c)/(b) per round: " + ", ".join(f"{x:.2f}" for x in ceiling) +
-          f"  (the ceiling of (a)/(b); rounds below {target}: {sum(x < target for x in ceiling)} of {len(ceiling)})")
+    pair = lambda num, den: [x / y for x, y in zip(rounds[num], rounds[den])]  # noqa: E731
+    print(ratio_line("(a)/(b)", pair("a", "b"), target) + f"; best/best {best['a'] / best['b']:.2f}")
+    print(ratio_line("(a)/(c)", pair("a", "c")) + "  (what the stream costs the loop; 1.00 = nothing)")
+    ceiling = pair("c", "b")
+    print(ratio_line("(c)/(b)", ceiling) + f"  (the ceiling of (a)/(b): no loader can do better; median "
+          f"{'below' if median(ceiling) < target else 'at or above'} the target)")
 
 
 if __name__ == "__main__":

@@ -20,9 +20,10 @@ embedflow ones too) with glibc's defaults instead.
 
 Model: torch.small_cnn defaults (conv 32, conv 64, batch norm, hidden 128, embedding 64); loss:
 batch-hard triplet (margin 0.2); Adam, lr 1e-3. The first --warmup steps are not timed. The sides
-take turns for --rounds rounds and each reports its best round, so a burst of load from other
-processes on a shared machine does not decide the ratio. Targets: (a) >= 0.95 x (b),
-(a) >= 1.2 x (c) and (b) >= 1.0 x (d).
+take turns for --rounds rounds; each ratio is decided on the median of the rounds' paired ratios
+and its sign-test interval (tools/bench/rounds.py), so a burst of load from other processes on a
+shared machine does not decide it. Targets: (a) >= 0.95 x (b), (a) >= 1.2 x (c) and
+(b) >= 1.0 x (d).
 
   /usr/bin/python3 tools/bench/train_throughput/train_throughput.py --build build --threads 2
 """
@@ -41,6 +42,7 @@ import torch
 # The model and loss of tools/bench/torch_steps.py (the model-step benchmark against PyTorch).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from torch_steps import SmallCnn, batch_hard  # noqa: E402
+from rounds import loadavg, ratio_line, spread_line  # noqa: E402
 
 FASHION = '/usr/share/datasets/fashion-mnist'
 MEAN, STD = 0.2860, 0.3530
@@ -215,7 +217,7 @@ def main():
     labels = idx(f'{FASHION}/train-labels-idx1-ubyte.gz').astype(np.int64)
     x, y = premade_tensors(images, labels, a.batch, a.steps)
     rounds = {'a': [], 'b': [], 'c': [], 'd': []}
-    load = open('/proc/loadavg').read().split()[:3]
+    load = loadavg()
     for _ in range(a.rounds):
         with tempfile.TemporaryDirectory() as work:
             gt = a.graph_threads or a.threads
@@ -224,13 +226,11 @@ def main():
         rounds['c'].append(pytorch_dataloader(images, labels, a.batch, a.steps, a.warmup, a.threads, a.workers))
         rounds['d'].append(pytorch_in_memory(x, y, a.batch, a.steps, a.warmup, a.threads))
     best = {k: max(v) for k, v in rounds.items()}
-    load_after = open('/proc/loadavg').read().split()[:3]
     print(f'malloc: {os.environ.get("GLIBC_TUNABLES", "glibc defaults")} on every side')
     print(f'threads {a.threads} (graph --threads {a.graph_threads or a.threads}, DataLoader workers {a.workers}), batch {a.batch}, {a.steps - a.warmup} timed steps, best of {a.rounds} rounds, '
-          f'load average before {" ".join(load)}, after {" ".join(load_after)}')
+          f'load average before {load}, after {loadavg()}')
     for k, v in rounds.items():
-        spread = (max(v) - min(v)) / max(v)
-        print(f'rounds ({k}) samples/s: ' + ', '.join(f'{r:.0f}' for r in v) + f'  (spread {100 * spread:.1f}% of the best)')
+        print(spread_line(f'({k})', v))
     print('| side | samples/s | steps/s | ratio |')
     print('|---|---|---|---|')
     print(f'| (a) embedflow graph, idx_reader -> image.augment -> torch.train | {best["a"]:.0f} | '
@@ -242,16 +242,10 @@ def main():
           f'{best["c"] / a.batch:.2f} | |')
     print(f'| (d) PyTorch model steps on in-memory tensors | {best["d"]:.0f} | {best["d"] / a.batch:.2f} | '
           f'(b)/(d) = {best["b"] / best["d"]:.2f} (target >= 1.0) |')
-    # The noise: the ratio of each round's pair (the sides ran back to back) varies with the load;
-    # a target counts as met only when every round's ratio meets it, and as missed only when none
-    # does. Between the two the rounds cannot tell, and the benchmark says so.
     for num, den, target in (('a', 'b', 0.95), ('a', 'c', 1.2), ('b', 'd', 1.0)):
-        paired = [x / y for x, y in zip(rounds[num], rounds[den])]
-        verdict = ('met' if min(paired) >= target else 'missed' if max(paired) < target else
-                   'undecided: the rounds straddle the target, more rounds or a quieter machine needed')
-        print(f'({num})/({den}) per round: ' + ', '.join(f'{r:.2f}' for r in paired) +
-              f'; range {min(paired):.2f}-{max(paired):.2f}; best/best {best[num] / best[den]:.2f}; '
-              f'target >= {target}: {verdict}')
+        print(ratio_line(f'({num})/({den})', [x / y for x, y in zip(rounds[num], rounds[den])], target) +
+              f'; best/best {best[num] / best[den]:.2f}')
+
 
 if __name__ == '__main__':
     main()
