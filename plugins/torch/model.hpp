@@ -28,7 +28,7 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 using ComponentFactory = std::function<std::unique_ptr<Component>(const ComponentContext&)>;
 
-// device, normalize, freeze, weights: declared by every model type.
+// device, normalize, freeze, weights, memory_format: declared by every model type.
 std::vector<ParamSpec> common_model_params();
 // A model component type: its own `params`, then common_model_params(). The caller adds the
 // contract (what it consumes from "in", the image batch, and what it produces) and the factory:
@@ -53,8 +53,9 @@ class Model : public Component {
   // Named outputs for models that give more than an embedding. Default: {"embedding": embed(image)}.
   virtual TensorMap forward_all(const TensorMap& inputs);
 
-  // Builds input-dependent parts from a sample batch, then loads `weights` if given. Called once,
-  // on the CPU, before the model is moved to its device and before an optimizer sees it.
+  // Builds input-dependent parts from a sample batch, then loads `weights` if given and lays the
+  // 4-D weights out channels-last when `memory_format` says so. Called once, on the CPU, before
+  // the model is moved to its device and before an optimizer sees it.
   void prepare(const torch::Tensor& sample);
   bool prepared() const { return prepared_; }
 
@@ -68,6 +69,8 @@ class Model : public Component {
 
   const torch::Device& device() const { return device_; }
   bool frozen() const { return frozen_; }
+  // Whether prepare() laid the convolution kernels out channels-last.
+  bool channels_last() const { return channels_last_; }
   void set_frozen(bool f) { frozen_ = f; }
   const std::string& owner() const { return owner_; }
 
@@ -86,10 +89,14 @@ class Model : public Component {
   std::string owner_;
 
  private:
+  void lay_out_channels_last();
+
   torch::Device device_{torch::kCPU};
   bool normalize_ = false;
   bool frozen_ = false;
   bool prepared_ = false;
+  bool channels_last_ = false;
+  std::string memory_format_;
   std::string weights_;
 };
 

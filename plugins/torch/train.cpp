@@ -325,7 +325,8 @@ class Train final : public Node {
     optimizer_ = optimizer_factory_->make(params_);
     std::int64_t trainable = 0;
     for (const auto& t : params_) trainable += t.numel();
-    log_info(ctx_->id(), "model: ", trainable, " trainable parameters on ", device_.str(), " (", spec_text_, ")");
+    log_info(ctx_->id(), "model: ", trainable, " trainable parameters on ", device_.str(),
+             model_->channels_last() ? ", channels-last" : "", " (", spec_text_, ")");
     if (!resume_path_.empty()) restore_checkpoint();
     if (group_) {
       // Every rank starts from rank 0's weights; afterwards the averaged gradients keep the

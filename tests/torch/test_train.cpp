@@ -32,6 +32,31 @@ std::string train_graph(const std::string& data, const std::string& train_params
 
 const std::string kSmallCnn = "model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16}";
 
+// Embeds test.h5 with the final checkpoint a run left in dir/run/ckpt; returns the HDF5 file.
+std::string embed_test_images(const fs::path& dir, const std::string& run) {
+  const std::string h5 = (dir / (run + ".h5")).string();
+  run_graph_file_ok(dir, run + "_embed.yaml",
+                    "# embed\nseed: 1\nnodes:\n"
+                    "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
+                    "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
+                    "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
+                    "edges: [test.out -> embed.in, embed.out -> save.in]\n");
+  return h5;
+}
+
+// h5py reads both files' 128 x 8 embeddings; they agree within `relative` of the largest value.
+void check_same_embeddings(const std::string& a, const std::string& b, double relative) {
+  check_python(R"PY(
+import sys, h5py, numpy as np
+a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
+assert a.shape == (128, 8), a.shape
+d = np.abs(a - b).max()
+assert d < float(sys.argv[3]) * np.abs(a).max(), d
+print('ok', d)
+)PY",
+               {a, b, std::to_string(relative)});
+}
+
 }  // namespace
 
 TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files and stream", "[torch][train][cli]") {
@@ -201,25 +226,7 @@ TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on th
   CHECK(mismatch.exit_code == 1);
   CHECK_THAT(mismatch.err, Catch::Contains("input batch 0 was sharded by core.shard from 64 rows, but the 1 rank(s) of this "
                                            "training hold 32"));
-  auto embed = [&](const std::string& run) {
-    const std::string h5 = (dir / (run + ".h5")).string();
-    run_graph_file_ok(dir, run + "_embed.yaml",
-                      "# embed\nseed: 1\nnodes:\n"
-                      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
-                      "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
-                      "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
-                      "edges: [test.out -> embed.in, embed.out -> save.in]\n");
-    return h5;
-  };
-  check_python(R"PY(
-import sys, h5py, numpy as np
-a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
-assert a.shape == (128, 8), a.shape
-d = np.abs(a - b).max()
-assert d < 1e-4 * np.abs(a).max(), d
-print('ok', d)
-)PY",
-               {embed("single"), embed("dp")});
+  check_same_embeddings(embed_test_images(dir, "single"), embed_test_images(dir, "dp"), 1e-4);
 
   // A rank outside the world is a configuration error naming both numbers.
   auto bad = run_cli({"run", (dir / "dp.yaml").string(), "--quiet", "--set", "train.world_size=2", "--set", "train.rank=2"});
@@ -281,25 +288,7 @@ TEST_CASE("data parallel: gradients reduced in buckets during backward equal one
     CHECK(std::abs(std::stod(a[i].loss) - std::stod(b[i].loss)) <= 1e-6 * std::stod(b[i].loss));
   }
   // After 16 Adam steps rank 0's final checkpoint embeds the test images as the unbucketed one's.
-  auto embed = [&](const std::string& run) {
-    const std::string h5 = (dir / (run + ".h5")).string();
-    run_graph_file_ok(dir, run + "_embed.yaml",
-                      "# embed\nseed: 1\nnodes:\n"
-                      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
-                      "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
-                      "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
-                      "edges: [test.out -> embed.in, embed.out -> save.in]\n");
-    return h5;
-  };
-  check_python(R"PY(
-import sys, h5py, numpy as np
-a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
-assert a.shape == (128, 8), a.shape
-d = np.abs(a - b).max()
-assert d < 1e-5 * np.abs(a).max(), d
-print('ok', d)
-)PY",
-               {embed("bucketed"), embed("whole")});
+  check_same_embeddings(embed_test_images(dir, "bucketed"), embed_test_images(dir, "whole"), 1e-5);
 }
 
 TEST_CASE("prefetch trains on the same batches in the same order with the same draws", "[torch][train][cli]") {
@@ -335,6 +324,60 @@ TEST_CASE("prefetch trains on the same batches in the same order with the same d
                             train_graph(torch_data("nan.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, threads: 1, prefetch: 2"));
   CHECK(nan.exit_code == 1);
   CHECK_THAT(nan.err, Catch::Contains("node 'train'") && Catch::Contains("loss is NaN at step"));
+}
+
+TEST_CASE("channels-last kernels train as contiguous ones do, and auto avoids oneDNN's narrow 1x1 failure",
+          "[torch][train][cli]") {
+  fs::path dir = scratch_dir("torch-memory-format");
+  auto graph = [&](const std::string& run, const std::string& model) {
+    // A loss without mining: a hardest example picked differently would change the steps.
+    return train_graph(torch_data("train.h5"), model + ", loss: {type: torch.all_pairs_contrastive}, "
+                                                       "optimizer: {type: torch.adam, lr: 0.001}, epochs: 1, log_every: 1, "
+                                                       "threads: 2, log_dir: " + (dir / run).string() +
+                                                       ", checkpoint_dir: " + (dir / run / "ckpt").string());
+  };
+  const std::string cnn = "model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 8, memory_format: ";
+  auto last = run_graph_file(dir, "last.yaml", graph("last", cnn + "auto}"), {"--verbose"});
+  auto plain = run_graph_file(dir, "plain.yaml", graph("plain", cnn + "contiguous}"), {"--verbose"});
+  INFO(last.err << plain.err);
+  REQUIRE(last.exit_code == 0);
+  REQUIRE(plain.exit_code == 0);
+  CHECK_THAT(last.err, Catch::Contains("trainable parameters on cpu, channels-last ("));
+  CHECK_THAT(plain.err, !Catch::Contains("channels-last"));
+  auto a = read_metrics(dir / "last" / "metrics.csv"), b = read_metrics(dir / "plain" / "metrics.csv");
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == 8);
+  // Other kernels sum in another order: the first step's loss (the same weights) agrees to float
+  // rounding; Adam's sign-like early updates let the differences grow a little over the steps.
+  CHECK(std::abs(std::stod(a[0].loss) - std::stod(b[0].loss)) <= 1e-6 * std::stod(b[0].loss));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << a[i].step << ": " << a[i].loss << " vs " << b[i].loss);
+    CHECK(std::abs(std::stod(a[i].loss) - std::stod(b[i].loss)) <= 1e-3 * std::stod(b[i].loss));
+  }
+  // One checkpoint loads into either layout and embeds the same.
+  auto embed_as = [&](const std::string& format) {
+    const std::string h5 = (dir / (format + ".h5")).string();
+    run_graph_file_ok(dir, format + "_embed.yaml",
+                      "# embed\nseed: 1\nnodes:\n"
+                      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
+                      "  embed: {type: torch.embed, params: {" + cnn + format + ", weights: " +
+                          (dir / "last" / "ckpt" / "step-00000008.pt").string() + "}}}\n"
+                      "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
+                      "edges: [test.out -> embed.in, embed.out -> save.in]\n");
+    return h5;
+  };
+  check_same_embeddings(embed_as("channels_last"), embed_as("contiguous"), 1e-5);
+
+  // A ResNet-18 of width 4 has 1x1 stride-2 shortcuts over 4 and 8 channels: auto keeps it
+  // contiguous, and it trains.
+  auto narrow = run_graph_file(dir, "narrow.yaml",
+                               graph("narrow", "model: {type: torch.resnet18, in_channels: 1, width: 4, stem: small, "
+                                               "embedding_dim: 8}"),
+                               {"--verbose"});
+  INFO(narrow.err);
+  REQUIRE(narrow.exit_code == 0);
+  CHECK_THAT(narrow.err, Catch::Contains("trainable parameters on cpu (") && !Catch::Contains("on cpu, channels-last") &&
+                             Catch::Contains("is a 1x1 kernel over 4 channels"));
 }
 
 TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][train][cli]") {

@@ -16,22 +16,17 @@ machine the CPU time is the steadier figure.
 
   /usr/bin/python3 tools/bench/image_throughput/image_throughput.py --build build --threads 1 2
 """
-import argparse, gzip, os, re, resource, subprocess, sys, tempfile, time
+import argparse, os, re, resource, subprocess, sys, tempfile, time
 import numpy as np
 
-FASHION = "/usr/share/datasets/fashion-mnist"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fashion_peer import FASHION, horizontal_flip, idx, normalized, random_resized_crop, rotate  # noqa: E402
+
 OPS = """[{op: random_resized_crop, height: 28, width: 28, scale: [0.7, 1.0]},
           {op: flip, horizontal_p: 0.5}, {op: rotate, degrees: [-10, 10]},
           {op: color_jitter, brightness: 0.3, contrast: 0.3},
           {op: gaussian_blur, sigma: [0.1, 1.0], p: 0.5}, to_tensor,
           {op: normalize, mean: [0.2860], std: [0.3530]}]"""
-
-
-def idx(path):
-    data = gzip.open(path, "rb").read()
-    rank = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * rank).reshape(dims)
 
 
 def write_pngs(root):
@@ -91,20 +86,12 @@ def peer_augment(n):
     rng = np.random.default_rng(0)
     t = time.perf_counter()
     for a in images:
-        img = Image.fromarray(a)
-        s = rng.uniform(0.7, 1.0) * 784
-        r = np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3)))
-        w = min(28, int(round(np.sqrt(s * r)))); h = min(28, int(round(np.sqrt(s / r))))
-        x, y = rng.integers(0, 29 - w), rng.integers(0, 29 - h)
-        img = img.crop((x, y, x + w, y + h)).resize((28, 28), Image.BILINEAR)
-        if rng.random() < 0.5:
-            img = img.transpose(Image.FLIP_LEFT_RIGHT)
-        img = img.rotate(rng.uniform(-10, 10), resample=Image.BILINEAR)
+        img = rotate(horizontal_flip(random_resized_crop(Image.fromarray(a), rng, (0.7, 1.0)), rng), rng)
         img = ImageEnhance.Brightness(img).enhance(rng.uniform(0.7, 1.3))
         img = ImageEnhance.Contrast(img).enhance(rng.uniform(0.7, 1.3))
         if rng.random() < 0.5:
             img = img.filter(ImageFilter.GaussianBlur(rng.uniform(0.1, 1.0)))
-        t_ = (np.asarray(img, np.float32)[None] / 255.0 - 0.2860) / 0.3530
+        normalized(img)
     return time.perf_counter() - t, n
 
 

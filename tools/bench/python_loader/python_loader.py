@@ -37,8 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 from train_geo_pairs import LOADER_GRAPH, Trainer, embedflow_batches, train  # noqa: E402
 sys.path.insert(0, os.path.join(HERE, ".."))
 from rounds import loadavg, median, ratio_line, spread_line  # noqa: E402
-
-MEAN, STD = 0.2860, 0.3530
+from fashion_peer import horizontal_flip, normalized, random_resized_crop  # noqa: E402
 
 
 def pairs_and_images(embedflow, cache_dir):
@@ -73,15 +72,7 @@ class AugmentedPairs(torch.utils.data.Dataset):
     def augment(self, image, rng):
         from PIL import Image
         img = Image.fromarray(image)
-        s = rng.uniform(0.8, 1.0) * 784
-        r = np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3)))
-        w = min(28, int(round(np.sqrt(s * r))))
-        h = min(28, int(round(np.sqrt(s / r))))
-        x, y = rng.integers(0, 29 - w), rng.integers(0, 29 - h)
-        img = img.crop((x, y, x + w, y + h)).resize((28, 28), Image.BILINEAR)
-        if rng.random() < 0.5:
-            img = img.transpose(Image.FLIP_LEFT_RIGHT)
-        return torch.from_numpy((np.asarray(img, np.float32)[None] / 255.0 - MEAN) / STD)
+        return torch.from_numpy(normalized(horizontal_flip(random_resized_crop(img, rng, (0.8, 1.0)), rng)))
 
     def __getitem__(self, i):
         rng = np.random.default_rng((torch.initial_seed() + i) % 2**32)

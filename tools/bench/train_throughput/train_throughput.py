@@ -28,7 +28,6 @@ shared machine does not decide it. Targets: (a) >= 0.95 x (b), (a) >= 1.2 x (c) 
   /usr/bin/python3 tools/bench/train_throughput/train_throughput.py --build build --threads 2
 """
 import argparse
-import gzip
 import os
 import subprocess
 import sys
@@ -43,20 +42,11 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 from torch_steps import SmallCnn, batch_hard  # noqa: E402
 from rounds import loadavg, ratio_line, spread_line  # noqa: E402
+from fashion_peer import FASHION, MEAN, STD, horizontal_flip, idx, normalized, random_resized_crop, rotate  # noqa: E402
 
-FASHION = '/usr/share/datasets/fashion-mnist'
-MEAN, STD = 0.2860, 0.3530
 OPS = f"""[{{op: random_resized_crop, height: 28, width: 28, scale: [0.7, 1.0]}},
           {{op: flip, horizontal_p: 0.5}}, {{op: rotate, degrees: [-10, 10]}}, to_tensor,
           {{op: normalize, mean: [{MEAN}], std: [{STD}]}}]"""
-
-
-def idx(path):
-    with gzip.open(path) as f:
-        data = f.read()
-    rank = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], 'big') for i in range(rank)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * rank).reshape(dims)
 
 
 class AugmentedFashion(torch.utils.data.Dataset):
@@ -72,16 +62,8 @@ class AugmentedFashion(torch.utils.data.Dataset):
         from PIL import Image
         rng = np.random.default_rng((torch.initial_seed() + i) % 2**32)
         img = Image.fromarray(self.images[i])
-        s = rng.uniform(0.7, 1.0) * 784
-        r = np.exp(rng.uniform(np.log(3 / 4), np.log(4 / 3)))
-        w = min(28, int(round(np.sqrt(s * r))))
-        h = min(28, int(round(np.sqrt(s / r))))
-        x, y = rng.integers(0, 29 - w), rng.integers(0, 29 - h)
-        img = img.crop((x, y, x + w, y + h)).resize((28, 28), Image.BILINEAR)
-        if rng.random() < 0.5:
-            img = img.transpose(Image.FLIP_LEFT_RIGHT)
-        img = img.rotate(rng.uniform(-10, 10), resample=Image.BILINEAR)
-        t = (np.asarray(img, np.float32)[None] / 255.0 - MEAN) / STD
+        img = rotate(horizontal_flip(random_resized_crop(img, rng, (0.7, 1.0)), rng), rng)
+        t = normalized(img)
         return torch.from_numpy(t), int(self.labels[i])
 
 
