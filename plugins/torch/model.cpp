@@ -80,7 +80,7 @@ void Model::lay_out_channels_last() {
       return;
     }
     log_warning(owner_, "memory_format channels_last: ", name, " is a 1x1 kernel over ", t.size(1),
-             " channels; with stride 2, oneDNN 2.6 corrupts memory in its backward pass (use auto or contiguous)");
+                " channels; with stride 2, oneDNN 2.6 corrupts memory in its backward pass (use auto or contiguous)");
   }
   // Convolutions follow their kernel's layout (ATen picks oneDNN's channels-last path when the
   // weight is channels-last and converts the input itself), so the kernels alone are re-laid;
@@ -88,6 +88,12 @@ void Model::lay_out_channels_last() {
   // explicit strides, because contiguous() keeps a one-channel kernel [O,1,kh,kw] as it is
   // (either layout describes its memory) and its convolution would stay on the slow path.
   for (auto& [name, t] : kernels) t.set_data(torch::empty_like(t, t.options(), at::MemoryFormat::ChannelsLast).copy_(t));
+}
+
+bool Model::channels_last() {
+  for (const auto& [name, t] : state())
+    if (t.dim() == 4 && t.suggest_memory_format() == at::MemoryFormat::ChannelsLast) return true;
+  return false;
 }
 
 void Model::seed_init(std::uint64_t salt) const {

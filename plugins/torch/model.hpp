@@ -69,8 +69,9 @@ class Model : public Component {
 
   const torch::Device& device() const { return device_; }
   bool frozen() const { return frozen_; }
-  // Whether prepare() laid the convolution kernels out channels-last.
-  bool channels_last() const { return channels_last_; }
+  // Whether any convolution kernel is laid out channels-last (this model's, or a nested one's
+  // that chose it for itself).
+  bool channels_last();
   void set_frozen(bool f) { frozen_ = f; }
   const std::string& owner() const { return owner_; }
 
