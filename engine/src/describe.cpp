@@ -59,7 +59,11 @@ void print_node_type(std::ostream& out, const NodeType& t) {
   out << t.name << "\n\n" << t.doc << "\n\n";
   out << "Plugin: " << t.plugin << " " << t.plugin_version << " (" << t.plugin_file << ")\n";
   out << "Kind: " << (t.source ? "source" : "node") << ", "
-      << (t.concurrency == Concurrency::parallel ? "parallel-safe" : "serial") << "\n\n";
+      << (t.concurrency == Concurrency::parallel ? "parallel-safe" : "serial")
+      << (t.deterministic ? ", deterministic (output independent of the seed" +
+                                (t.random_when.empty() ? std::string(")") : " unless " + t.random_when + " is true)")
+                          : std::string())
+      << "\n\n";
   out << "Parameters:\n";
   print_params(out, t.params);
   auto ports = [&](const char* title, const std::vector<PortSpec>& list) {
@@ -162,6 +166,8 @@ void write_schema_json(std::ostream& out, const Registry& registry, const std::s
                       {"doc", t->doc},
                       {"source", t->source},
                       {"concurrency", t->concurrency == Concurrency::parallel ? "parallel" : "serial"},
+                      {"deterministic", t->deterministic},
+                      {"random_when", t->random_when},
                       {"params", params_json(t->params)},
                       {"inputs", ports_json(t->inputs)},
                       {"outputs", ports_json(t->outputs)}};

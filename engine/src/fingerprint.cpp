@@ -180,7 +180,14 @@ const Manifest& Fingerprinter::manifest(std::size_t node) {
   lines.emplace_back("type", rn.type->name);
   lines.emplace_back("plugin", cat(rn.type->plugin, " ", rn.type->plugin_version));
   lines.emplace_back("format", hdf5::kFormat);
-  lines.emplace_back("seed", std::to_string(rn.seed));
+  // A deterministic node's output does not depend on its seed, so runs differing only in seed
+  // (a sweep's seeds) share its entry.
+  bool seeded = !rn.type->deterministic;
+  if (!seeded && !rn.type->random_when.empty()) {
+    const Value* v = rn.params.all().count(rn.type->random_when) ? &rn.params.all().at(rn.type->random_when) : nullptr;
+    seeded = v && v->is_boolean() && v->as_boolean();
+  }
+  if (seeded) lines.emplace_back("seed", std::to_string(rn.seed));
   Value values = Value::map({});
   for (const auto& [k, v] : rn.params.all()) values.set(k, v);
   describe_params(graph_.registry, rn.type->params, values, "param.", full_hash_[node], lines);

@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -386,9 +387,61 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
   v.at(w);
 }
 
+// The names "${name}" refers to anywhere inside `v`.
+void referenced_vars(const Value& v, std::vector<std::string>& names) {
+  if (v.is_list()) {
+    for (const auto& item : v.as_list()) referenced_vars(item, names);
+  } else if (v.is_map()) {
+    for (const auto& [k, item] : v.as_map()) referenced_vars(item, names);
+  } else if (v.is_string()) {
+    const std::string& text = v.as_string();
+    for (std::size_t open = text.find("${"); open != std::string::npos; open = text.find("${", open + 2)) {
+      const std::size_t close = text.find('}', open);
+      if (close == std::string::npos) return;
+      names.push_back(text.substr(open + 2, close - open - 2));
+    }
+  }
+}
+
+// Variables may refer to other variables (`ckpt: "${out}/tc1/ckpt"`): each is resolved after the
+// ones it names, depth first; a cycle is a problem naming its members, located at the variable.
+void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
+  std::map<std::string, Value*> by_name;
+  for (auto& [name, v] : spec.vars) by_name[name] = &v;
+  std::map<std::string, int> state;  // 1 resolving, 2 done
+  std::vector<std::string> path;
+  std::function<void(const std::string&)> visit = [&](const std::string& name) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || state[name] == 2) return;
+    if (state[name] == 1) {
+      std::string cycle;
+      auto from = std::find(path.begin(), path.end(), name);
+      for (; from != path.end(); ++from) cycle += *from + " -> ";
+      problems.push_back(Diagnostic{it->second->where(), "", cat("variables refer to each other in a cycle: ", cycle, name)});
+      *it->second = Value::string("");  // reported; resolve the rest without it
+      state[name] = 2;
+      return;
+    }
+    state[name] = 1;
+    path.push_back(name);
+    std::vector<std::string> refs;
+    referenced_vars(*it->second, refs);
+    for (const auto& r : refs) visit(r);
+    if (state[name] == 1) {
+      std::map<std::string, const Value*> vars;
+      for (const auto& [n, v] : by_name) vars[n] = v;
+      substitute(*it->second, vars, "", problems);
+    }
+    path.pop_back();
+    state[name] = 2;
+  };
+  for (const auto& [name, v] : spec.vars) visit(name);
+}
+
 }  // namespace
 
 void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
+  resolve_vars(spec, problems);
   std::map<std::string, const Value*> vars;
   for (const auto& [name, v] : spec.vars) vars[name] = &v;
   substitute(spec.out, vars, "", problems);

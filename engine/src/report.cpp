@@ -26,21 +26,16 @@ using json = nlohmann::ordered_json;
 const char* report_page_script();
 const char* report_page_style();
 
-namespace {
-
-constexpr const char* kAssetFiles[] = {"vega.min.js", "vega-lite.min.js", "vega-embed.min.js"};
+const char* const kReportAssetFiles[3] = {"vega.min.js", "vega-lite.min.js", "vega-embed.min.js"};
 
 // A library file in an assets folder: flat (an installed tree), or as npm lays it out
 // (node_modules/vega-lite/build/vega-lite.min.js).
-fs::path asset_file(const fs::path& dir, const std::string& name) {
+fs::path report_asset_file(const fs::path& dir, const std::string& name) {
   std::error_code ec;
   if (fs::exists(dir / name, ec)) return dir / name;
   const std::string package = name.substr(0, name.find(".min.js"));
   return dir / "node_modules" / package / "build" / name;
 }
-constexpr std::uintmax_t kMaxImageBytes = 8u << 20;
-constexpr std::uintmax_t kMaxJsonBytes = 16u << 20;
-constexpr std::size_t kMaxChartPoints = 5000;
 
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -49,6 +44,44 @@ std::string read_bytes(const fs::path& p) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+// JSON inside <script>: "<" escaped so no "</script>" or "<!--" can end the element early.
+std::string script_json(const json& j) {
+  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '<') out += "\\u003c";
+    else out += c;
+  }
+  return out;
+}
+
+std::string script_text(std::string js) {
+  // A library's text never closes the element it sits in.
+  for (std::size_t at = js.find("</script"); at != std::string::npos; at = js.find("</script", at + 2)) js.insert(at + 1, "\\");
+  return js;
+}
+
+namespace {
+
+constexpr std::uintmax_t kMaxImageBytes = 8u << 20;
+constexpr std::uintmax_t kMaxJsonBytes = 16u << 20;
+constexpr std::size_t kMaxChartPoints = 5000;
 
 std::string base64(const std::string& bytes) {
   static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -72,20 +105,6 @@ std::string base64(const std::string& bytes) {
     out += '=';
   }
   return out;
-}
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
 }
 
 // The graph drawn as layers top to bottom: a node's layer is the longest path from a source.
@@ -421,31 +440,13 @@ RunData collect_run(const fs::path& dir) {
   return run;
 }
 
-// JSON inside <script>: "<" escaped so no "</script>" or "<!--" can end the element early.
-std::string script_json(const json& j) {
-  std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    if (c == '<') out += "\\u003c";
-    else out += c;
-  }
-  return out;
-}
-
-std::string script_text(std::string js) {
-  // A library's text never closes the element it sits in.
-  for (std::size_t at = js.find("</script"); at != std::string::npos; at = js.find("</script", at + 2)) js.insert(at + 1, "\\");
-  return js;
-}
-
 }  // namespace
 
 fs::path find_report_assets() {
   auto has_all = [](const fs::path& dir) {
     std::error_code ec;
-    for (const char* f : kAssetFiles)
-      if (!fs::exists(asset_file(dir, f), ec)) return false;
+    for (const char* f : kReportAssetFiles)
+      if (!fs::exists(report_asset_file(dir, f), ec)) return false;
     return true;
   };
   if (const char* env = std::getenv("EMBEDFLOW_REPORT_ASSETS"))
@@ -462,15 +463,20 @@ fs::path find_report_assets() {
   return {};
 }
 
+std::string report_library_scripts(const fs::path& assets) {
+  if (assets.empty())
+    throw Error("the chart library (vega, vega-lite, vega-embed) was not found: run tools/setup, or point "
+                "EMBEDFLOW_REPORT_ASSETS at a folder holding vega.min.js, vega-lite.min.js and vega-embed.min.js");
+  std::string libraries;
+  for (const char* f : kReportAssetFiles) libraries += "<script>" + script_text(read_bytes(report_asset_file(assets, f))) + "</script>\n";
+  return libraries;
+}
+
 void write_report(const ReportOptions& options) {
   if (options.runs.empty()) throw ConfigError("name at least one run folder");
   std::vector<RunData> runs;
   for (const auto& dir : options.runs) runs.push_back(collect_run(dir));
-  if (options.assets.empty())
-    throw Error("the chart library (vega, vega-lite, vega-embed) was not found: run tools/setup, or point "
-                "EMBEDFLOW_REPORT_ASSETS at a folder holding vega.min.js, vega-lite.min.js and vega-embed.min.js");
-  std::string libraries;
-  for (const char* f : kAssetFiles) libraries += "<script>" + script_text(read_bytes(asset_file(options.assets, f))) + "</script>\n";
+  const std::string libraries = report_library_scripts(options.assets);
 
   json data;
   data["generated"] = utc_timestamp(std::chrono::system_clock::now());

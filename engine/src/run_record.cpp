@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -246,7 +247,38 @@ RunRecorder::RunRecorder(fs::path out_dir, RunRecordInfo info, const ResolvedGra
   if (!metrics_) throw Error(cat("cannot write '", (dir_ / kMetricsFile).string(), "'"));
 }
 
-void RunRecorder::write_record() { write_file_atomic(dir_ / kRunRecordFile, record_.dump(2) + "\n"); }
+// Invalid UTF-8 (a file name, a message quoting a damaged file) becomes U+FFFD rather than an
+// exception that would leave the record at "running".
+void RunRecorder::write_record() {
+  write_file_atomic(dir_ / kRunRecordFile, record_.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+void RunRecorder::on_results(std::string_view node, const ResultTable& table) {
+  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+  json t;
+  t["node"] = std::string(node);
+  t["title"] = table.title;
+  t["columns"] = json::array();
+  for (const auto& c : table.columns)
+    t["columns"].push_back({{"key", c.key}, {"header", c.header}, {"unit", c.unit}, {"scale", number(c.scale)},
+                            {"higher_is_better", c.higher_is_better}});
+  t["rows"] = json::array();
+  for (const auto& row : table.rows) {
+    json values = json::object(), intervals = json::object();
+    for (const auto& [k, v] : row.values) values[k] = number(v);
+    for (const auto& [k, ci] : row.intervals) intervals[k] = json::array({number(ci.first), number(ci.second)});
+    json r{{"label", row.label}, {"values", values}};
+    if (!intervals.empty()) r["intervals"] = intervals;
+    t["rows"].push_back(std::move(r));
+  }
+  std::lock_guard<std::mutex> lock(results_mutex_);
+  for (auto& existing : results_)
+    if (existing["node"] == t["node"] && existing["title"] == t["title"]) {
+      existing = std::move(t);
+      return;
+    }
+  results_.push_back(std::move(t));
+}
 
 void RunRecorder::on_progress(std::string_view node, const ProgressReport& report) {
   if (report.metrics.empty()) return;
@@ -302,6 +334,15 @@ void RunRecorder::finish(const RunResult& result) {
     nodes.push_back(n);
   }
   r["nodes"] = nodes;
+  {
+    // By node and title: parallel evaluators publish in no fixed order.
+    std::lock_guard<std::mutex> lock(results_mutex_);
+    std::stable_sort(results_.begin(), results_.end(), [](const json& a, const json& b) {
+      return std::make_pair(a["node"].get<std::string>(), a["title"].get<std::string>()) <
+             std::make_pair(b["node"].get<std::string>(), b["title"].get<std::string>());
+    });
+    r["results"] = results_;
+  }
   write_record();
 }
 

@@ -143,7 +143,10 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
   options.on_progress = [&recorder](std::string_view node, const ProgressReport& report) {
     recorder.on_progress(node, report);
   };
+  ResultsSink previous_results = set_results_sink(
+      [&recorder](std::string_view node, const ResultTable& table) { recorder.on_results(node, table); });
   outcome.result = run_graph(g, options);
+  set_results_sink(std::move(previous_results));
   if (request.after_run) request.after_run(outcome.result);
   recorder.finish(outcome.result);
   set_run_id("");

@@ -38,6 +38,7 @@ class Attach final : public Node {
 
 NodeType attach_type() {
   return NodeTypeBuilder("core.attach")
+      .deterministic()
       .doc("Adds the fields of the latest side-port record to every stream record.")
       .param(Param::string("prefix").default_value("").doc("prepended to the side record's field names"))
       .input("in", "*", "the stream")

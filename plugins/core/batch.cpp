@@ -65,6 +65,7 @@ class Batch final : public Node {
 
 NodeType batch_type() {
   return NodeTypeBuilder("core.batch")
+      .deterministic()
       .doc("Stacks consecutive records into batches of `size` (leading dim B).")
       .param(Param::integer("size").min(1).doc("records per batch"))
       .param(Param::boolean("drop_last").default_value(false).doc("drop the final partial batch instead of emitting it"))

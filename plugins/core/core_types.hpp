@@ -11,6 +11,7 @@ NodeType rename_type();
 NodeType batch_type();
 NodeType unbatch_type();
 NodeType shuffle_type();
+NodeType epochs_type();
 NodeType limit_type();
 NodeType funnel_type();
 NodeType keep_best_type();

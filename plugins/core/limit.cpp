@@ -31,6 +31,7 @@ class Limit final : public Node {
 
 NodeType limit_type() {
   return NodeTypeBuilder("core.limit")
+      .deterministic()
       .doc("Passes the first `count` records, drops the rest.")
       .param(Param::integer("count").min(0).doc("records to pass"))
       .input("in", "*")

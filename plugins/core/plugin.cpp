@@ -10,6 +10,7 @@ void register_types(embedflow::Registry& r) {
   r.add(batch_type());
   r.add(unbatch_type());
   r.add(shuffle_type());
+  r.add(epochs_type());
   r.add(limit_type());
   r.add(funnel_type());
   r.add(keep_best_type());

@@ -42,6 +42,7 @@ class Range final : public Node {
 
 NodeType range_type() {
   return NodeTypeBuilder("core.range")
+      .deterministic()
       .doc("Counter source: emits count records {index, value = start + index*step}.")
       .source()
       .param(Param::integer("count").min(0).doc("number of records to emit"))

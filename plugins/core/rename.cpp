@@ -40,6 +40,7 @@ class Rename final : public Node {
 
 NodeType rename_type() {
   return NodeTypeBuilder("core.rename")
+      .deterministic()
       .doc("Renames fields (old: new); other fields pass unchanged.")
       .param(Param::any("fields").doc("map of old field name to new field name"))
       .input("in", "*")

@@ -30,6 +30,7 @@ class Select final : public Node {
 
 NodeType select_type() {
   return NodeTypeBuilder("core.select")
+      .deterministic()
       .doc("Keeps only the named fields of each record.")
       .param(Param::strings("fields").doc("fields to keep, in output order"))
       .input("in", "*")

@@ -30,6 +30,7 @@ class Unbatch final : public Node {
 
 NodeType unbatch_type() {
   return NodeTypeBuilder("core.unbatch")
+      .deterministic()
       .doc("Splits batches into single records (zero-copy rows).")
       .input("in", "*")
       .output("out", "*")

@@ -55,6 +55,7 @@
 #include <map>
 
 #include <embedflow/plot/line_chart.hpp>
+#include <embedflow/results.hpp>
 
 #include "eval_types.hpp"
 #include "report.hpp"
@@ -179,6 +180,7 @@ class Report final : public Node {
  public:
   void open(NodeContext& ctx) override {
     const Params& p = ctx.params();
+    node_id_ = ctx.id();
     out_ = p.string("out");
     title_ = p.string("title");
     for (auto k : p.integers("ranks")) ranks_.push_back(static_cast<int>(k));
@@ -239,6 +241,7 @@ class Report final : public Node {
       for (const auto& [method, v] : missing)
         log_warning("eval.report", "x names method '", method, "' (x = ", v, ") but no metrics record has that name");
     write_table_and_json();
+    publish_results(node_id_, result_table());
     if (std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return !r.cmc.empty(); }))
       save_line_chart(out_ + "_cmc.png", cmc_chart());
     if (swept) save_line_chart(out_ + "_vs_x.png", sweep_chart());
@@ -246,6 +249,39 @@ class Report final : public Node {
   }
 
  private:
+  // The table as the run record holds it: the same columns, values as fractions with their unit.
+  ResultTable result_table() const {
+    ResultTable t;
+    t.title = title_.empty() ? out_ : title_;
+    for (const auto& c : columns_) {
+      if (c == kRankToken) {
+        for (int k : ranks_) t.columns.push_back({cat("rank-", k), cat("rank-", k), "%", 100.0, true});
+        continue;
+      }
+      const Metric& m = *find_metric(c);
+      std::string header = m.header;
+      if (header.size() > 2 && header.compare(header.size() - 2, 2, " %") == 0) header.resize(header.size() - 2);
+      const bool lower_better = c == "recon_mse" || c == "no_match" || c == "invariance_ratio";
+      t.columns.push_back({c, header, m.format == Format::percent ? "%" : "", m.format == Format::percent ? 100.0 : 1.0,
+                           !lower_better});
+    }
+    for (const auto& r : rows_) {
+      ResultRow row;
+      row.label = r.method;
+      for (const auto& c : columns_) {
+        if (c == kRankToken) {
+          for (int k : ranks_)
+            row.values.emplace_back(cat("rank-", k), k <= static_cast<int>(r.cmc.size()) ? r.cmc[static_cast<std::size_t>(k - 1)] : NAN);
+          continue;
+        }
+        row.values.emplace_back(c, r.get(c));
+      }
+      if (r.map_ci.size() == 2) row.intervals.emplace_back("map", std::make_pair(r.map_ci[0], r.map_ci[1]));
+      t.rows.push_back(std::move(row));
+    }
+    return t;
+  }
+
   void write_table_and_json() {
     std::vector<std::string> header{"method"};
     if (!x_.empty()) header.push_back(x_label_);
@@ -341,7 +377,7 @@ class Report final : public Node {
     return chart;
   }
 
-  std::string out_, title_, x_label_;
+  std::string node_id_, out_, title_, x_label_;
   std::vector<int> ranks_;
   std::vector<std::string> order_, columns_, plot_metrics_;
   std::map<std::string, double> x_;

@@ -36,6 +36,7 @@ class CsvPhotosNode final : public PhotoTableSource {
 
 NodeType csv_photos_type() {
   return NodeTypeBuilder("geo.csv_photos")
+      .deterministic()
       .doc("Streams photo metadata (id, lat, lon, time, user, accuracy, text, path) from a CSV file in batches.")
       .example("nodes:\n  photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv}}\n")
       .source()

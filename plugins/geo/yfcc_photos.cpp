@@ -52,6 +52,7 @@ class YfccPhotosNode final : public PhotoTableSource {
 
 NodeType yfcc_photos_type() {
   return NodeTypeBuilder("geo.yfcc_photos")
+      .deterministic()
       .doc("Streams geotagged photos (id, lat, lon, time, user, accuracy, text, path) from the YFCC100M metadata file.")
       .example("nodes:\n  photos: {type: geo.yfcc_photos, params: {path: tests/geo/data/yfcc_sample.tsv, images: photos}}\n")
       .source()

@@ -90,6 +90,7 @@ class BatchPairs final : public Node {
 
 NodeType batch_pairs_type() {
   return NodeTypeBuilder("image.batch_pairs")
+      .deterministic()
       .doc("Labels for all pairs of a batch: a B x B same-class matrix, or the i < j pair list with pair_label "
            "(optionally with the pair images).")
       .example(

@@ -70,6 +70,7 @@ class ClassFilter final : public Node {
 
 NodeType class_filter_type() {
   return NodeTypeBuilder("image.class_filter")
+      .deterministic()
       .doc("Keeps records, or rows of batches, whose label is in `classes` (e.g. \"0-4\").")
       .example(
           "nodes:\n"

@@ -61,6 +61,7 @@ class Collect final : public Node {
 
 NodeType collect_type() {
   return NodeTypeBuilder("image.collect")
+      .deterministic()
       .doc("Gathers a stream of records or batches into one table record at end of stream (for the batchers' side ports).")
       .example(
           "nodes:\n"

@@ -288,6 +288,7 @@ Dim fixed(std::int64_t v) { return Dim{Dim::Kind::fixed, v, ""}; }
 
 NodeType decode_by_id_type() {
   return NodeTypeBuilder("image.decode_by_id")
+      .deterministic()
       .doc("Decodes the image files of photo ids (pair or triplet members, or photo records) found in a photo table "
            "(id -> path), in parallel, resized on decode; bad files are errors naming the id and path, or skipped and "
            "counted.")

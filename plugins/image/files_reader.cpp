@@ -219,6 +219,7 @@ class FilesReader final : public Node {
 
 NodeType files_reader_type() {
   return NodeTypeBuilder("image.files_reader")
+      .deterministic("shuffle")
       .doc("Decodes image files listed in a CSV column or a dir/<class>/<image> tree (OpenCV; grey or RGB; optional "
            "resize); bad files are errors naming the file, or skipped and counted.")
       .example(

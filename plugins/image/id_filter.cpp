@@ -139,6 +139,7 @@ class IdFilter final : public Node {
 
 NodeType id_filter_type() {
   return NodeTypeBuilder("image.id_filter")
+      .deterministic()
       .doc("Keeps records, or rows of batches, whose id is listed in a CSV file (optionally only the file's rows of one role), "
            "taking their label from the file: gen_photos' landmark split as query and gallery sets.")
       .example(

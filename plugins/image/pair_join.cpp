@@ -66,6 +66,7 @@ class PairJoin final : public ImageJoinNode {
 
 NodeType pair_join_type() {
   return NodeTypeBuilder("image.pair_join")
+      .deterministic()
       .doc("Joins pairs (anchor, other, label) with images by id into pair batches: a_id, b_id, a_image, b_image, "
            "pair_label (f32); every other pair field (distance_m, worker, grid, epoch, ...) passes through.")
       .example(

@@ -95,6 +95,7 @@ const OpSpec& to_tensor_op() {
 
 NodeType to_tensor_type() {
   return NodeTypeBuilder("image.to_tensor")
+      .deterministic()
       .doc(to_tensor_op().doc)
       .example(
           "nodes:\n"

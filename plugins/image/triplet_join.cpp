@@ -50,6 +50,7 @@ class TripletJoin final : public ImageJoinNode {
 
 NodeType triplet_join_type() {
   return NodeTypeBuilder("image.triplet_join")
+      .deterministic()
       .doc("Joins triplets (anchor, positive, negative ids) with images by id into triplet batches.")
       .example(
           "nodes:\n"

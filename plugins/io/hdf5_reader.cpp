@@ -105,6 +105,7 @@ class Hdf5Reader final : public Node {
 
 NodeType hdf5_reader_type() {
   return NodeTypeBuilder("io.hdf5_reader")
+      .deterministic("shuffle")
       .doc("Streams a dataset or group of an HDF5 file (embedflow stream files and h5py files) as records or "
            "batches, with field selection, slicing and seeded chunk-aware shuffling.")
       .source()

@@ -60,6 +60,7 @@ class Apply final : public Node {
 
 NodeType transform_type() {
   return NodeTypeBuilder("metric.transform")
+      .deterministic()
       .doc("Applies the latest learned transform G to each embedding: y = G (x - mean).")
       .example("apply: {type: metric.transform}")
       .side_input("transform", "G: f32[K,D], mean: f32[D]", "from metric.mahalanobis / lmnn / sgd_mahalanobis / pca")

@@ -11,24 +11,8 @@
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
 
-std::string checkpoint_name(std::int64_t step) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "step-%08lld.pt", static_cast<long long>(step));
-  return buf;
-}
-
-std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
-  std::vector<std::pair<std::int64_t, fs::path>> out;
-  if (!fs::is_directory(dir)) return out;
-  static const std::regex re("step-([0-9]+)\\.pt");
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, re)) out.emplace_back(std::stoll(m[1].str()), e.path());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
+// checkpoint_name and list_checkpoints live in model_state.cpp (the common library), where a
+// model's `weights:` folder is resolved too.
 
 std::optional<fs::path> newest_readable_checkpoint(const fs::path& dir, const std::string& node) {
   auto all = list_checkpoints(dir);

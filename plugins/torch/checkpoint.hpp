@@ -28,6 +28,9 @@ std::vector<std::pair<std::int64_t, std::filesystem::path>> list_checkpoints(con
 // For `resume: auto`: the newest checkpoint in `dir` that opens as a torch.train checkpoint. A
 // newer one that does not (truncated by a full disk, damaged) is skipped with a warning naming
 // it, logged as `node`. nullopt when none opens.
+// The newest step-N.pt in `dir` by step, readable or not (empty when none): a model's `weights:`
+// folder (a damaged file then fails to load with its name).
+std::filesystem::path newest_checkpoint_file(const std::filesystem::path& dir);
 std::optional<std::filesystem::path> newest_readable_checkpoint(const std::filesystem::path& dir, const std::string& node);
 
 // The trainer's counters and metrics a checkpoint carries, so a resumed run continues exactly.

@@ -4,6 +4,9 @@
 // autoencoders.cpp, torchscript.cpp, composites.cpp).
 #include <algorithm>
 
+#include <filesystem>
+
+#include "checkpoint.hpp"
 #include "model.hpp"
 #include "torch_types.hpp"
 
@@ -20,7 +23,8 @@ std::vector<ParamSpec> common_model_params() {
       Param::boolean("freeze").default_value(false).doc(
           "keep the weights fixed: no gradients, always eval mode (batch-norm statistics unchanged)"),
       Param::path("weights").default_value("").doc(
-          "load weights from a torch.train checkpoint or model snapshot file after building (empty: none)"),
+          "load weights from a torch.train checkpoint or model snapshot file after building; a checkpoint folder: "
+          "its newest readable checkpoint (empty: none)"),
       Param::choice("memory_format", {"auto", "channels_last", "contiguous"}).default_value("auto").doc(
           "layout of the 4-D weights (convolution kernels): channels_last lets oneDNN convolve without reordering "
           "every input and kernel (about a third faster for torch.small_cnn on a CPU); auto: channels_last on the "
@@ -132,6 +136,14 @@ void Model::prepare(const torch::Tensor& sample) {
     materialize(sample);
   }
   if (!weights_.empty()) {
+    // A checkpoint folder means its newest readable checkpoint, so a graph can name another
+    // trainer's folder ("${out}/tc1/ckpt") without knowing its last step.
+    std::error_code ec;
+    if (std::filesystem::is_directory(weights_, ec)) {
+      const auto newest = newest_checkpoint_file(weights_);
+      if (newest.empty()) throw ConfigError(cat(owner_, ": weights folder '", weights_, "' holds no checkpoint (step-N.pt)"));
+      weights_ = newest.string();
+    }
     torch::serialize::InputArchive archive;
     try {
       archive.load_from(weights_);

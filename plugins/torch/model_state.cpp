@@ -1,7 +1,11 @@
 // Model state I/O (model.hpp): parameters and buffers in LibTorch archives (checkpoints,
 // snapshots, `weights` files), snapshot records, and building a model from a spec.
+#include <algorithm>
+#include <cstdio>
+#include <regex>
 #include <sstream>
 
+#include "checkpoint.hpp"
 #include "model.hpp"
 #include "torch_types.hpp"
 
@@ -93,6 +97,32 @@ std::unique_ptr<Model> build_model(const Value& spec, std::uint64_t seed, const 
   if (!m) throw ConfigError(cat(owner, ": ", spec.str(), " is not a model"));
   c.release();
   return std::unique_ptr<Model>(m);
+}
+
+namespace fs = std::filesystem;
+
+std::string checkpoint_name(std::int64_t step) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "step-%08lld.pt", static_cast<long long>(step));
+  return buf;
+}
+
+std::vector<std::pair<std::int64_t, fs::path>> list_checkpoints(const fs::path& dir) {
+  std::vector<std::pair<std::int64_t, fs::path>> out;
+  if (!fs::is_directory(dir)) return out;
+  static const std::regex re("step-([0-9]+)\\.pt");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re)) out.emplace_back(std::stoll(m[1].str()), e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+fs::path newest_checkpoint_file(const fs::path& dir) {
+  auto all = list_checkpoints(dir);
+  return all.empty() ? fs::path() : all.back().second;
 }
 
 }  // namespace embedflow::torchfam

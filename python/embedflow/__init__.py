@@ -22,8 +22,9 @@ import weakref
 from . import _embedflow
 from ._errors import Error, GraphError, NodeError
 from ._paths import PLUGIN_DIR as _PLUGIN_DIR_RELATIVE
+from ._paths import CLI as _CLI_RELATIVE
 
-__all__ = ["run", "validate", "inspect", "Graph", "Stream", "Error", "GraphError", "NodeError", "set_log_level",
+__all__ = ["run", "sweep", "validate", "inspect", "Graph", "Stream", "Error", "GraphError", "NodeError", "set_log_level",
            "version"]
 version = _embedflow.version
 
@@ -178,6 +179,27 @@ def run(graph, set=None, seed=None, threads=0, plugin_path=None, out=None, cache
         report=False):
     """embedflow run: returns the run record (run.json as a dict)."""
     return Graph(graph, set, seed, threads, plugin_path, out, cache_dir, no_cache).run(report=report)
+
+
+def sweep(graph, grid=None, points=None, seeds=None, jobs=1, threads=0, out=None, set=None, select=None, then=None,
+          cache_dir=None, report=True, plugin_path=None, quiet=False):
+    """embedflow sweep: runs `graph` at every point of `grid` ({variable: [values]}, the cross
+    product) or of `points` ([{variable: value}]), each with every seed (`seeds`: a count N, the
+    graph's seed and the N-1 after it, or a list), `jobs` points at a time, sharing stage caches.
+    `select` ("[node/][label/]metric") picks the best variant on a validation metric and runs it
+    once more with `then` ({variable: value}). Returns sweep.json as a dict; the folder is `out`
+    (default out/<graph name>-sweep). Raises GraphError for bad input found before any point
+    runs; a point that fails at run time is marked in the result (status "failed")."""
+    axes = [f"{k}=" + ",".join(_yaml_value(v) for v in values) for k, values in (grid or {}).items()]
+    listed = [";".join(f"{k}={_yaml_value(v)}" for k, v in p.items()) for p in (points or [])]
+    if isinstance(seeds, (list, tuple)):
+        seeds = ",".join(str(int(s)) for s in seeds)
+    cli = os.environ.get("EMBEDFLOW_CLI") or os.path.normpath(
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), _CLI_RELATIVE))
+    text = _embedflow.sweep(os.fspath(graph), axes, listed, "" if seeds is None else str(seeds), int(jobs), int(threads),
+                            "" if out is None else os.fspath(out), _sets(set), select or "", _sets(then),
+                            cache_dir or "", bool(report), _plugin_path(plugin_path), cli, bool(quiet))
+    return json.loads(text)
 
 
 def validate(graph, set=None, seed=None, plugin_path=None):

@@ -25,6 +25,7 @@
 #include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/session.hpp"
 #include "embedflow_python/numpy_record.hpp"
+#include "embedflow_runs/sweep.hpp"
 
 namespace py = pybind11;
 using namespace embedflow;
@@ -511,6 +512,40 @@ class Stream {
   std::uint64_t delivered_ = 0;
 };
 
+// embedflow.sweep(): the CLI's sweep, points run by the `embedflow` executable the package names.
+// Returns sweep.json as JSON text (the package parses it).
+std::string sweep(const std::string& graph, const std::vector<std::string>& grid, const std::vector<std::string>& points,
+                  const std::string& seeds, int jobs, int threads, const std::string& out, const std::vector<std::string>& sets,
+                  const std::string& select, const std::vector<std::string>& then, const std::string& cache_dir,
+                  bool report, const std::vector<std::string>& plugin_path, const std::string& executable, bool quiet) {
+  runs::SweepOptions o;
+  o.graph = graph;
+  o.seeds = seeds;
+  o.jobs = jobs;
+  o.threads = threads;
+  o.out = out;
+  o.sets = sets;
+  o.select = select;
+  o.then = then;
+  o.cache_dir = cache_dir;
+  o.report = report;
+  o.plugin_path = plugin_path;
+  o.executable = executable;
+  o.command = {"embedflow.sweep", graph};
+  std::ostringstream discard;
+  if (quiet) o.messages = &discard;
+  runs::SweepResult r;
+  try {
+    for (const auto& g : grid) o.grid.push_back(runs::parse_grid_axis(g));
+    for (const auto& p : points) o.points.push_back(runs::parse_point(p));
+    py::gil_scoped_release release;
+    r = runs::run_sweep(o);
+  } catch (const ConfigError& e) {
+    raise_config_error(e);
+  }
+  return r.record.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
 GraphArgs graph_args(const std::string& graph, const std::vector<std::string>& sets, std::optional<std::uint64_t> seed,
                      const std::vector<std::string>& plugin_path, const std::string& out = "") {
   return GraphArgs{graph, sets, seed, plugin_path, out};
@@ -536,6 +571,9 @@ PYBIND11_MODULE(_embedflow, m) {
         py::arg("graph"), py::arg("sets"), py::arg("seed"), py::arg("plugin_path"), py::arg("threads"), py::arg("out"),
         py::arg("cache_dir"), py::arg("no_cache"), py::arg("report"));
   m.def("inspect_json", &inspect_json, py::arg("type"), py::arg("plugin_path"));
+  m.def("sweep", &sweep, py::arg("graph"), py::arg("grid"), py::arg("points"), py::arg("seeds"), py::arg("jobs"),
+        py::arg("threads"), py::arg("out"), py::arg("sets"), py::arg("select"), py::arg("then"), py::arg("cache_dir"),
+        py::arg("report"), py::arg("plugin_path"), py::arg("executable"), py::arg("quiet"));
   m.def("set_log_level", [](const std::string& level) {
     if (level == "debug") set_log_level(LogLevel::debug);
     else if (level == "info") set_log_level(LogLevel::info);

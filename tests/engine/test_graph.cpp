@@ -375,3 +375,37 @@ TEST_CASE("graph size is bounded: too many nodes or edges is one located problem
   REQUIRE(!p.empty());
   CHECK_THAT(p[0], Catch::StartsWith("g.yaml:4:8: the graph has 100001 edges; at most 100000 are allowed"));
 }
+
+TEST_CASE("variables refer to other variables, an override follows through, and a cycle is located") {
+  const std::string yaml = R"(vars: {out: out/a, n: 4, dir: "${out}/numbers", file: "${dir}/n-${n}.txt", count: "${n}"}
+nodes:
+  numbers: {type: core.range, params: {count: "${count}"}}
+  save:    {type: testing.progress, params: {total: "${n}"}}
+edges:
+  - numbers.out -> save.in
+)";
+  auto resolved = [&](std::vector<std::string> sets) {
+    std::vector<Diagnostic> problems;
+    GraphSpec spec = parse_graph_text(yaml, "g.yaml", problems);
+    for (const auto& s : sets) apply_override(spec, s, problems);
+    ResolvedGraph g = resolve(std::move(spec), registry(), problems);
+    REQUIRE(problems.empty());
+    std::map<std::string, std::string> vars;
+    for (const auto& [k, v] : g.spec.vars) vars[k] = v.is_string() ? v.as_string() : v.str();
+    return std::make_pair(vars, g.nodes[0].params.integer("count"));
+  };
+  auto [vars, count] = resolved({});
+  CHECK(vars["file"] == "out/a/numbers/n-4.txt");
+  CHECK(count == 4);  // a whole-value reference keeps the number's type through two variables
+  auto [moved, count2] = resolved({"out=elsewhere", "n=6"});
+  CHECK(moved["dir"] == "elsewhere/numbers");
+  CHECK(moved["file"] == "elsewhere/numbers/n-6.txt");
+  CHECK(count2 == 6);
+
+  auto p = problems_of(R"(vars: {a: "${b}/x", b: "${c}", c: "${a}"}
+nodes:
+  numbers: {type: core.range, params: {count: 1}}
+)");
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::Contains("g.yaml:1:") && Catch::Contains("variables refer to each other in a cycle: a -> b -> c -> a"));
+}

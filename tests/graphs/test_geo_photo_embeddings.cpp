@@ -30,7 +30,7 @@ std::vector<std::string> tiny_experiment(const fs::path& d) {
   const std::string weights = (d / "pre" / "ckpt" / "step-00000003.pt").string();
   return {"run", source_dir() + "/graphs/geo_photo_embeddings.yaml", "--quiet", "--cache-dir", (d / "cache").string(),
           "--set", "data=" + (d / "city1").string(), "--set", "out=" + (d / "exp").string(),
-          "--set", "steps=3", "--set", "tc1_checkpoint=" + (d / "exp" / "tc1" / "ckpt" / "step-00000003.pt").string(),
+          "--set", "steps=3", "--set", "pairs_seen=24", "--set", "tc1_checkpoint=" + (d / "exp" / "tc1" / "ckpt" / "step-00000003.pt").string(),
           "--set", "I={type: torch.resnet18, width: 4, embedding_dim: 0, weights: " + weights + "}",
           "--set", "V={type: torch.resnet18, width: 4, embedding_dim: 8}",
           "--set", "height=24", "--set", "width=32", "--set", "batch=8", "--set", "positive_radius_m=300"};
@@ -54,7 +54,8 @@ TEST_CASE("geo_photo_embeddings: pretrain, four variants and two baselines on re
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   const std::string table = read_file(d / "exp" / "table.md");
-  for (const char* row : {"T_c^1 P_{10,2000}", "T_c^2 P_{10,2000}", "T_c^3 P_{10,2000}", "T_b P_{10,2000}", "I alone (frozen)",
+  // The rows name the pair set the variables give (P_{r+,r-}), here positives within 300 m.
+  for (const char* row : {"T_c^1 P_{300,2000}", "T_c^2 P_{300,2000}", "T_c^3 P_{300,2000}", "T_b P_{300,2000}", "I alone (frozen)",
                           "V alone (untrained)"})
     CHECK_THAT(table, Catch::Contains(std::string("| ") + row + " |"));
   for (const char* v : {"tc1", "tc2", "tc3", "tb"}) CHECK(fs::file_size(d / "exp" / v / "train" / "loss.png") > 0);

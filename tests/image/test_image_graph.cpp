@@ -160,3 +160,51 @@ TEST_CASE("graphs/image_pipeline.yaml runs: one epoch of classes 0-4 is 375 batc
   GraphRun v = g.validate();
   CHECK(v.exit_code == 0);
 }
+
+TEST_CASE("core.epochs before an augmenter: every epoch sees freshly augmented pixels, and the same images") {
+  // 200 images passed over three times (each pass in its own order), cropped, flipped and
+  // jittered: the same image id in two passes must come out with different pixels (a trainer
+  // replaying its first pass would see identical ones), every id once per pass.
+  const fs::path dir = scratch_dir("image_epochs_aug");
+  const std::string yaml = R"(
+seed: 5
+nodes:
+  images: {type: image.idx_reader, params: {split: test, limit: 200}}
+  passes: {type: core.epochs, params: {epochs: 3}}
+  aug:    {type: image.augment, params: {ops: [{op: random_resized_crop, height: 28, width: 28, scale: [0.5, 1.0]},
+                                               {op: flip, horizontal_p: 0.5}, {op: color_jitter, brightness: 0.4}, to_tensor]}}
+  save:   {type: io.hdf5_writer, params: {path: )" + (dir / "epochs.h5").string() + R"(}}
+edges: [images.out -> passes.in, passes.out -> aug.in, aug.out -> save.in]
+)";
+  GraphRun r = run_graph("g.yaml", yaml, 2);
+  INFO(r.message());
+  REQUIRE(r.exit_code == 0);
+  run_numpy_oracle(R"PY(
+images, labels = fashion("test")
+d = h5py.File(sys.argv[1] + "/epochs.h5", "r")["data"]
+ids, x = d["id"][:], d["image"][:]
+check(len(ids) == 600, "records", len(ids))
+passes = [ids[0:200], ids[200:400], ids[400:600]]
+for p in passes:
+    check(sorted(p.tolist()) == list(range(200)), "each pass holds every image once")
+check(not np.array_equal(passes[0], passes[1]), "each pass in a new order")
+same_pixels = 0
+for i in range(200):
+    rows = np.nonzero(ids == i)[0]
+    a, b, c = x[rows[0]], x[rows[1]], x[rows[2]]
+    same_pixels += int(np.array_equal(a, b)) + int(np.array_equal(b, c))
+    # Still the same picture: each augmented copy is closer to its own source than to others'.
+check(same_pixels == 0, "an image augmented identically in two epochs", same_pixels)
+# The augmentations keep the picture: a copy correlates with its source image more than with
+# another image, on average.
+src = images[:200].reshape(200, -1).astype(np.float64)
+aug = x.reshape(600, -1).astype(np.float64)
+def corr(u, v):
+    u = u - u.mean(); v = v - v.mean()
+    return float(u @ v / (np.linalg.norm(u) * np.linalg.norm(v) + 1e-12))
+own = np.mean([corr(aug[k], src[ids[k]]) for k in range(600)])
+other = np.mean([corr(aug[k], src[(ids[k] + 1) % 200]) for k in range(600)])
+check(own > other + 0.2, "augmented copies resemble their source", own, other)
+)PY",
+                   {dir.string()});
+}

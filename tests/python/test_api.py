@@ -120,3 +120,30 @@ def test_log_level(ef, graphs, tmp_path):
     assert "left out" not in quiet.stderr and "left out" in loud.stderr
     with pytest.raises(ValueError):
         ef.set_log_level("loud")
+
+
+def test_sweep_runs_every_point_and_shares_the_cached_stage(ef, graphs, tmp_path):
+    """embedflow.sweep is the CLI's sweep: 2 values x 2 seeds, the deterministic cached source
+    computed once per value and replayed across seeds."""
+    s = ef.sweep(graphs / "numbers.yaml", grid={"count": [3, 5]}, seeds=[1, 2], set={"numbers.cache": True},
+                 out=tmp_path / "sw", cache_dir=tmp_path / "cache", report=False, quiet=True)
+    assert s["status"] == "done"
+    assert [p["status"] for p in s["points"]] == ["ok"] * 4
+    assert [(p["values"]["count"], p["seed"]) for p in s["points"]] == [("3", 1), ("3", 2), ("5", 1), ("5", 2)]
+    stages = {st["node"]: st for st in s["stages"]}
+    assert (stages["numbers"]["computed"], stages["numbers"]["replayed"]) == (2, 2)
+    assert stages["batches"]["computed"] == 4
+    on_disk = json.loads((tmp_path / "sw" / "sweep.json").read_text())
+    assert on_disk["points"] == s["points"]
+    for p in s["points"]:
+        record = json.loads((tmp_path / "sw" / p["dir"] / "run.json").read_text())
+        assert record["seed"] == p["seed"]
+        assert {n["id"]: n["records_out"] for n in record["nodes"]}["numbers"] == int(p["values"]["count"])
+
+
+def test_sweep_bad_input_raises_graph_error(ef, graphs, tmp_path):
+    with pytest.raises(ef.GraphError, match="has no variable 'cuont'"):
+        ef.sweep(graphs / "numbers.yaml", grid={"cuont": [1, 2]}, out=tmp_path / "sw", report=False, quiet=True)
+    with pytest.raises(ef.GraphError, match="nothing to sweep"):
+        ef.sweep(graphs / "numbers.yaml", out=tmp_path / "sw", report=False, quiet=True)
+    assert not (tmp_path / "sw" / "sweep.json").exists()

@@ -7,6 +7,7 @@
 //   embedflow dot G.yaml [-o g.dot]    Graphviz drawing with port schemas
 //   embedflow cache ls|info|rm|gc      stage cache entries
 //   embedflow report OUT [OUT2 ...]    one self-contained HTML page about runs, comparing several
+//   embedflow sweep G.yaml --grid VAR=a,b [--seeds N] [--jobs J]   runs over a grid and seeds
 //
 // Exit codes: 0 done, 1 runtime failure, 2 invalid usage or graph, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 #include <boost/program_options.hpp>
@@ -34,6 +35,7 @@
 #include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/runtime.hpp"
 #include "embedflow_engine/session.hpp"
+#include "embedflow_runs/sweep.hpp"
 
 namespace po = boost::program_options;
 using namespace embedflow;
@@ -66,6 +68,8 @@ const char* kUsage =
     "  cache ls|info|rm|gc   list, describe and remove stage cache entries\n"
     "  report OUT [OUT2...]  one offline HTML page about runs (run record, graph, metrics, charts,\n"
     "                   images), comparing them when several are named\n"
+    "  sweep GRAPH      run a graph over a grid of variables and seeds, sharing stage caches;\n"
+    "                   compare the points with intervals and paired tests\n"
     "  version          print versions\n\n"
     "Run 'embedflow <command> --help' for its options.\n";
 
@@ -426,6 +430,51 @@ int cmd_report(const std::vector<std::string>& args) {
   }
   std::cout << o.output.string() << "\n";
   return kExitOk;
+}
+
+int cmd_sweep(const std::vector<std::string>& args) {
+  Common c;
+  runs::SweepOptions o;
+  std::vector<std::string> grid, points;
+  std::string out;
+  bool no_report = false;
+  po::options_description desc(
+      "embedflow sweep GRAPH --grid VAR=v1,v2 [--grid ...] [--seeds N|a,b,c] [--jobs J] [options]\n\n"
+      "Runs GRAPH once per point of the grid's cross product (or per --point) and per seed, each point a\n"
+      "run folder under the sweep folder; stages whose cache fingerprint is the same at several points are\n"
+      "computed once and replayed. Writes SWEEP/sweep.json (points, per-stage compute/replay counts, every\n"
+      "results table as mean and 95% t-interval across seeds, paired t-tests) and SWEEP/report.html. Run\n"
+      "again, it skips the points that completed");
+  desc.add_options()("help,h", "this help")
+      ("grid", po::value(&grid)->composing(), "VAR=v1,v2,...: an axis of the grid (a variable or node.param; repeatable)")
+      ("point", po::value(&points)->composing(), "VAR=v;VAR2=w: one listed point (repeatable; instead of --grid)")
+      ("seeds", po::value(&o.seeds), "N seeds (the graph's seed and the N-1 after it) or a list 1,2,3")
+      ("jobs,J", po::value(&o.jobs)->default_value(1), "points run at a time (at most the machine's cores)")
+      ("threads,j", po::value(&o.threads)->default_value(0), "each point's worker threads (default: cores / jobs)")
+      ("out,o", po::value(&out), "the sweep folder (default: out/<graph name>-sweep)")
+      ("cache-dir", po::value(&o.cache_dir), "stage cache directory shared by the points (default: $EMBEDFLOW_CACHE_DIR, else ~/.cache/embedflow)")
+      ("select", po::value(&o.select), "validation metric that picks the best variant: [node/][label/]metric (e.g. val/LMNN/map)")
+      ("then", po::value(&o.then)->composing(), "override for the selected variant's one final run, e.g. split=test (repeatable)")
+      ("no-report", po::bool_switch(&no_report), "write no report.html (the points' nor the sweep's)");
+  std::string graph;
+  if (int r = parse_graph_command("sweep", desc, args, c, graph); r >= 0) return r;
+  o.graph = graph;
+  o.sets = c.sets;
+  o.plugin_path = c.plugin_path;
+  o.out = out;
+  o.report = !no_report;
+  o.command = g_command;
+  std::error_code ec;
+  o.executable = fs::read_symlink("/proc/self/exe", ec).string();
+  for (const auto& g : grid) o.grid.push_back(runs::parse_grid_axis(g));
+  for (const auto& p : points) o.points.push_back(runs::parse_point(p));
+  o.stop = &g_stop;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  runs::SweepResult r = runs::run_sweep(o);
+  std::cerr << "sweep " << r.record.value("status", "") << ": " << (r.dir / runs::kSweepFile).string() << "\n";
+  if (r.exit_code == 130 && g_signal.load() == SIGTERM) return 128 + SIGTERM;
+  return r.exit_code;
 }
 
 int cmd_validate(const std::vector<std::string>& args) {
@@ -791,6 +840,7 @@ int main(int argc, char** argv) {
     if (command == "dot") return cmd_dot(args);
     if (command == "cache") return cmd_cache(args);
     if (command == "report") return cmd_report(args);
+    if (command == "sweep") return cmd_sweep(args);
     if (command == "version" || command == "--version") {
       std::cout << "embedflow " << kVersion << " (ABI " << kAbiVersion << ", " << kToolchain << ")\n";
       return kExitOk;

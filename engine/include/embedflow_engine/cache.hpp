@@ -2,7 +2,7 @@
 // output streams in an HDF5 stream file under the cache dir, keyed by the node's fingerprint.
 //
 // A fingerprint is a hash of the node's manifest: its type and plugin version, the stream-file
-// format, its seed, every parameter that affects output (nested components included, with their
+// format, its seed (unless the node type is deterministic), every parameter that affects output (nested components included, with their
 // plugins' versions), the size, mtime and a content hash of every file a path parameter names,
 // and, for each input port, the fingerprint of the upstream port feeding it. Upstream
 // fingerprints chain, so a change anywhere above a node changes its key.

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,24 @@ std::filesystem::path find_report_assets();
 // Writes the page (atomically). Throws ConfigError naming a folder without a run record, and
 // Error when the chart library or a file cannot be read or the page cannot be written.
 void write_report(const ReportOptions& options);
+
+// Pieces other report pages (the sweep's) share with this one.
+
+// The chart library's files in load order, and where one is in an assets folder (flat, or as
+// npm lays it out).
+extern const char* const kReportAssetFiles[3];
+std::filesystem::path report_asset_file(const std::filesystem::path& dir, const std::string& name);
+// The chart library as <script> elements, read from `assets`. Throws Error when `assets` is
+// empty (not found) or a file cannot be read.
+std::string report_library_scripts(const std::filesystem::path& assets);
+// A file's bytes; throws Error naming the file.
+std::string read_bytes(const std::filesystem::path& p);
+// Text for an HTML/XML attribute or element: & < > " escaped.
+std::string xml_escape(const std::string& s);
+// A JSON document for a <script type="application/json"> element: "<" escaped, so no
+// "</script>" or "<!--" in the data can end the element early; invalid UTF-8 replaced.
+std::string script_json(const nlohmann::ordered_json& j);
+// A library's text for a <script> element: any "</script" in it cannot close the element.
+std::string script_text(std::string js);
 
 }  // namespace embedflow::engine

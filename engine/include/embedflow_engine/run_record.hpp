@@ -5,7 +5,8 @@
 //                            (embedflow, git commit, plugins and the libraries they declare, the
 //                            shared libraries actually loaded: which BLAS), host, start, end, exit
 //                            status, and per node: busy and CPU time, records in and out, cache
-//                            hit or miss, the node's last progress report
+//                            hit or miss, the node's last progress report; "results": every
+//                            table a node published (embedflow/results.hpp), by node and title
 //   OUT/graph.resolved.yaml  the graph as it ran (variables, --set and merge keys applied): a graph
 //                            file `embedflow run` accepts as is
 //   OUT/metrics.jsonl        one JSON line per progress report that carries metrics, written
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "embedflow/results.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
 #include "embedflow_engine/runtime.hpp"
@@ -58,6 +60,9 @@ class RunRecorder {
               const std::vector<LoadedPlugin>& plugins);
   // Appends one line to metrics.jsonl (thread-safe; reports without metrics are not written).
   void on_progress(std::string_view node, const ProgressReport& report);
+  // Keeps a results table a node published (embedflow/results.hpp) for run.json's "results";
+  // a node publishing the same title again replaces its table. Thread-safe.
+  void on_results(std::string_view node, const ResultTable& table);
   // Rewrites run.json with the end time, exit status and per-node figures.
   void finish(const RunResult& result);
   const std::filesystem::path& dir() const { return dir_; }
@@ -70,6 +75,8 @@ class RunRecorder {
   nlohmann::ordered_json record_;
   std::chrono::steady_clock::time_point start_;
   std::mutex metrics_mutex_;
+  std::mutex results_mutex_;
+  nlohmann::ordered_json results_ = nlohmann::ordered_json::array();
   std::ofstream metrics_;
 };
 

@@ -133,6 +133,12 @@ struct NodeType {
   std::vector<PortSpec> inputs, outputs;
   Concurrency concurrency = Concurrency::serial;
   bool source = false;
+  // Output depends only on parameters and inputs, never on the node's seed: the stage cache then
+  // keys it without the seed, so runs that differ only in seed (a sweep's seeds) share its entry.
+  bool deterministic = false;
+  // A boolean parameter that, when true, makes a deterministic node draw random numbers after
+  // all (a reader's `shuffle`); empty: none.
+  std::string random_when;
   std::function<void(SchemaContext&)> check;
   std::function<std::unique_ptr<Node>()> create;
   std::string plugin, plugin_file, plugin_version;  // filled in by the registry
@@ -154,6 +160,13 @@ class NodeTypeBuilder {
   NodeTypeBuilder& output(std::string name, std::string schema, std::string doc = "");
   NodeTypeBuilder& parallel() { type_.concurrency = Concurrency::parallel; return *this; }
   NodeTypeBuilder& source() { type_.source = true; return *this; }
+  // The node draws no random numbers (see NodeType::deterministic), unless the boolean
+  // parameter `random_when` is true.
+  NodeTypeBuilder& deterministic(std::string random_when = "") {
+    type_.deterministic = true;
+    type_.random_when = std::move(random_when);
+    return *this;
+  }
   // Runs at graph load; hooks accumulate in declaration order.
   NodeTypeBuilder& check(std::function<void(SchemaContext&)> hook);
   // Output `to` carries the schema arriving on input `from` (pass-through nodes).
