@@ -95,6 +95,9 @@ const Metric kMetrics[] = {
     {"macro_mrr", "macro MRR %", "macro_MRR", Format::percent},
     {"single_shot_rank1", "single-shot rank-1 %", "single_shot_rank-1", Format::percent},
     {"triplet_accuracy", "triplet acc. %", "triplet_accuracy", Format::percent},
+    {"triplet_accuracy_easy", "easy triplets %", "triplet_accuracy_easy", Format::percent},
+    {"triplet_accuracy_hard", "hard triplets %", "triplet_accuracy_hard", Format::percent},
+    {"label_precision", "label precision %", "label_precision", Format::percent},
     {"invariance_ratio", "frames / views distance", "invariance_ratio", Format::general},
     {"invariance_auc", "frames closer %", "invariance_auc", Format::percent},
 };

@@ -157,6 +157,15 @@ NodeType id_filter_type() {
       .output("out", "*", "the records (rows) kept, labelled from the file")
       .parallel()
       .forward("in", "out")
+      .check([](SchemaContext& c) {
+        // The file's label is added (or replaces the record's), shaped like the id.
+        if (c.params().string("label_column").empty()) return;
+        PortSchema out = c.output("out");
+        if (out.is_any()) return;
+        const FieldSchema* id = out.find("id");
+        out.add(FieldSchema{"label", DType::i64, id ? id->shape : std::nullopt});
+        c.set_output("out", out);
+      })
       .create<IdFilter>();
 }
 

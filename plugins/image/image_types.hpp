@@ -28,5 +28,8 @@ NodeType triplet_join_type();
 NodeType class_batches_type();
 NodeType pk_batches_type();
 NodeType batch_pairs_type();
+// Embeddings without training (baselines).
+NodeType color_histogram_type();
+NodeType pixel_embedding_type();
 
 }  // namespace embedflow::image

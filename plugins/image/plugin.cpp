@@ -27,6 +27,8 @@ void register_types(embedflow::Registry& r) {
   r.add(class_batches_type());
   r.add(pk_batches_type());
   r.add(batch_pairs_type());
+  r.add(color_histogram_type());
+  r.add(pixel_embedding_type());
 }
 }  // namespace
 

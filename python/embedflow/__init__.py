@@ -198,7 +198,8 @@ def sweep(graph, grid=None, points=None, seeds=None, jobs=1, threads=0, out=None
         os.path.join(os.path.dirname(os.path.abspath(__file__)), _CLI_RELATIVE))
     text = _embedflow.sweep(os.fspath(graph), axes, listed, "" if seeds is None else str(seeds), int(jobs), int(threads),
                             "" if out is None else os.fspath(out), _sets(set), select or "", _sets(then),
-                            cache_dir or "", bool(report), _plugin_path(plugin_path), cli, bool(quiet))
+                            os.fspath(cache_dir) if cache_dir else "", bool(report), _plugin_path(plugin_path), cli,
+                            bool(quiet))
     return json.loads(text)
 
 

@@ -385,3 +385,60 @@ print("rows", rows, "kept", len(ids), "quoted", sum('"' in x for x in desc), "ne
   CHECK_THAT(check.out, Catch::Contains("rows 20000 kept"));
   CHECK_THAT(r.err, Catch::Contains(" of 20000 rows emitted; 0 outside bbox, "));
 }
+
+TEST_CASE("geo.position_embedding: distances between embeddings are metres; geo.pair_precision against Python", "[geo][graph]") {
+  // 30k generated photos; a truth file keyed by user (pairs of one user's photos count as
+  // "showing the same thing"), so the precision has a value a few lines of Python can recompute.
+  const fs::path dir = scratch_dir("geo_position_precision");
+  const fs::path csv = generated_photos();
+  write_file(dir / "g.yaml", R"(
+seed: 4
+nodes:
+  photos:    {type: geo.csv_photos, params: {path: )" + csv.string() + R"(}}
+  where:     {type: geo.position_embedding}
+  save:      {type: io.hdf5_writer, params: {path: )" + (dir / "where.h5").string() + R"(}}
+  pairs:     {type: geo.pair_sampler, params: {positive_radius_m: 100, negative_min_m: 2000, k_pos: 2, k_neg: 2}}
+  savepairs: {type: io.hdf5_writer, params: {path: )" + (dir / "pairs.h5").string() + R"(}}
+  precision: {type: geo.pair_precision, params: {truth: )" + csv.string() + R"(, key_column: user, name: P100}}
+  savep:     {type: io.hdf5_writer, params: {path: )" + (dir / "precision.h5").string() + R"(}}
+edges: [photos.out -> where.in, where.out -> save.in, photos.out -> pairs.photos, pairs.out -> savepairs.in,
+        pairs.out -> precision.in, precision.metrics -> savep.in]
+)");
+  const Result r = run_cli({"run", (dir / "g.yaml").string(), "--quiet", "--no-report", "--out", (dir / "run").string()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  check_python(R"PY(
+import csv, sys, math
+import numpy as np, h5py
+d, path = sys.argv[1], sys.argv[2]
+rows = {int(r["id"]): r for r in csv.DictReader(open(path, newline=""))}
+w = h5py.File(d + "/where.h5", "r")["data"]
+ids, emb = w["id"][:], w["embedding"][:].astype(np.float64)
+assert len(ids) == len(rows), (len(ids), len(rows))
+def hav(a, b):
+    la1, lo1, la2, lo2 = map(math.radians, (float(a["lat"]), float(a["lon"]), float(b["lat"]), float(b["lon"])))
+    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
+    return 2 * 6371000 * math.asin(math.sqrt(h))
+rng = np.random.default_rng(1)
+worst = 0
+for _ in range(3000):
+    i, j = rng.integers(0, len(ids), 2)
+    true = hav(rows[int(ids[i])], rows[int(ids[j])])
+    if true < 50: continue
+    got = float(np.linalg.norm(emb[i] - emb[j]))
+    worst = max(worst, abs(got - true) / true)
+assert worst < 6e-3, worst       # equirectangular about one photo: cos(lat) varies 0.5% over New York's 40 km
+p = h5py.File(d + "/pairs.h5", "r")["data"]
+a, o, l = p["anchor"][:], p["other"][:], p["label"][:]
+same = np.array([rows[int(x)]["user"] == rows[int(y)]["user"] for x, y in zip(a, o)])
+want_pos, want_neg = same[l == 1].mean(), (~same[l == 0]).mean()
+m = h5py.File(d + "/precision.h5", "r")["data"]
+got_pos, got_neg = float(m["label_precision"][0]), float(m["negative_precision"][0])
+assert abs(got_pos - want_pos) < 1e-12 and abs(got_neg - want_neg) < 1e-12, (got_pos, want_pos, got_neg, want_neg)
+assert int(m["positives"][0]) == int((l == 1).sum())
+print("worst relative distance error", worst, "precision", got_pos, got_neg)
+)PY",
+               {dir.string(), csv.string()});
+  const std::string record = read_file(dir / "run" / "run.json");
+  CHECK_THAT(record, Catch::Contains("\"title\": \"pair set label precision\""));
+}

@@ -208,3 +208,68 @@ check(own > other + 0.2, "augmented copies resemble their source", own, other)
 )PY",
                    {dir.string()});
 }
+
+TEST_CASE("baselines without training: pixel embeddings and hue x saturation histograms against numpy") {
+  // Colour photos made by PIL (blocks of known colours, one of them grey), decoded by
+  // image.files_reader; the pixel embedding is a box average (exact for an integer factor), the
+  // histogram follows OpenCV's 8-bit HSV (H = hue/2 in [0, 180), S = 255 (max - min) / max).
+  const fs::path dir = scratch_dir("image_baselines");
+  run_numpy_oracle(R"PY(
+from PIL import Image
+d = sys.argv[1]
+rng = np.random.default_rng(3)
+colours = np.array([[200, 40, 40], [40, 180, 60], [30, 60, 200], [128, 128, 128], [220, 200, 30], [90, 20, 160]], np.uint8)
+rows = ["path,label"]
+for i in range(6):
+    img = np.zeros((48, 64, 3), np.uint8)
+    for by in range(0, 48, 16):
+        for bx in range(0, 64, 16):
+            img[by:by + 16, bx:bx + 16] = colours[rng.integers(0, len(colours))]
+    Image.fromarray(img).save(f"{d}/p{i}.png")
+    rows.append(f"p{i}.png,{i}")
+open(f"{d}/list.csv", "w").write("\n".join(rows) + "\n")
+)PY",
+                   {dir.string()});
+  const std::string yaml = R"(
+nodes:
+  images: {type: image.files_reader, params: {csv: )" + (dir / "list.csv").string() + R"(, mode: color, batch_size: 4}}
+  pixels: {type: image.pixel_embedding, params: {height: 3, width: 4}}
+  hist:   {type: image.color_histogram, params: {h_bins: 6, s_bins: 4}}
+  savep:  {type: io.hdf5_writer, params: {path: )" + (dir / "pixels.h5").string() + R"(}}
+  saveh:  {type: io.hdf5_writer, params: {path: )" + (dir / "hist.h5").string() + R"(}}
+edges: [images.out -> pixels.in, images.out -> hist.in, pixels.out -> savep.in, hist.out -> saveh.in]
+)";
+  GraphRun r = run_graph("g.yaml", yaml, 2);
+  INFO(r.message());
+  REQUIRE(r.exit_code == 0);
+  run_numpy_oracle(R"PY(
+from PIL import Image
+d = sys.argv[1]
+p = h5py.File(d + "/pixels.h5", "r")["data"]; h = h5py.File(d + "/hist.h5", "r")["data"]
+check("image" not in p and "image" not in h, "the image field is replaced")
+ids = p["id"][:]
+check(sorted(ids.tolist()) == list(range(6)), "ids", ids)
+for k, i in enumerate(ids):
+    img = np.asarray(Image.open(f"{d}/p{i}.png").convert("RGB")).astype(np.float64)
+    box = img.reshape(3, 16, 4, 16, 3).mean(axis=(1, 3)) / 255.0       # 48x64 -> 3x4, area average
+    check(np.allclose(p["embedding"][k], box.reshape(-1), atol=1e-6), "pixels", i)
+for k, i in enumerate(h["id"][:]):
+    img = np.asarray(Image.open(f"{d}/p{i}.png").convert("RGB")).astype(np.float64)
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    v = img.max(axis=2); mn = img.min(axis=2); c = v - mn
+    s = np.where(v > 0, np.round(255 * c / np.maximum(v, 1)), 0)
+    hue = np.zeros_like(v)
+    nz = c > 0
+    rm, gm = nz & (v == r), nz & (v == g) & (v != r)
+    bm = nz & ~rm & ~gm
+    hue[rm] = (60 * (g - b)[rm] / c[rm]) % 360
+    hue[gm] = 120 + 60 * (b - r)[gm] / c[gm]
+    hue[bm] = 240 + 60 * (r - g)[bm] / c[bm]
+    H = np.round(hue / 2) % 180
+    hb = np.minimum(5, (H * 6 // 180).astype(int)); sb = np.minimum(3, (s * 4 // 256).astype(int))
+    expect = np.bincount((hb * 4 + sb).reshape(-1), minlength=24) / hb.size
+    check(np.allclose(h["embedding"][k], expect, atol=1e-6), "histogram", i, h["embedding"][k], expect)
+    check(abs(h["embedding"][k].sum() - 1) < 1e-5, "sums to 1")
+)PY",
+                   {dir.string()});
+}

@@ -284,3 +284,34 @@ TEST_CASE("sweep: --select picks the best variant on a validation metric and run
   CHECK_THAT(overrides, Catch::Contains("clusters=4"));
   CHECK(sel["results"].size() == 1);
 }
+
+TEST_CASE("sweep: graphs/reid_lmnn_selection.yaml chooses LMNN's k and gamma on validation, then tests once", "[runs][sweep]") {
+  const fs::path dir = sweep_folder("sweep_lmnn");
+  const Result r = run_with_testing_plugin(
+      dir, {"sweep", source_dir() + "/graphs/reid_lmnn_selection.yaml", "--set", "data=reid.h5", "--set", "iterations=10", "--set", "components=16",
+            "--grid", "k=1,3", "--grid", "gamma=0.25,0.75", "--select", "validation/LMNN/map", "--then", "test=true",
+            "--cache-dir", "cache", "--no-report", "--out", "lmnn"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const json s = read_json(dir / "lmnn" / "sweep.json");
+  REQUIRE(s["points"].size() == 4);
+  // The points never saw the test split; the selected run did, with the best validation variant.
+  for (const auto& p : s["points"]) CHECK(!fs::exists(dir / "lmnn" / p["dir"].get<std::string>() / "test.json"));
+  const json& sel = s["selection"];
+  CHECK(sel["status"] == "ok");
+  double best = -1;
+  std::string best_variant;
+  for (const auto& t : s["results"])
+    if (t["node"] == "validation")
+      for (const auto& row : t["rows"])
+        if (row["label"] == "LMNN" && row["metrics"]["map"]["mean"].get<double>() > best) {
+          best = row["metrics"]["map"]["mean"];
+          best_variant = row["variant"];
+        }
+  CHECK(sel["best_variant"] == best_variant);
+  const json test = read_json(dir / "lmnn" / "selected" / "test.json");
+  CHECK(test["methods"].size() == 2);
+  bool has_test_table = false;
+  for (const auto& t : sel["results"]) has_test_table |= t["node"] == "test_table";
+  CHECK(has_test_table);
+}

@@ -16,21 +16,62 @@
 //   - ~1% duplicate uploads (same user, coordinates, time within a second);
 //   - titles and descriptions with commas, quotes and the odd newline, so CSV quoting is real.
 //
-// What the photos show (render.hpp): each landmark, the bridge and each hot spot is a scene with
-// its own appearance from (seed, scene); a photo views the scene nearest its position (within the
-// scene's radius) with a view from (seed, photo id) whose zoom grows as the photo nears the
-// scene's centre, in the light of its timestamp. Photos far from every scene show a street of
-// their own. Duplicate uploads show their original's photo (byte-identical files); time-lapse
-// frames share one view and differ in light. The truth files come from the same parameters:
-//   --truth    per photo: its source (original), scene, view and light;
+// What the photos show (render.hpp, docs/photos.md). Each rule follows a fact about cities,
+// cameras or light, not a seed; the seed only fixes appearances (materials, shapes, weather):
+//   - Places. Each landmark, each hot spot (a venue) and the Brooklyn Bridge is a small 3D scene
+//     in metres: a distinctive building whose four sides differ, on a plaza ringed by district
+//     buildings (the bridge: two stone towers 486 m apart, cables, the deck). A photo within a
+//     landmark's radius (3 sigma, 150-500 m), a venue's 60 m or 40 m of the bridge's axis shows
+//     the nearest such scene; elsewhere it stands in a street of the grid.
+//   - The view follows the position: people photograph what is in front of them. The camera
+//     stands at the photo's position and faces the landmark (the bearing from the position to its
+//     centre, +-5 deg of hand-held framing); on the bridge it faces the nearer tower along the
+//     deck. A geotag inside a footprint (an address, a venue's default location) was taken from
+//     outside it: the camera steps out on the same bearing to 15 m beyond the footprint (to the
+//     front when the geotag is the centre). People zoom on a far landmark: the field of view makes it fill ~75% of the frame's
+//     height (65 deg, a phone's wide lens, at most; 22 deg at least) and the camera tilts up to its
+//     middle. Buildings or trees on the sightline are left out: photographers stand where they
+//     see what they photograph. So photos 10 m apart see the same facades from slightly different
+//     angles, and a photo 30-100 m away sees the same landmark from elsewhere, maybe another side.
+//   - Streets are keyed to places, not photos: Manhattan's grid (avenues at bearing 29 deg), taken
+//     as 80 m blocks; the photo stands on the sidewalk of the nearest grid line. Each cell (80 m
+//     of one street, between cross streets) has buildings fixed by (seed, street, cell, side).
+//     Mid-block the camera aims at the middle of the frontage across the street (people
+//     photograph the buildings opposite); within 12 m of a crossing it looks down the street
+//     towards the nearest landmark. Photos of one cell and side see the same buildings.
+//   - Materials are a district's: facades take one of three materials of their 2 km district
+//     (one era, one stock of materials), so colour tells districts apart, not neighbouring places.
+//   - Light from the timestamp: sun elevation and azimuth at 40.7 N, 74.0 W; faces shaded by their
+//     angle to the sun (Lambert), lit windows at night; the weather is one draw per calendar day
+//     (4 days in 10 overcast, haze and fog as a visibility with Koschmieder's contrast loss, snow on
+//     some winter days), foliage by season.
+//   - Camera colour per photo, from (seed, photo): auto white balance misjudging the light by up to
+//     +-55 mired, exposure error (sigma 0.35 EV), saturation of the picture style (0.7-1.3); then
+//     sensor noise and JPEG. So colour alone is a weak cue; geometry and texture identify a place.
+//   - Duplicate uploads show their original's photo (byte-identical files); time-lapse frames
+//     share one camera (position, framing, colour) and differ in light.
+// The truth files come from the same parameters:
+//   --truth    per photo: source, scene, facade_key (scene and the landmark side it faces most,
+//              or street cell and frontage/vista: two photos share facades when their keys are
+//              equal), faces (bit mask of the landmark sides seen, the bridge's second tower in
+//              bits 4-7; same scene and a common bit: a shared side), camera position and target (metres east/north of 40.768 N,
+//              73.978 W), heading, pitch, field of view, zoom, light and camera colour;
 //   --triplets query,positive,negative (the positive is the more similar, as eval.triplet_accuracy
-//              reads it): easy ones take the negative from another scene, hard ones (a
-//              --hard-fraction of them) take all three from one scene and order by view distance;
+//              reads it). The positive shows the query's facade (same facade_key). Easy (1 -
+//              --hard-fraction): the negative is another place >= 2 km away. Hard: the negative is
+//              a neighbouring scene (centres 150-800 m apart; half the hard ones), the query's
+//              scene seen from sides the query does not see (30%), or another street cell or view
+//              within 400 m (20%). Each falls back to the next kind when the city has none;
+//   --triplet-truth  the judgement of each triplet, row for row: half, kind, the facade keys and
+//              the metres query-positive and query-negative (default: <triplets>_truth.csv
+//              beside the triplet file, which keeps the three id columns that
+//              eval.triplet_accuracy reads; this file follows it row for row);
 //   --split    id,label,role: the scene as label, a --query-fraction of each scene as queries.
 //
 // Usage: gen_photos --rows 6000000 --seed 1 --out photos.csv [--format csv|yfcc] [--timelapse-frames N]
 //          [--time-format iso|unix] [--threads 2] [--images DIR [--image-limit N] [--image-size 500]
-//          [--truth F] [--triplets F [--triplet-count 1000] [--hard-fraction 0.5]] [--split F]]
+//          [--truth F] [--triplets F [--triplet-truth F] [--triplet-count 1000] [--hard-fraction 0.5]]
+//          [--split F [--query-fraction 0.2]]]
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -445,23 +486,32 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
   return s;
 }
 
-// ---- Scenes: every landmark, the bridge and every hot spot; photos elsewhere see a street.
+// ---- Places: every landmark, the bridge and every hot spot is a scene; photos elsewhere stand
+// in a street of the grid.
+
+enum SiteKind { kLandmarkSite = 0, kBridgeSite, kVenueSite };
 
 struct SceneSite {
   LatLon at;
   double radius_m;
+  SiteKind kind;
   std::string key;   // appearance key
   std::string name;  // for the truth file
 };
 
+// The bridge scene covers the deck: within this many metres of its axis.
+constexpr double kBridgeDeckM = 40.0;
+// The towers stand 486 m apart (the main span), symmetric about the span's centre.
+constexpr double kBridgeTowerY = 243.0;
+
 std::vector<SceneSite> scene_sites(const Plan& p) {
   std::vector<SceneSite> sites;
   for (std::size_t l = 0; l < std::size(kLandmarks); ++l)
-    sites.push_back({kLandmarks[l].at, std::clamp(3 * kLandmarks[l].sigma_m, 150.0, 500.0), "landmark:" + std::to_string(l),
-                     kLandmarks[l].name});
-  sites.push_back({kBridgeCentre, 950.0, "bridge", "Brooklyn Bridge"});
+    sites.push_back({kLandmarks[l].at, std::clamp(3 * kLandmarks[l].sigma_m, 150.0, 500.0), kLandmarkSite,
+                     "landmark:" + std::to_string(l), kLandmarks[l].name});
+  sites.push_back({kBridgeCentre, kBridgeLengthM / 2 + kBridgeDeckM, kBridgeSite, "bridge", "Brooklyn Bridge"});
   for (std::size_t h = 0; h < p.hotspots.size(); ++h)
-    sites.push_back({p.hotspots[h], 60.0, "hotspot:" + std::to_string(h), "hot spot " + std::to_string(h)});
+    sites.push_back({p.hotspots[h], 60.0, kVenueSite, "hotspot:" + std::to_string(h), "hot spot " + std::to_string(h)});
   return sites;
 }
 
@@ -471,13 +521,29 @@ double metres(LatLon a, LatLon b) {
   return std::sqrt(north * north + east * east);
 }
 
-// Nearest site whose radius covers the point, by a grid of cells wider than any radius.
+// Metres east and north of `origin`.
+cv::Vec2d local_metres(LatLon p, LatLon origin) {
+  return {(p.lon - origin.lon) * kMetresPerDegLat * std::cos(origin.lat * kPi / 180), (p.lat - origin.lat) * kMetresPerDegLat};
+}
+
+// Along and across the bridge's axis (bearing 124 deg), from its centre: +y along, +x to the right.
+cv::Vec2d bridge_frame(LatLon p) {
+  const cv::Vec2d m = local_metres(p, kBridgeCentre);
+  const double az = kBridgeAzimuthDeg * kPi / 180;
+  return {m[0] * std::cos(az) - m[1] * std::sin(az), m[0] * std::sin(az) + m[1] * std::cos(az)};
+}
+
+// Nearest site whose area covers the point, by a grid of cells wider than any radius but the
+// bridge's (checked on its own).
 class SiteIndex {
  public:
   explicit SiteIndex(const std::vector<SceneSite>& sites) : sites_(sites) {
-    for (std::size_t i = 0; i < sites.size(); ++i) cells_[cell(sites[i].at, 0, 0)].push_back(i);
+    for (std::size_t i = 0; i < sites.size(); ++i)
+      if (sites[i].kind == kBridgeSite) bridge_ = static_cast<std::int64_t>(i);
+      else cells_[cell(sites[i].at, 0, 0)].push_back(i);
   }
-  // Site index and distance, or -1 when no site covers the point.
+  // Site index and distance to its centre, or -1 when no site covers the point. The bridge
+  // covers its deck; a landmark or venue a disc, the nearer centre winning.
   std::pair<std::int64_t, double> nearest(LatLon at) const {
     std::int64_t best = -1;
     double best_d = 0;
@@ -493,50 +559,196 @@ class SiteIndex {
           }
         }
       }
+    if (bridge_ >= 0) {
+      const cv::Vec2d b = bridge_frame(at);
+      if (std::fabs(b[0]) <= kBridgeDeckM && std::fabs(b[1]) <= kBridgeLengthM / 2 && (best < 0 || std::fabs(b[0]) < best_d))
+        return {bridge_, metres(at, kBridgeCentre)};
+    }
     return {best, best_d};
   }
 
  private:
   static std::int64_t cell(LatLon p, int dy, int dx) {
-    // 0.012 deg of latitude ~ 1.33 km, 0.016 deg of longitude ~ 1.35 km at 40.7 N: above 950 m.
+    // 0.012 deg of latitude ~ 1.33 km, 0.016 deg of longitude ~ 1.35 km at 40.7 N: above 500 m.
     const auto y = static_cast<std::int64_t>(std::floor(p.lat / 0.012)) + dy;
     const auto x = static_cast<std::int64_t>(std::floor(p.lon / 0.016)) + dx;
     return y * 100000 + x;
   }
   const std::vector<SceneSite>& sites_;
   std::unordered_map<std::int64_t, std::vector<std::size_t>> cells_;
+  std::int64_t bridge_ = -1;
 };
+
+// The street grid: Manhattan's avenues run at bearing 29 deg; blocks are taken as 80 m squares.
+// City frame: metres east and north of kManhattan's centre; u along the avenues, v across.
+constexpr double kGridDeg = 29.0;
+constexpr double kRegionM = 2000.0;
+using gen_photos::kCellM;
+using gen_photos::kStreetHalfM;  // districts sharing building materials
+
+struct GridPoint { double u, v; };
+GridPoint grid_point(LatLon p) {
+  const cv::Vec2d m = local_metres(p, kManhattan);
+  const double g = kGridDeg * kPi / 180;
+  return {m[0] * std::sin(g) + m[1] * std::cos(g), m[0] * std::cos(g) - m[1] * std::sin(g)};
+}
+
+std::string region_key(LatLon p) {
+  const GridPoint g = grid_point(p);
+  return std::to_string(static_cast<long>(std::floor(g.u / kRegionM))) + ":" + std::to_string(static_cast<long>(std::floor(g.v / kRegionM)));
+}
 
 // Render parameters of one row: what the truth files are made of.
 struct Shot {
-  std::int64_t scene;  // site index, -1: a street of its own
-  double distance_m;
-  std::string scene_key, view_key;
+  std::int64_t scene = -1;   // site index, -1: a street
+  double distance_m = 0;     // to the site's centre (0 for streets)
+  std::string scene_key;     // site key, or the street's key
+  std::string facade_key;    // what the photo shows: scene and facing side, or street cell and direction
+  std::string cell;          // street cell ("" for scenes)
+  std::string region;
+  int faces = 0;             // bit mask of the target's visible sides (scenes)
+  bool venue = false;
+  long cell_lo = 0, cell_hi = 0;  // street cells to build
+  double frame_bearing = 0;
+  std::string view_key;
   gen_photos::View view;
   gen_photos::Light light;
+  cv::Vec2d cam_city;        // camera position, metres east/north of the city frame's origin
+  cv::Vec2d target_city{std::nan(""), std::nan("")};  // what it faces (scenes), same frame
 };
 
-Shot plan_shot(const Plan& p, const std::vector<SceneSite>& sites, const SiteIndex& index, const std::vector<PhotoInfo>& info,
-               std::size_t i) {
-  const PhotoInfo& ph = info[i];
-  const std::size_t src = static_cast<std::size_t>(ph.source);
-  Shot s;
-  const auto [scene, d] = index.nearest(info[src].at);
-  s.scene = scene;
-  s.distance_m = scene >= 0 ? d : 0;
-  s.scene_key = scene >= 0 ? sites[static_cast<std::size_t>(scene)].key : "street:" + std::to_string(src + 1);
-  // A time-lapse keeps one view key; any other photo's view is its own (its source's).
-  s.view_key = info[src].timelapse ? "timelapse" : std::to_string(src + 1);
-  s.view = gen_photos::make_view(p.seed, s.view_key, scene >= 0 ? s.distance_m : 40.0);
-  s.light = gen_photos::light_at(info[src].time);
-  return s;
+// Heading jitter of a hand-held framing and the landmark-framing rule: the field of view that
+// makes the target fill ~75% of the frame's height and ~70% of its width, a phone's 65 deg when
+// that is wider, a 3x zoom (22 deg) at most; the camera tilts up to the target's middle.
+void frame_target(gen_photos::View& v, gen_photos::Draw& d, double cam_x, double cam_y, double tx, double ty, double radius,
+                  double height) {
+  const double dx = tx - cam_x, dy = ty - cam_y, dist = std::max(1.0, std::hypot(dx, dy));
+  v.cam.x = cam_x;
+  v.cam.y = cam_y;
+  v.cam.z = 1.6 + d.uniform(-0.15, 0.15);
+  v.cam.heading_deg = std::fmod(std::atan2(dx, dy) * 180 / kPi + d.normal() * 5.0 + 360.0, 360.0);
+  const double alpha = std::atan(height / dist), beta = 2 * std::atan(radius / dist);
+  const double fov_v = alpha / 0.75;
+  const double fov_h = std::max(2 * std::atan(std::tan(fov_v / 2) * 4.0 / 3.0), beta / 0.7) * 180 / kPi;
+  v.cam.fov_deg = std::clamp(fov_h * d.uniform(0.9, 1.12), 22.0, 65.0);
+  v.cam.pitch_deg = std::clamp(std::atan((height * 0.5 - 1.6) / dist) * 180 / kPi, 0.0, 30.0) + d.normal() * 1.5;
 }
 
-// How far apart two views of one scene are: heading, zoom and light, each scaled to about [0, 1].
-double view_distance(const Shot& a, const Shot& b) {
-  double dh = std::fabs(std::fmod(a.view.heading_deg - b.view.heading_deg + 540.0, 360.0) - 180.0);
-  return dh / 180.0 + std::fabs(std::log(a.view.zoom / b.view.zoom)) / std::log(4.0) +
-         0.5 * std::fabs(a.light.brightness - b.light.brightness) / 0.78;
+Shot plan_shot(const Plan& p, const std::vector<SceneSite>& sites, const SiteIndex& index, const std::vector<PhotoInfo>& info,
+               const std::vector<gen_photos::Scene>& scenes, std::size_t i) {
+  const PhotoInfo& ph = info[i];
+  const std::size_t src = static_cast<std::size_t>(ph.source);
+  const LatLon at = info[src].at;
+  Shot s;
+  // A time-lapse keeps one view key; any other photo's view is its own (its source's).
+  s.view_key = info[src].timelapse ? "timelapse" : std::to_string(src + 1);
+  s.view = gen_photos::make_view(p.seed, s.view_key);
+  s.light = gen_photos::light_at(p.seed, info[src].time);
+  s.region = region_key(at);
+  gen_photos::Draw d(embedflow::derive_seed(p.seed, "frame:" + s.view_key));
+  const auto [scene, dist] = index.nearest(at);
+  s.scene = scene;
+  if (scene >= 0) {
+    const SceneSite& site = sites[static_cast<std::size_t>(scene)];
+    const gen_photos::Scene& sc = scenes[static_cast<std::size_t>(scene)];
+    s.distance_m = dist;
+    s.scene_key = site.key;
+    s.venue = site.kind == kVenueSite;
+    if (site.kind == kBridgeSite) {
+      // On the deck, facing the nearer tower along the bridge.
+      const cv::Vec2d b = bridge_frame(at);
+      const int tower = b[1] < 0 ? 0 : 1;
+      const double ty = tower == 0 ? -kBridgeTowerY : kBridgeTowerY;
+      double y = b[1];
+      const int side = y < ty ? -1 : 1;
+      if (std::fabs(y - ty) < 15) y = ty + side * 15;
+      const gen_photos::Building& t = sc.buildings[static_cast<std::size_t>(tower)];
+      frame_target(s.view, d, std::clamp(b[0], -5.0, 5.0), y, 0, ty, t.radius, 70);
+      // Tower 1's faces are bits 4-7, so a common bit still means a shared side.
+      s.faces = gen_photos::visible_faces(t, s.view.cam.x, s.view.cam.y, nullptr) << (4 * tower);
+      s.facade_key = site.key + ":tower" + std::to_string(tower) + (side < 0 ? "-" : "+");
+    } else {
+      // Facing the landmark from where the photo was taken; a geotag inside the footprint (an
+      // address, a venue's default location) was taken from just outside it, on the same
+      // bearing, or at the front when the geotag is the centre itself.
+      const gen_photos::Building& t = sc.buildings[0];
+      cv::Vec2d c = local_metres(at, site.at);
+      const double r_min = t.radius + 15, len = std::hypot(c[0], c[1]);
+      if (len < 0.5) {
+        const double a = t.parts[0].angle_deg * kPi / 180;
+        c = cv::Vec2d(std::cos(a), std::sin(a)) * r_min;
+      } else if (len < r_min) {
+        c *= r_min / len;
+      }
+      double height = 0;
+      for (const auto& part : t.parts) height = std::max(height, part.z1);
+      frame_target(s.view, d, c[0], c[1], 0, 0, t.radius, height);
+      int primary = 0;
+      s.faces = gen_photos::visible_faces(t, c[0], c[1], &primary);
+      s.facade_key = site.key + ":side" + std::to_string(primary);
+    }
+    s.frame_bearing = sc.frame_bearing_deg;
+    const double fb = s.frame_bearing * kPi / 180;
+    const cv::Vec2d origin = site.kind == kBridgeSite ? local_metres(kBridgeCentre, kManhattan) : local_metres(site.at, kManhattan);
+    // Scene frame to east/north: +y at bearing fb, +x at fb + 90.
+    auto to_city = [&](double x, double y) { return origin + cv::Vec2d(x * std::cos(fb) + y * std::sin(fb), -x * std::sin(fb) + y * std::cos(fb)); };
+    s.cam_city = to_city(s.view.cam.x, s.view.cam.y);
+    s.target_city = site.kind == kBridgeSite ? to_city(0, bridge_frame(at)[1] < 0 ? -kBridgeTowerY : kBridgeTowerY) : to_city(0, 0);
+    return s;
+  }
+  // A street: the nearest line of the grid, the photographer on its sidewalk. Mid-block, people
+  // photograph the block frontage across the street: the camera aims at its middle, so photos
+  // of one cell show the same buildings from different angles. At a crossing (within 12 m of a
+  // cross street) they photograph the vista down the street, towards the nearest landmark.
+  const GridPoint g = grid_point(at);
+  const double du = g.u - kCellM * std::round(g.u / kCellM), dv = g.v - kCellM * std::round(g.v / kCellM);
+  const int family = std::fabs(dv) <= std::fabs(du) ? 0 : 1;
+  const long line = static_cast<long>(std::lround((family == 0 ? g.v : g.u) / kCellM));
+  const double t = family == 0 ? g.u : g.v, w = family == 0 ? dv : -du;
+  const long cell = static_cast<long>(std::floor(t / kCellM));
+  const double in_cell = t - cell * kCellM;
+  const int side = w < 0 ? -1 : 1;  // the camera's sidewalk
+  s.distance_m = 0;
+  s.scene_key = "street:" + std::to_string(family) + ":" + std::to_string(line);
+  s.cell = s.scene_key + ":" + std::to_string(cell);
+  s.frame_bearing = family == 0 ? kGridDeg : kGridDeg + 90;
+  s.view.cam.z = 1.6 + d.uniform(-0.15, 0.15);
+  if (in_cell < 12 || in_cell > kCellM - 12) {
+    double best = 1e18;
+    GridPoint lm{};
+    for (const auto& l : kLandmarks) {
+      const GridPoint q = grid_point(l.at);
+      const double dd = (q.u - g.u) * (q.u - g.u) + (q.v - g.v) * (q.v - g.v);
+      if (dd < best) { best = dd; lm = q; }
+    }
+    const int dir = (family == 0 ? lm.u - g.u : lm.v - g.v) >= 0 ? 1 : -1;
+    s.facade_key = s.cell + ":vista" + (dir > 0 ? "+" : "-");
+    s.cell_lo = dir > 0 ? cell - 1 : cell - 4;
+    s.cell_hi = dir > 0 ? cell + 4 : cell + 1;
+    s.view.cam.x = side * 5.0;
+    s.view.cam.y = t;
+    s.view.cam.heading_deg = std::fmod((dir > 0 ? 0.0 : 180.0) + d.normal() * 5.0 + 360.0, 360.0);
+    s.view.cam.pitch_deg = 3.0 + d.normal() * 2.0;
+    s.view.cam.fov_deg = 65.0 * d.uniform(0.85, 1.0);
+  } else {
+    s.facade_key = s.cell + ":front" + (side > 0 ? "-" : "+");  // the frontage across: the other side's
+    s.cell_lo = cell - 1;
+    s.cell_hi = cell + 1;
+    s.view.cam.x = side * 7.0;
+    s.view.cam.y = t;
+    const double tx = -side * kStreetHalfM, ty = cell * kCellM + kCellM / 2;
+    const double dx = tx - s.view.cam.x, dy = ty - s.view.cam.y, dist = std::hypot(dx, dy);
+    s.view.cam.heading_deg = std::fmod(std::atan2(dx, dy) * 180 / kPi + d.normal() * 5.0 + 360.0, 360.0);
+    s.view.cam.pitch_deg = std::clamp(std::atan((18.0 - 1.6) / dist) * 180 / kPi, 0.0, 30.0) + d.normal() * 1.5;
+    s.view.cam.fov_deg = 65.0 * d.uniform(0.85, 1.0);
+  }
+  // Back to the grid (family 0: +y along u, +x along v; family 1: +y along v, +x along -u), then
+  // to east/north (u at bearing 29 deg, v at 119 deg).
+  const double gu = kGridDeg * kPi / 180;
+  const double u = family == 0 ? s.view.cam.y : line * kCellM - s.view.cam.x;
+  const double v = family == 0 ? line * kCellM + s.view.cam.x : s.view.cam.y;
+  s.cam_city = cv::Vec2d(u * std::sin(gu) + v * std::cos(gu), u * std::cos(gu) - v * std::sin(gu));
+  return s;
 }
 
 bool write_text(const std::string& path, const std::string& text) {
@@ -553,9 +765,15 @@ int usage(const char* msg) {
                "usage: gen_photos --rows N --seed S --out FILE|- [--format csv|yfcc] [--time-format iso|unix] [--threads T]\n"
                "         [--timelapse-frames N]\n"
                "         [--images DIR [--image-limit N] [--image-size 500] [--truth FILE]\n"
-               "          [--triplets FILE [--triplet-count 1000] [--hard-fraction 0.5]] [--split FILE [--query-fraction 0.2]]]\n",
+               "          [--triplets FILE [--triplet-truth FILE] [--triplet-count 1000] [--hard-fraction 0.5]]\n"
+               "          [--split FILE [--query-fraction 0.2]]]\n",
                msg);
   return 2;
+}
+
+std::string triplet_truth_default(const std::string& triplets) {
+  const fs::path p(triplets);
+  return (p.parent_path() / (p.stem().string() + "_truth.csv")).string();
 }
 
 }  // namespace
@@ -563,7 +781,7 @@ int usage(const char* msg) {
 int main(int argc, char** argv) {
   std::int64_t rows = 100000;
   std::uint64_t seed = 1;
-  std::string out = "-", format = "csv", images_dir, truth_path, triplets_path, split_path;
+  std::string out = "-", format = "csv", images_dir, truth_path, triplets_path, triplet_truth_path, split_path;
   bool unix_time = false;
   std::int64_t image_limit = -1, triplet_count = 1000, timelapse_frames = -1;
   int image_size = 500;
@@ -593,6 +811,7 @@ int main(int argc, char** argv) {
       else if (a == "--image-size") image_size = std::stoi(value());
       else if (a == "--truth") truth_path = value();
       else if (a == "--triplets") triplets_path = value();
+      else if (a == "--triplet-truth") triplet_truth_path = value();
       else if (a == "--triplet-count") triplet_count = std::stoll(value());
       else if (a == "--hard-fraction") hard_fraction = std::stod(value());
       else if (a == "--split") split_path = value();
@@ -606,10 +825,12 @@ int main(int argc, char** argv) {
   if (rows < 1 || rows > 2000000000) return usage("--rows must be in 1..2e9");
   if (images_dir.empty() && (!truth_path.empty() || !triplets_path.empty() || !split_path.empty() || image_limit >= 0))
     return usage("--truth, --triplets, --split and --image-limit describe rendered photos: they need --images DIR");
+  if (!triplet_truth_path.empty() && triplets_path.empty()) return usage("--triplet-truth describes --triplets: it needs --triplets FILE");
   if (image_size < 32 || image_size > 4096) return usage("--image-size must be in 32..4096");
   if (hard_fraction < 0 || hard_fraction > 1) return usage("--hard-fraction must be in [0, 1]");
   if (query_fraction <= 0 || query_fraction >= 1) return usage("--query-fraction must be in (0, 1)");
   if (triplet_count < 1) return usage("--triplet-count must be at least 1");
+  if (!triplets_path.empty() && triplet_truth_path.empty()) triplet_truth_path = triplet_truth_default(triplets_path);
   Plan plan = make_plan(rows, seed, timelapse_frames);
   plan.unix_time = unix_time;
   plan.yfcc = format == "yfcc";
@@ -657,23 +878,26 @@ int main(int argc, char** argv) {
   const std::vector<SceneSite> sites = scene_sites(plan);
   const SiteIndex index(sites);
   const auto n = static_cast<std::size_t>(plan.images);
+  // Scenes of every site (cheap: a few dozen boxes each), in the site's own frame.
+  std::vector<gen_photos::Scene> scenes(sites.size());
+  for (std::size_t k = 0; k < sites.size(); ++k) {
+    const SceneSite& site = sites[k];
+    if (site.kind == kBridgeSite)
+      scenes[k] = gen_photos::make_bridge_scene(seed, kBridgeAzimuthDeg, kBridgeTowerY, kBridgeLengthM / 2);
+    else
+      scenes[k] = gen_photos::make_landmark_scene(seed, site.key, gen_photos::make_palette(seed, region_key(site.at)), kGridDeg,
+                                                  site.kind == kVenueSite);
+  }
   std::vector<Shot> shots(n);
   {
     std::atomic<std::size_t> next{0};
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t)
       pool.emplace_back([&] {
-        for (std::size_t i; (i = next++) < n;) shots[i] = plan_shot(plan, sites, index, info, i);
+        for (std::size_t i; (i = next++) < n;) shots[i] = plan_shot(plan, sites, index, info, scenes, i);
       });
     for (auto& th : pool) th.join();
   }
-  std::vector<gen_photos::Scene> scenes(sites.size());
-  std::vector<char> scene_made(sites.size(), 0);
-  for (const Shot& s : shots)
-    if (s.scene >= 0 && !scene_made[static_cast<std::size_t>(s.scene)]) {
-      scenes[static_cast<std::size_t>(s.scene)] = gen_photos::make_scene(seed, s.scene_key, false);
-      scene_made[static_cast<std::size_t>(s.scene)] = 1;
-    }
   // The photos are rendered in parallel here; OpenCV's own pool inside each call would only
   // oversubscribe the cores.
   cv::setNumThreads(1);
@@ -690,7 +914,9 @@ int main(int argc, char** argv) {
         for (std::size_t i; !failed && (i = next++) < n;) {
           const Shot& s = shots[i];
           const gen_photos::Scene street =
-              s.scene < 0 ? gen_photos::make_scene(seed, s.scene_key, true) : gen_photos::Scene();
+              s.scene < 0 ? gen_photos::make_street_scene(seed, s.scene_key, gen_photos::make_palette(seed, s.region), s.frame_bearing,
+                                                          s.cell_lo, s.cell_hi)
+                          : gen_photos::Scene();
           const cv::Mat img = gen_photos::render(s.scene >= 0 ? scenes[static_cast<std::size_t>(s.scene)] : street, s.view, s.light,
                                                  width, height, noise);
           cv::imencode(".jpg", img, jpeg, params);
@@ -708,14 +934,25 @@ int main(int argc, char** argv) {
 
   // ---- Truth files, from the render parameters.
   if (!truth_path.empty()) {
-    std::string t = "id,source,scene,scene_key,timelapse,heading_deg,zoom,distance_m,sun_elevation_deg,brightness,season\n";
-    char buf[256];
+    std::string t =
+        "id,source,scene,scene_key,timelapse,heading_deg,zoom,distance_m,sun_elevation_deg,brightness,season,"
+        "facade_key,faces,cell,region,cam_east_m,cam_north_m,target_east_m,target_north_m,pitch_deg,fov_deg,sun_azimuth_deg,overcast,visibility_m,snow,"
+        "kelvin,exposure_ev,saturation\n";
+    char buf[512];
     for (std::size_t i = 0; i < n; ++i) {
       const Shot& s = shots[i];
-      std::snprintf(buf, sizeof buf, "%zu,%lld,%lld,%s,%d,%.4f,%.5f,%.2f,%.3f,%.5f,%d\n", i + 1,
-                    static_cast<long long>(info[i].source + 1), static_cast<long long>(s.scene), s.scene_key.c_str(),
-                    info[i].timelapse ? 1 : 0, s.view.heading_deg, s.view.zoom, s.distance_m, s.light.sun_elevation_deg,
-                    s.light.brightness, s.light.season);
+      const double heading = std::fmod(s.frame_bearing + s.view.cam.heading_deg + 360.0, 360.0);
+      char tx[32] = "", ty[32] = "";
+      if (!std::isnan(s.target_city[0])) {
+        std::snprintf(tx, sizeof tx, "%.2f", s.target_city[0]);
+        std::snprintf(ty, sizeof ty, "%.2f", s.target_city[1]);
+      }
+      std::snprintf(buf, sizeof buf, "%zu,%lld,%lld,%s,%d,%.4f,%.5f,%.2f,%.3f,%.5f,%d,%s,%d,%s,%s,%.2f,%.2f,%s,%s,%.3f,%.3f,%.3f,%d,%.0f,%d,%.0f,%.4f,%.4f\n",
+                    i + 1, static_cast<long long>(info[i].source + 1), static_cast<long long>(s.scene), s.scene_key.c_str(),
+                    info[i].timelapse ? 1 : 0, heading, gen_photos::zoom_of(s.view.cam.fov_deg), s.distance_m, s.light.sun_elevation_deg,
+                    s.light.brightness, s.light.season, s.facade_key.c_str(), s.faces, s.cell.c_str(), s.region.c_str(), s.cam_city[0],
+                    s.cam_city[1], tx, ty, s.view.cam.pitch_deg, s.view.cam.fov_deg, s.light.sun_azimuth_deg, s.light.overcast ? 1 : 0,
+                    s.light.visibility_m, s.light.snow ? 1 : 0, s.view.kelvin, s.view.exposure_ev, s.view.saturation);
       t += buf;
     }
     if (!write_text(truth_path, t)) return 1;
@@ -730,47 +967,115 @@ int main(int argc, char** argv) {
       if (shots[i].scene >= 0) by_scene[shots[i].scene].push_back(i);
     }
   if (!triplets_path.empty()) {
-    // Easy: the positive shows the query's scene, the negative another scene or a street. Hard:
-    // all three show one scene and the positive's view (heading, zoom, light) is closer to the
-    // query's by a margin of at least 0.2.
-    std::vector<const std::vector<std::size_t>*> pairs_ok, triples_ok;
-    for (const auto& [scene, members] : by_scene) {
-      if (members.size() >= 2) pairs_ok.push_back(&members);
-      if (members.size() >= 3) triples_ok.push_back(&members);
-    }
-    if (pairs_ok.empty() || usable.size() < 3) {
-      std::fprintf(stderr, "gen_photos: too few rendered photos share a scene for triplets; render more rows\n");
+    // Judged by what the photos show (render parameters), never by their geotags:
+    //   positive: shows the query's facade (same facade_key);
+    //   easy, other_place: the negative is of another place at least 2 km away;
+    //   hard, neighbour_scene: the negative shows another scene whose centre is 150-800 m from
+    //     the query's scene's centre;
+    //   hard, other_side: the negative shows the query's scene but none of the sides the query
+    //     sees (disjoint face masks);
+    //   hard, neighbour_cell: query and positive in one street cell facing one way; the negative
+    //     a street photo within 400 m that shows another cell or direction.
+    std::map<std::string, std::vector<std::size_t>> by_facade;
+    for (std::size_t i : usable) by_facade[shots[i].facade_key].push_back(i);
+    std::vector<std::size_t> scene_q, street_q;  // photos with at least one other photo of their facade
+    for (std::size_t i : usable)
+      if (by_facade[shots[i].facade_key].size() >= 2) (shots[i].scene >= 0 ? scene_q : street_q).push_back(i);
+    if (scene_q.empty() || usable.size() < 3) {
+      std::fprintf(stderr, "gen_photos: too few rendered photos share a facade for triplets; render more rows\n");
       return 1;
     }
+    std::vector<std::size_t> streets;
+    for (std::size_t i : usable)
+      if (shots[i].scene < 0) streets.push_back(i);
+    std::map<std::size_t, std::vector<std::size_t>> street_near;  // street photo -> other facades within 400 m
+    std::map<std::int64_t, std::vector<std::int64_t>> neighbours;  // scene -> scenes 150-800 m away with photos
+    for (const auto& [a, ma] : by_scene)
+      for (const auto& [b, mb] : by_scene) {
+        if (a == b) continue;
+        const double d = metres(sites[static_cast<std::size_t>(a)].at, sites[static_cast<std::size_t>(b)].at);
+        if (d >= 150 && d <= 800) neighbours[a].push_back(b);
+      }
+    auto place = [&](std::size_t i) { return shots[i].scene >= 0 ? shots[i].scene_key : shots[i].cell; };
+    auto at = [&](std::size_t i) { return info[i].at; };
     Gen g(embedflow::derive_seed(seed, "triplets"));
     std::string t = "query,positive,negative\n";
+    std::string tt = "query,positive,negative,half,kind,positive_facade,negative_facade,metres_query_positive,metres_query_negative\n";
     std::int64_t hard = 0, easy = 0;
+    std::map<std::string, std::int64_t> kinds;
+    auto positive_of = [&](std::size_t q) -> std::size_t {
+      const auto& m = by_facade[shots[q].facade_key];
+      for (;;) {
+        const std::size_t p = m[g.below(m.size())];
+        if (p != q) return p;
+      }
+    };
+    auto emit = [&](std::size_t q, std::size_t p, std::size_t neg, const char* half, const char* kind) {
+      t += std::to_string(q + 1) + "," + std::to_string(p + 1) + "," + std::to_string(neg + 1) + "\n";
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ",%.1f,%.1f\n", metres(at(q), at(p)), metres(at(q), at(neg)));
+      tt += std::to_string(q + 1) + "," + std::to_string(p + 1) + "," + std::to_string(neg + 1) + "," + half + "," + kind + "," +
+            shots[p].facade_key + "," + shots[neg].facade_key + buf;
+      ++kinds[kind];
+    };
     for (std::int64_t k = 0; k < triplet_count; ++k) {
       bool done = false;
-      if (!triples_ok.empty() && g.uniform() < hard_fraction) {
-        for (int attempt = 0; attempt < 50 && !done; ++attempt) {
-          const auto& m = *triples_ok[g.below(triples_ok.size())];
-          const std::size_t q = m[g.below(m.size())], a = m[g.below(m.size())], b = m[g.below(m.size())];
-          if (q == a || q == b || a == b) continue;
-          const double da = view_distance(shots[q], shots[a]), db = view_distance(shots[q], shots[b]);
-          if (std::fabs(da - db) < 0.2) continue;
-          t += std::to_string(q + 1) + "," + std::to_string((da < db ? a : b) + 1) + "," + std::to_string((da < db ? b : a) + 1) + "\n";
-          ++hard;
-          done = true;
+      if (g.uniform() < hard_fraction) {
+        const double u = g.uniform();
+        // neighbour_scene half of the time, other_side 30%, neighbour_cell 20% (each falls back
+        // to the next when the city has none).
+        const int first = u < 0.5 ? 0 : u < 0.8 ? 1 : 2;
+        for (int c = 0; c < 3 && !done; ++c) {
+          const int kind = (first + c) % 3;
+          for (int attempt = 0; attempt < 60 && !done; ++attempt) {
+            if (kind == 2) {
+              if (street_q.empty()) break;
+              const std::size_t q = street_q[g.below(street_q.size())];
+              auto [it, fresh] = street_near.try_emplace(q);
+              std::vector<std::size_t>& near = it->second;
+              if (fresh)
+                for (std::size_t j : streets)
+                  if (shots[j].facade_key != shots[q].facade_key && metres(at(q), at(j)) <= 400) near.push_back(j);
+              if (near.empty()) continue;
+              emit(q, positive_of(q), near[g.below(near.size())], "hard", "neighbour_cell");
+              done = true;
+            } else {
+              const std::size_t q = scene_q[g.below(scene_q.size())];
+              if (kind == 0) {
+                const auto it = neighbours.find(shots[q].scene);
+                if (it == neighbours.end()) continue;
+                const auto& m = by_scene[it->second[g.below(it->second.size())]];
+                emit(q, positive_of(q), m[g.below(m.size())], "hard", "neighbour_scene");
+                done = true;
+              } else {
+                const auto& m = by_scene[shots[q].scene];
+                const std::size_t neg = m[g.below(m.size())];
+                if ((shots[neg].faces & shots[q].faces) != 0) continue;
+                emit(q, positive_of(q), neg, "hard", "other_side");
+                done = true;
+              }
+            }
+          }
         }
+        if (done) ++hard;
       }
-      for (int attempt = 0; attempt < 50 && !done; ++attempt) {
-        const auto& m = *pairs_ok[g.below(pairs_ok.size())];
-        const std::size_t q = m[g.below(m.size())], a = m[g.below(m.size())], b = usable[g.below(usable.size())];
-        if (q == a || shots[b].scene == shots[q].scene) continue;
-        t += std::to_string(q + 1) + "," + std::to_string(a + 1) + "," + std::to_string(b + 1) + "\n";
+      for (int attempt = 0; attempt < 200 && !done; ++attempt) {
+        const std::size_t q = g.uniform() < static_cast<double>(street_q.size()) / static_cast<double>(scene_q.size() + street_q.size())
+                                  ? street_q[g.below(street_q.size())]
+                                  : scene_q[g.below(scene_q.size())];
+        const std::size_t neg = usable[g.below(usable.size())];
+        if (place(neg) == place(q) || metres(at(q), at(neg)) < 2000) continue;
+        emit(q, positive_of(q), neg, "easy", "other_place");
         ++easy;
         done = true;
       }
     }
-    if (!write_text(triplets_path, t)) return 1;
-    std::fprintf(stderr, "gen_photos: %lld triplets (%lld hard, %lld easy) in %s\n", static_cast<long long>(hard + easy),
-                 static_cast<long long>(hard), static_cast<long long>(easy), triplets_path.c_str());
+    if (!write_text(triplets_path, t) || !write_text(triplet_truth_path, tt)) return 1;
+    std::string summary;
+    for (const auto& [kind, count] : kinds) summary += " " + kind + " " + std::to_string(count);
+    std::fprintf(stderr, "gen_photos: %lld triplets (%lld hard, %lld easy:%s) in %s, judgements in %s\n",
+                 static_cast<long long>(hard + easy), static_cast<long long>(hard), static_cast<long long>(easy), summary.c_str(),
+                 triplets_path.c_str(), triplet_truth_path.c_str());
   }
   if (!split_path.empty()) {
     // Per scene with at least two usable photos: a query_fraction of them (at least one) are
