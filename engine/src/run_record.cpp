@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "embedflow/error.hpp"
+#include "embedflow/file_kind.hpp"
 #include "embedflow/report_files.hpp"
 #include "embedflow/version.hpp"
 
@@ -114,6 +115,7 @@ std::string edge_text(const EdgeSpec& e) {
 
 void write_file_replacing(const fs::path& path, const std::string& text) {
   static std::atomic<unsigned> counter{0};
+  refuse_special_output(path);  // `report -o /dev/null` must not replace the device
   std::error_code ec;
   if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
   if (ec) throw Error(cat("cannot create directory '", path.parent_path().string(), "': ", ec.message()));

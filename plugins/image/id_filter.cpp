@@ -17,6 +17,7 @@
 //     queries: {type: image.id_filter, params: {path: tests/image/data/id_split.csv, role: query}}
 //     show:    {type: core.sink, params: {mode: print}}
 //   edges: [photos.out -> queries.in, queries.out -> show.in]
+#include <embedflow/file_kind.hpp>
 #include <algorithm>
 #include <atomic>
 #include <fstream>
@@ -54,6 +55,7 @@ class IdFilter final : public Node {
     ctx_ = &ctx;
     const Params& p = ctx.params();
     const std::string path = p.string("path");
+    refuse_special_input(path, "id list");
     std::ifstream in(path);
     if (!in) throw ConfigError(cat(path, ": cannot open"));
     std::string line;

@@ -1,4 +1,5 @@
 #include "embedflow/atomic_file.hpp"
+#include "embedflow/file_kind.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -50,6 +51,12 @@ fs::path commit_temporary(const fs::path& temp, const fs::path& path) {
   const bool interrupted = outputs_interrupted();
   const fs::path target = interrupted ? partial_path(path) : path;
   std::error_code ec;
+  try {
+    refuse_special_output(target);  // the rename would replace a device node or FIFO
+  } catch (...) {
+    fs::remove(temp, ec);
+    throw;
+  }
   fs::rename(temp, target, ec);
   if (ec) {
     fs::remove(temp, ec);
@@ -61,6 +68,7 @@ fs::path commit_temporary(const fs::path& temp, const fs::path& path) {
 }
 
 AtomicOutputFile::AtomicOutputFile(fs::path path) : path_(std::move(path)) {
+  refuse_special_output(path_);
   std::error_code ec;
   if (path_.has_parent_path()) fs::create_directories(path_.parent_path(), ec);
   if (ec) throw Error(cat("cannot create directory '", path_.parent_path().string(), "': ", ec.message()));

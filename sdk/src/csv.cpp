@@ -1,5 +1,7 @@
 #include "embedflow/csv.hpp"
 
+#include "embedflow/file_kind.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -12,6 +14,7 @@
 namespace embedflow {
 
 std::string read_file_text(const std::string& path, const std::string& what) {
+  refuse_special_input(path, what);  // a FIFO would block in open() for ever
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(cat(path, ": cannot open ", what, " (", std::strerror(errno), ")"));
   std::stringstream buf;

@@ -1,4 +1,5 @@
 #include "judgements.hpp"
+#include <embedflow/file_kind.hpp>
 
 #include <algorithm>
 #include <fstream>
@@ -12,6 +13,7 @@ namespace embedflow::evalcore {
 namespace {
 
 std::ifstream open_text(const std::string& path, const char* what) {
+  refuse_special_input(path, cat(what, " file"));
   std::ifstream in(path);
   if (!in) throw DataError(cat("cannot open ", what, " file '", path, "'"));
   return in;

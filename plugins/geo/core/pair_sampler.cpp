@@ -1,4 +1,5 @@
 #include "pair_sampler.hpp"
+#include <embedflow/file_kind.hpp>
 
 #include <algorithm>
 #include <unordered_set>
@@ -202,6 +203,8 @@ bool draw_filtered(const Candidates& c, std::uint32_t self, int k, AnchorRng& rn
 }
 
 std::uint64_t hash_file(const std::string& path, std::int64_t id, std::uint64_t& size) {
+  if (const std::string kind = special_file_kind(path); !kind.empty())
+    throw DataError(cat(path, " (photo id ", id, "): is a ", kind, ", not an image file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(cat(path, " (photo id ", id, "): cannot read image file for duplicate detection"));
   std::uint64_t h = 0xcbf29ce484222325ULL;

@@ -1,4 +1,5 @@
 #include "photo_csv.hpp"
+#include <embedflow/file_kind.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -194,7 +195,9 @@ bool parse_time(std::string_view text, TimeFormat format, std::int64_t& out) {
 }
 
 PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
-    : path_(std::move(path)), options_(std::move(options)), in_(path_, std::ios::binary) {
+    // The kind is checked before in_ opens it: a FIFO would block the open for ever.
+    : path_((refuse_special_input(path, "photo CSV"), std::move(path))), options_(std::move(options)),
+      in_(path_, std::ios::binary) {
   if (!in_) throw DataError(cat(path_, ": cannot open: ", std::strerror(errno)));
   buf_.resize(1 << 22);
   csv_dir_ = std::filesystem::path(path_).parent_path().string();

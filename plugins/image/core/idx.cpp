@@ -1,4 +1,5 @@
 #include "core/idx.hpp"
+#include <embedflow/file_kind.hpp>
 
 #include <zlib.h>
 
@@ -44,6 +45,7 @@ std::size_t read_fully(gzFile_s* f, void* dst, std::size_t n) {
 }  // namespace
 
 IdxData read_idx(const std::string& path, int rank, std::int64_t max_records) {
+  refuse_special_input(path, "IDX file");
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) throw DataError(cat(path, ": cannot open (", std::strerror(errno), ")"));
   gzbuffer(f.get(), 1 << 18);

@@ -124,7 +124,8 @@ std::vector<ImageEntry> list_directory(const std::string& dir, std::vector<std::
 
 bool read_file_bytes(const std::string& path, std::vector<unsigned char>& bytes, std::string& error) {
   // POSIX calls: an ifstream costs more than decoding a 28x28 PNG.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once (and is refused below) instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     error = cat("cannot open (", std::strerror(errno), ")");
     return false;

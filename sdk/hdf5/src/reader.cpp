@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "embedflow/file_kind.hpp"
 #include "embedflow/rng.hpp"
 #include "h5util.hpp"
 
@@ -69,6 +70,8 @@ std::shared_ptr<File> open_file(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw DataError(cat(path.string(), ": no such file"));
   if (fs::is_directory(path, ec)) throw DataError(cat(path.string(), ": is a directory, not an HDF5 file"));
+  const std::string kind = special_file_kind(path);  // a FIFO would block HDF5's open for ever
+  if (!kind.empty()) throw DataError(cat(path.string(), ": is a ", kind, ", not an HDF5 file"));
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     auto size = fs::file_size(path, ec);

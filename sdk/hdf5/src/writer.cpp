@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "embedflow/file_kind.hpp"
 #include "embedflow/version.hpp"
 #include "h5util.hpp"
 
@@ -415,6 +416,7 @@ StreamFileWriter::StreamFileWriter(fs::path final_path, std::map<std::string, st
   if (!impl_->attributes.count("created")) impl_->attributes["created"] = utc_now_iso8601();
   impl_->attributes["embedflow_version"] = kVersion;
   try {
+    refuse_special_output(final_path_);  // a device node or FIFO is never replaced by the rename
     if (options.append && fs::exists(final_path_)) {
       impl_->open_existing();
       return;
