@@ -109,7 +109,7 @@ assert checked > 20, checked
 TEST_CASE("sweep: a 2x2 grid with 3 seeds shares the cached readers and aggregates every point", "[runs][sweep]") {
   const fs::path dir = sweep_folder("sweep_grid");
   const Result r = sweep(dir, {"--grid", "distance=euclidean,cosine", "--grid", "clusters=2,3", "--seeds", "3",
-                               "--jobs", "2", "--out", "grid"});
+                               "--jobs", "2", "--out", "grid", "--baseline", "kNN"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const json s = read_json(dir / "grid" / "sweep.json");
@@ -147,6 +147,33 @@ TEST_CASE("sweep: a 2x2 grid with 3 seeds shares the cached readers and aggregat
   CHECK(s["results"][0]["rows"].size() == 8);
   CHECK(s["results"][0]["best"].contains("map"));
   check_python(kCheckAggregate, {(dir / "grid").string()});
+  // table.md: every row's mean and interval in percent, and k-means against the kNN baseline
+  // with the paired test's difference and p, as sweep.json holds them.
+  check_python(R"PY(
+import json, sys, re
+d = sys.argv[1]
+s = json.load(open(d + "/sweep.json")); md = open(d + "/table.md").read()
+t = s["results"][0]
+assert "Mean over 3 seeds [95% t-interval]" in md, md[:300]
+for row in t["rows"]:
+    m = row["metrics"]["map"]
+    cell = f"{100 * m['mean']:.1f} [{100 * m['ci'][0]:.1f}, {100 * m['ci'][1]:.1f}]" if m["ci"] else f"{100 * m['mean']:.1f}"
+    line = next(l for l in md.splitlines() if l.startswith(f"| {row['variant']} | {row['label']} |"))
+    assert cell in line, (cell, line)
+assert "Paired t-tests across seeds against kNN" in md
+tests = [x for x in t["tests"] if x["metric"] == "map" and x["a"]["variant"] == x["b"]["variant"]]
+block = md.split("Paired t-tests across seeds against kNN")[1]
+for x in tests:
+    a, b = x["a"], x["b"]
+    if x["p"] is None: continue
+    km, sign = (a, 1) if a["label"] == "k-means" else (b, -1)
+    diff = sign * 100 * x["mean_difference"]
+    want = f"{'+' if diff >= 0 else ''}{diff:.1f} (p {x['p']:.3f})"
+    line = next(l for l in block.splitlines() if l.startswith(f"| {km['variant']} | k-means |"))
+    assert want in line, (want, line)
+print("table.md ok")
+)PY",
+               {(dir / "grid").string()});
 
   SECTION("run again, it keeps every completed point") {
     std::map<std::string, std::string> ids;

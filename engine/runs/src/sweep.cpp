@@ -529,6 +529,7 @@ class Sweep {
       if (!o_.select.empty() && !select(result.record)) failed_selection_ = true;
     }
     write_file_atomic(dir_ / kSweepFile, result.record.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    if (!interrupted) write_file_atomic(dir_ / "table.md", results_markdown(result.record, o_.baselines));
     if (o_.report) {
       try {
         write_sweep_report(dir_, dir_ / "report.html", find_report_assets());
@@ -630,6 +631,7 @@ class Sweep {
     r["variables"] = vars;
     r["seeds"] = plan_.seeds;
     r["base_overrides"] = o_.sets;
+    r["baselines"] = o_.baselines;
     r["jobs"] = jobs_;
     r["threads_per_point"] = threads_;
     r["cache_dir"] = cache_dir_.string();
@@ -662,16 +664,29 @@ class Sweep {
     write_file_atomic(dir_ / kSweepFile, r.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   }
 
+  // The cached stages and any stage some point replayed or skipped, one line each; the stages
+  // every point ran are summed up in one line (a photo experiment has a hundred of them).
   void print_stages(const json& stages) {
     out_ << "stages (points that computed / replayed / skipped each):\n";
-    std::size_t width = 5;
-    for (const auto& s : stages) width = std::max(width, s["node"].get<std::string>().size());
-    for (const auto& s : stages) {
-      std::string id = s["node"].get<std::string>();
-      out_ << "  " << id << std::string(width - id.size(), ' ') << (s["cached"].get<bool>() ? "  cached " : "         ")
-           << "  computed " << s["computed"].get<int>() << "  replayed " << s["replayed"].get<int>() << "  skipped "
-           << s["skipped"].get<int>() << "\n";
+    std::size_t width = 5, always = 0;
+    const int points = static_cast<int>(plan_.points.size());
+    auto listed = [&](const json& st) {
+      return st["cached"].get<bool>() || st["replayed"].get<int>() > 0 || st["skipped"].get<int>() > 0 ||
+             st["computed"].get<int>() != points;
+    };
+    for (const auto& st : stages)
+      if (listed(st)) width = std::max(width, st["node"].get<std::string>().size());
+    for (const auto& st : stages) {
+      if (!listed(st)) {
+        ++always;
+        continue;
+      }
+      const std::string id = st["node"].get<std::string>();
+      out_ << "  " << id << std::string(width - id.size(), ' ') << (st["cached"].get<bool>() ? "  cached " : "         ")
+           << "  computed " << st["computed"].get<int>() << "  replayed " << st["replayed"].get<int>() << "  skipped "
+           << st["skipped"].get<int>() << "\n";
     }
+    if (always) out_ << "  and " << always << " uncached stages computed at every point (sweep.json lists them)\n";
   }
 
   bool select(json& r);
@@ -900,6 +915,111 @@ json aggregate_results(const fs::path& sweep_dir, const json& points, const json
     out.push_back({{"node", t.node}, {"title", t.title}, {"columns", t.columns}, {"rows", rows}, {"tests", tests}, {"best", best}});
   }
   return out;
+}
+
+namespace {
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+// A number as the column shows it: percent columns with one decimal, the others with four
+// significant digits (734 pairs, a distance ratio of 0.0694).
+std::string shown(double v, const json& column) {
+  if (column.value("unit", "") == "%") return fixed(v, 1);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// "57.6 [55.1, 60.1]" in the column's unit; "n/a" when not measured.
+std::string cell(const json& m, const json& column) {
+  if (!m.is_object() || !m["mean"].is_number()) return "n/a";
+  const double scale = column.value("scale", 1.0);
+  std::string text = shown(m["mean"].get<double>() * scale, column);
+  if (m["ci"].is_array() && m["ci"][0].is_number())
+    text += " [" + shown(m["ci"][0].get<double>() * scale, column) + ", " + shown(m["ci"][1].get<double>() * scale, column) + "]";
+  return text;
+}
+
+std::string md_escape(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string results_markdown(const json& sweep, const std::vector<std::string>& baselines) {
+  const std::size_t seeds = sweep.value("seeds", json::array()).size();
+  const bool one_variant = sweep.value("variants", json::array()).size() <= 1;
+  std::string md;
+  for (const auto& t : sweep.value("results", json::array())) {
+    md += "### " + md_escape(t.value("title", "")) + " (" + md_escape(t.value("node", "")) + ")\n\n";
+    md += cat("Mean over ", seeds, seeds == 1 ? " seed" : " seeds", seeds > 1 ? " [95% t-interval]" : "", ".\n\n");
+    std::string head = one_variant ? "| method |" : "| variant | method |", rule = one_variant ? "|---|" : "|---|---|";
+    for (const auto& c : t["columns"]) {
+      const std::string unit = c.value("unit", "");
+      head += " " + md_escape(c.value("header", "")) + (unit.empty() ? "" : " " + unit) + " |";
+      rule += "---:|";
+    }
+    md += head + "\n" + rule + "\n";
+    for (const auto& row : t["rows"]) {
+      md += one_variant ? "| " + md_escape(row.value("label", "")) + " |"
+                        : "| " + md_escape(row.value("variant", "")) + " | " + md_escape(row.value("label", "")) + " |";
+      for (const auto& c : t["columns"]) {
+        const std::string key = c.value("key", "");
+        md += " " + cell(row["metrics"].value(key, json()), c) + " |";
+      }
+      md += "\n";
+    }
+    md += "\n";
+    // Each row against each baseline label of the same variant: the paired test across seeds.
+    for (const auto& base : baselines) {
+      bool any = false;
+      std::string block = "Paired t-tests across seeds against " + md_escape(base) +
+                          " (difference of means, two-sided p):\n\n" + head + "\n" + rule + "\n";
+      for (const auto& row : t["rows"]) {
+        if (row.value("label", "") == base) continue;
+        std::string line = one_variant ? "| " + md_escape(row.value("label", "")) + " |"
+                                       : "| " + md_escape(row.value("variant", "")) + " | " + md_escape(row.value("label", "")) + " |";
+        bool row_any = false;
+        for (const auto& c : t["columns"]) {
+          const std::string key = c.value("key", "");
+          const json* found = nullptr;
+          bool flip = false;
+          for (const auto& test : t["tests"]) {
+            if (test.value("metric", "") != key) continue;
+            const json &a = test["a"], &b = test["b"];
+            const bool same_variant = a.value("variant", "") == row.value("variant", "") && b.value("variant", "") == row.value("variant", "");
+            if (!same_variant) continue;
+            if (a.value("label", "") == row.value("label", "") && b.value("label", "") == base) found = &test;
+            if (b.value("label", "") == row.value("label", "") && a.value("label", "") == base) found = &test, flip = true;
+          }
+          if (!found || !(*found)["p"].is_number()) {
+            line += " |";
+            continue;
+          }
+          const double d = (*found)["mean_difference"].get<double>() * (flip ? -1 : 1) * c.value("scale", 1.0);
+          line += " " + std::string(d >= 0 ? "+" : "") + shown(d, c) + " (p " +
+                  fixed((*found)["p"].get<double>(), 3) + ") |";
+          row_any = true;
+        }
+        if (row_any) {
+          block += line + "\n";
+          any = true;
+        }
+      }
+      if (any) md += block + "\n";
+    }
+  }
+  return md;
 }
 
 SweepResult run_sweep(const SweepOptions& options) {

@@ -7,6 +7,8 @@
 //                               between variants, and the selection by a validation metric
 //   SWEEP/points/NNN-VAR=V-...-seed=S/   one run folder per point (run.json, its outputs, log.txt)
 //   SWEEP/selected/             the best point's final run (--select ... --then ...)
+//   SWEEP/table.md              every results table as mean [95% interval] over seeds, and each
+//                               row's paired t-tests against the --baseline rows
 //   SWEEP/report.html           the comparison page
 //
 // Points run as child processes of the `embedflow` executable, `jobs` at a time, with one stage
@@ -61,6 +63,7 @@ struct SweepOptions {
   std::string executable;                 // the embedflow CLI that runs points
   std::string select;                     // validation metric: "[node/][label/]metric"
   std::vector<std::string> then;          // overrides for the selected point's final run
+  std::vector<std::string> baselines;     // row labels table.md compares every row with
   bool report = true;                     // points' report.html and the sweep's
   std::vector<std::string> command;       // argv, for sweep.json
   std::ostream* messages = nullptr;       // progress lines; null: std::cerr
@@ -77,6 +80,10 @@ struct SweepResult {
 // runs: an empty grid, an unknown variable, a value that fails validation at some point (named),
 // a sweep folder locked by another sweep or holding a different sweep.
 SweepResult run_sweep(const SweepOptions& options);
+
+// sweep.json's results as Markdown: per table, rows x columns of "mean [lo, hi]" in each column's
+// unit, then for each baseline label the difference of every row from it, with the paired test's p.
+std::string results_markdown(const nlohmann::ordered_json& sweep, const std::vector<std::string>& baselines);
 
 // Aggregates the results tables of finished points (their run.json "results") across seeds:
 // per (table, variant, label, metric) the values by seed and their summary; paired t-tests
