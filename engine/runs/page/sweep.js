@@ -47,7 +47,9 @@
   const fixed = (v, d) => (isNum(v) ? v.toFixed(d) : "–");
   const unitText = (c) => (c.unit ? " (" + c.unit + ")" : "");
   const scaleOf = (c) => (isNum(c.scale) ? c.scale : 1);
-  const rowName = (r) => (r.variant !== undefined && r.variant !== null && r.variant !== "" ? r.variant + " · " : "") + text(r.label);
+  // With one variant (a seeds-only sweep) the variant says nothing: rows are named by label.
+  const oneVariant = list(sweep.variants).length <= 1;
+  const rowName = (r) => (!oneVariant && r.variant !== undefined && r.variant !== null && r.variant !== "" ? r.variant + " · " : "") + text(r.label);
   const sameRow = (r, ref) => ref && text(r.variant) === text(ref.variant) && text(r.label) === text(ref.label);
   const stat = (r, key) => (r.metrics && r.metrics[key] && typeof r.metrics[key] === "object" ? r.metrics[key] : null);
 

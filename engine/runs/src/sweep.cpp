@@ -313,12 +313,10 @@ Plan plan_points(const SweepOptions& o, const fs::path& dir, const Registry& reg
   set_log_level(level);
   if (!problems.empty()) {
     std::string text;
-    std::size_t count = 0;
     for (const auto& [message, names] : problems) {
       text += "\n  " + message + "\n    at point" + (names.size() == 1 ? " " : "s ");
       for (std::size_t i = 0; i < names.size() && i < 4; ++i) text += (i ? ", " : "") + names[i];
       if (names.size() > 4) text += cat(" and ", names.size() - 4, " more");
-      count += names.size();
     }
     throw ConfigError(cat("the sweep has invalid points; nothing was run:", text));
   }
