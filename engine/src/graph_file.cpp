@@ -405,6 +405,8 @@ void referenced_vars(const Value& v, std::vector<std::string>& names) {
 
 // Variables may refer to other variables (`ckpt: "${out}/tc1/ckpt"`): each is resolved after the
 // ones it names, depth first; a cycle is a problem naming its members, located at the variable.
+// A chain deeper than kMaxVariableDepth is a problem too (and keeps the recursion bounded).
+constexpr std::size_t kMaxVariableDepth = 64;
 void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
   std::map<std::string, Value*> by_name;
   for (auto& [name, v] : spec.vars) by_name[name] = &v;
@@ -419,6 +421,14 @@ void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
       for (; from != path.end(); ++from) cycle += *from + " -> ";
       problems.push_back(Diagnostic{it->second->where(), "", cat("variables refer to each other in a cycle: ", cycle, name)});
       *it->second = Value::string("");  // reported; resolve the rest without it
+      state[name] = 2;
+      return;
+    }
+    if (path.size() >= kMaxVariableDepth) {
+      problems.push_back(Diagnostic{it->second->where(), "",
+                                    cat("variable '", name, "' is reached through more than ", kMaxVariableDepth,
+                                        " variables referring to one another")});
+      *it->second = Value::string("");
       state[name] = 2;
       return;
     }

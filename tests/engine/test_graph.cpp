@@ -408,4 +408,12 @@ nodes:
 )");
   REQUIRE(p.size() == 1);
   CHECK_THAT(p[0], Catch::Contains("g.yaml:1:") && Catch::Contains("variables refer to each other in a cycle: a -> b -> c -> a"));
+
+  // A chain of 200 variables each naming the next: a located problem at a bounded depth.
+  std::string chain = "vars: {";
+  for (int i = 0; i < 200; ++i) chain += "v" + std::to_string(i) + ": \"${v" + std::to_string(i + 1) + "}\", ";
+  chain += "v200: 1}\nnodes:\n  numbers: {type: core.range, params: {count: \"${v0}\"}}\n";
+  p = problems_of(chain);
+  REQUIRE(!p.empty());
+  CHECK_THAT(p[0], Catch::Contains("is reached through more than 64 variables referring to one another"));
 }
