@@ -191,6 +191,15 @@ print("table.md ok")
     }
     CHECK(s2["results"] == s["results"]);
   }
+  SECTION("after the graph file changes, completed points run again") {
+    write_file(dir / "knn.yaml", std::string(kGraph) + "# edited\n");
+    const Result again = sweep(dir, {"--grid", "distance=euclidean,cosine", "--grid", "clusters=2,3", "--seeds", "3",
+                                     "--jobs", "2", "--out", "grid"});
+    INFO(again.err);
+    REQUIRE(again.exit_code == 0);
+    CHECK_THAT(again.err, Catch::Contains("12 completed points ran an earlier version of knn.yaml and run again"));
+    for (const auto& p : read_json(dir / "grid" / "sweep.json")["points"]) CHECK(p["resumed"] == false);
+  }
   SECTION("a point whose run did not finish runs again, alone") {
     const std::string name = s["points"][4]["name"];
     const fs::path record = dir / "grid" / s["points"][4]["dir"].get<std::string>() / "run.json";

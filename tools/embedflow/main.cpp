@@ -455,6 +455,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
       ("cache-dir", po::value(&o.cache_dir), "stage cache directory shared by the points (default: $EMBEDFLOW_CACHE_DIR, else ~/.cache/embedflow)")
       ("select", po::value(&o.select), "validation metric that picks the best variant: [node/][label/]metric (e.g. val/LMNN/map)")
       ("then", po::value(&o.then)->composing(), "override for the selected variant's one final run, e.g. split=test (repeatable)")
+      ("baseline", po::value(&o.baselines)->composing(), "a row label table.md compares every row with by paired t-tests (repeatable)")
       ("no-report", po::bool_switch(&no_report), "write no report.html (the points' nor the sweep's)");
   std::string graph;
   if (int r = parse_graph_command("sweep", desc, args, c, graph); r >= 0) return r;

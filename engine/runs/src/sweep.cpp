@@ -390,9 +390,12 @@ void read_point_outcome(Point& p, int exit_code) {
   }
 }
 
-// A completed point from an earlier sweep into this folder is kept; one that ran with other
-// overrides means the folder holds a different sweep.
-void mark_resumed(std::vector<Point>& points) {
+// A completed point from an earlier sweep into this folder is kept, unless the graph file has
+// changed since it ran (it runs again); one that ran with other overrides means the folder holds
+// a different sweep. Returns how many completed points run again for a changed graph.
+std::size_t mark_resumed(std::vector<Point>& points, const std::string& graph) {
+  const std::string sha = sha256_file(graph);
+  std::size_t stale = 0;
   for (auto& p : points) {
     const fs::path record = p.dir / kRunRecordFile;
     std::error_code ec;
@@ -412,10 +415,15 @@ void mark_resumed(std::vector<Point>& points) {
                             rec.value("seed", std::uint64_t{0}), "); give this sweep another --out or remove the folder"));
     }
     if (rec.value("status", "") != "done") continue;
+    if (rec["graph"].value("sha256", "") != sha) {
+      ++stale;
+      continue;
+    }
     read_point_outcome(p, 0);
     p.seconds = rec.value("seconds", 0.0);
     p.resumed = true;
   }
+  return stale;
 }
 
 std::vector<std::string> point_argv(const SweepOptions& o, const Point& p, const fs::path& cache_dir, int threads) {
@@ -509,12 +517,13 @@ class Sweep {
   }
 
   SweepResult run() {
-    mark_resumed(plan_.points);
+    const std::size_t stale = mark_resumed(plan_.points, o_.graph);
     const auto resumed = std::count_if(plan_.points.begin(), plan_.points.end(), [](const Point& p) { return p.resumed; });
     out_ << "sweep: " << plan_.points.size() << " points (" << plan_.variants.size() << " variants x "
          << plan_.seeds.size() << " seeds), " << jobs_ << " at a time with " << threads_ << " threads each, in "
          << dir_.string() << "\n";
     if (resumed) out_ << "sweep: " << resumed << " points completed in an earlier sweep are kept\n";
+    if (stale) out_ << "sweep: " << stale << " completed points ran an earlier version of " << o_.graph << " and run again\n";
     write("running");
     bool interrupted = schedule();
     SweepResult result;
