@@ -182,13 +182,14 @@ def run(graph, set=None, seed=None, threads=0, plugin_path=None, out=None, cache
 
 
 def sweep(graph, grid=None, points=None, seeds=None, jobs=1, threads=0, out=None, set=None, select=None, then=None,
-          cache_dir=None, report=True, plugin_path=None, quiet=False, baselines=None):
+          cache_dir=None, report=True, plugin_path=None, quiet=False, baselines=None, against=None):
     """embedflow sweep: runs `graph` at every point of `grid` ({variable: [values]}, the cross
     product) or of `points` ([{variable: value}]), each with every seed (`seeds`: a count N, the
     graph's seed and the N-1 after it, or a list), `jobs` points at a time, sharing stage caches.
     `select` ("[node/][label/]metric") picks the best variant on a validation metric and runs it
     once more with `then` ({variable: value}). `baselines` (row labels) get paired-test columns in
-    table.md. Returns sweep.json as a dict; the folder is `out`
+    table.md; `against` ({metric: row label prefix}, e.g. {"label_precision": "pair set"}) charts
+    every metric against that row's metric in the report. Returns sweep.json as a dict; the folder is `out`
     (default out/<graph name>-sweep). Raises GraphError for bad input found before any point
     runs; a point that fails at run time is marked in the result (status "failed")."""
     axes = [f"{k}=" + ",".join(_yaml_value(v) for v in values) for k, values in (grid or {}).items()]
@@ -200,7 +201,8 @@ def sweep(graph, grid=None, points=None, seeds=None, jobs=1, threads=0, out=None
     text = _embedflow.sweep(os.fspath(graph), axes, listed, "" if seeds is None else str(seeds), int(jobs), int(threads),
                             "" if out is None else os.fspath(out), _sets(set), select or "", _sets(then),
                             os.fspath(cache_dir) if cache_dir else "", bool(report), _plugin_path(plugin_path), cli,
-                            bool(quiet), list(baselines or []))
+                            bool(quiet), list(baselines or []),
+                            [f"{metric}:{row}" for metric, row in (against or {}).items()])
     return json.loads(text)
 
 

@@ -518,7 +518,7 @@ std::string sweep(const std::string& graph, const std::vector<std::string>& grid
                   const std::string& seeds, int jobs, int threads, const std::string& out, const std::vector<std::string>& sets,
                   const std::string& select, const std::vector<std::string>& then, const std::string& cache_dir,
                   bool report, const std::vector<std::string>& plugin_path, const std::string& executable, bool quiet,
-                  const std::vector<std::string>& baselines) {
+                  const std::vector<std::string>& baselines, const std::vector<std::string>& against) {
   runs::SweepOptions o;
   o.graph = graph;
   o.seeds = seeds;
@@ -533,6 +533,7 @@ std::string sweep(const std::string& graph, const std::vector<std::string>& grid
   o.plugin_path = plugin_path;
   o.executable = executable;
   o.baselines = baselines;
+  o.against = against;
   o.command = {"embedflow.sweep", graph};
   std::ostringstream discard;
   if (quiet) o.messages = &discard;
@@ -575,7 +576,8 @@ PYBIND11_MODULE(_embedflow, m) {
   m.def("inspect_json", &inspect_json, py::arg("type"), py::arg("plugin_path"));
   m.def("sweep", &sweep, py::arg("graph"), py::arg("grid"), py::arg("points"), py::arg("seeds"), py::arg("jobs"),
         py::arg("threads"), py::arg("out"), py::arg("sets"), py::arg("select"), py::arg("then"), py::arg("cache_dir"),
-        py::arg("report"), py::arg("plugin_path"), py::arg("executable"), py::arg("quiet"), py::arg("baselines"));
+        py::arg("report"), py::arg("plugin_path"), py::arg("executable"), py::arg("quiet"), py::arg("baselines"),
+        py::arg("against"));
   m.def("set_log_level", [](const std::string& level) {
     if (level == "debug") set_log_level(LogLevel::debug);
     else if (level == "info") set_log_level(LogLevel::info);

@@ -109,11 +109,12 @@ assert checked > 20, checked
 TEST_CASE("sweep: a 2x2 grid with 3 seeds shares the cached readers and aggregates every point", "[runs][sweep]") {
   const fs::path dir = sweep_folder("sweep_grid");
   const Result r = sweep(dir, {"--grid", "distance=euclidean,cosine", "--grid", "clusters=2,3", "--seeds", "3",
-                               "--jobs", "2", "--out", "grid", "--baseline", "kNN"});
+                               "--jobs", "2", "--out", "grid", "--baseline", "kNN", "--against", " map : kNN "});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   const json s = read_json(dir / "grid" / "sweep.json");
   CHECK(s["format"] == "embedflow-sweep/1");
+  CHECK(s["against"] == json::array({json{{"metric", "map"}, {"row", "kNN"}}}));
   CHECK(s["status"] == "done");
   CHECK(s["seeds"] == json::array({3, 4, 5}));
   CHECK(s["variables"] == json::array({"distance", "clusters"}));
@@ -262,6 +263,8 @@ TEST_CASE("sweep: bad input stops the sweep before any point runs", "[runs][swee
   fails({"--grid", "distance=euclidean,bogus_metric"}, "001-distance=bogus_metric-seed=3");
   fails({"--grid", "clusters=2,-1"}, "at point 001-clusters=-1-seed=3");
   fails({"--grid", "clusters=2", "--then", "split=test"}, "--then needs --select");
+  fails({"--grid", "clusters=2", "--against", "label_precision"}, "--against 'label_precision': expected METRIC:ROW");
+  fails({"--grid", "clusters=2", "--against", ":pair set"}, "expected METRIC:ROW");
 
   SECTION("two sweeps on one folder: the second is refused") {
     fs::create_directories(dir / "locked");

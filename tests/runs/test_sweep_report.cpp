@@ -383,6 +383,51 @@ TEST_CASE("a sweep over seeds only charts each label's mean and interval", "[run
   CHECK(std::regex_search(page.dom, std::regex("<td[^>]*class=\"num cell best\"[^>]*data-value=\"0.6\"")));
 }
 
+TEST_CASE("--against charts every metric against one row's metric per variant, one line per model", "[runs][report]") {
+  // Three pair sets (the swept radius r), each with its label precision on a "pair set P_r" row
+  // and what a model trained on it scores on "T_c^2 P_r"; "raw pixels" does not depend on r.
+  const fs::path dir = scratch_dir("sweep_report_against");
+  const std::vector<std::pair<std::string, double>> sets{{"1", 1.0}, {"10", 0.9}, {"100", 0.5}};
+  auto metric = [](double mean) {
+    return json{{"n", 2}, {"mean", mean}, {"sd", 0.01}, {"ci", {mean - 0.1, mean + 0.1}}, {"values", {mean - 0.01, mean + 0.01}},
+                {"seeds", {1, 2}}};
+  };
+  json rows = json::array(), variants = json::array(), points = json::array();
+  for (const auto& [r, precision] : sets) {
+    const std::string variant = "r=" + r, tag = "P_{" + r + ",2000}";
+    rows.push_back(json{{"variant", variant}, {"label", "pair set " + tag}, {"metrics", {{"label_precision", metric(precision)}}}});
+    rows.push_back(json{{"variant", variant}, {"label", "T_c^2 " + tag}, {"metrics", {{"map_at_r", metric(0.1 * precision)}}}});
+    rows.push_back(json{{"variant", variant}, {"label", "raw pixels"}, {"metrics", {{"map_at_r", metric(0.05)}}}});
+    variants.push_back(json{{"name", variant}, {"values", {{"r", r}}}});
+    for (int seed : {1, 2})
+      points.push_back(json{{"name", variant + "-seed=" + std::to_string(seed)}, {"variant", variant}, {"seed", seed},
+                            {"dir", "points/" + variant + "-" + std::to_string(seed)}, {"status", "ok"}});
+  }
+  const json columns = json::array({json{{"key", "map_at_r"}, {"header", "MAP@R"}, {"unit", "%"}, {"scale", 100}, {"higher_is_better", true}},
+                                    json{{"key", "label_precision"}, {"header", "label precision"}, {"unit", "%"}, {"scale", 100},
+                                         {"higher_is_better", true}}});
+  const json result = {{"node", "report"}, {"title", "t"}, {"columns", columns}, {"rows", rows}, {"tests", json::array()},
+                       {"best", json::object()}};
+  const json sweep = {{"format", "embedflow-sweep/1"}, {"graph", "g.yaml"}, {"command", {"embedflow", "sweep", "g.yaml"}},
+                      {"variables", {"r"}}, {"seeds", {1, 2}}, {"status", "done"}, {"seconds", 3.0}, {"variants", variants},
+                      {"points", points}, {"results", json::array({result})},
+                      {"against", json::array({json{{"metric", "label_precision"}, {"row", "pair set"}}})}};
+  write_file(dir / "sweep.json", sweep.dump());
+  embedflow::runs::write_sweep_report(dir, dir / "report.html", embedflow::engine::find_report_assets());
+  const Page page = load_in_chromium(dir / "report.html", dir);
+  check_page_works(page);
+  // Each metric against r (2), and MAP@R against the label precision (1).
+  CHECK(body_attr(page.dom, "data-charts-expected") == "3");
+  std::smatch m;
+  const std::regex chart("data-chart=\"report: MAP@R against label precision \\(%\\) \\(pair set\\)\" "
+                         "data-series=\"([^\"]*)\" data-x=\"([^\"]*)\"[^>]*data-drawn=\"true\"");
+  REQUIRE(std::regex_search(page.dom, m, chart));
+  // One line for the model whatever its pair set (the tag stripped), one for the raw pixels.
+  CHECK(m[1].str() == "[&quot;T_c^2&quot;,&quot;raw pixels&quot;]");
+  // x: each variant's label precision, in percent.
+  CHECK(m[2].str() == "[50,90,100]");
+}
+
 TEST_CASE("sweep report error paths: no record, not a sweep record, hostile nesting, too large, no chart library", "[runs][report]") {
   using embedflow::runs::write_sweep_report;
   const fs::path dir = scratch_dir("sweep_report_errors");

@@ -456,6 +456,9 @@ int cmd_sweep(const std::vector<std::string>& args) {
       ("select", po::value(&o.select), "validation metric that picks the best variant: [node/][label/]metric (e.g. val/LMNN/map)")
       ("then", po::value(&o.then)->composing(), "override for the selected variant's one final run, e.g. split=test (repeatable)")
       ("baseline", po::value(&o.baselines)->composing(), "a row label table.md compares every row with by paired t-tests (repeatable)")
+      ("against", po::value(&o.against)->composing(),
+       "METRIC:ROW: the report also charts every metric against METRIC of each variant's row whose label starts with ROW, "
+       "e.g. label_precision:pair set (repeatable)")
       ("no-report", po::bool_switch(&no_report), "write no report.html (the points' nor the sweep's)");
   std::string graph;
   if (int r = parse_graph_command("sweep", desc, args, c, graph); r >= 0) return r;

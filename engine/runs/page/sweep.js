@@ -183,8 +183,8 @@
 
   // ---- 3. charts ----
   const charts = [];
-  function draw(parent, title, spec) {
-    const div = el("div", { class: "chart", "data-chart": title });
+  function draw(parent, title, spec, attrs) {
+    const div = el("div", Object.assign({ class: "chart", "data-chart": title }, attrs || {}));
     parent.append(div);
     spec.$schema = "https://vega.github.io/schema/vega-lite/v5.json";
     spec.title = { text: title, anchor: "start", limit: 0, fontSize: 12 };
@@ -272,6 +272,50 @@
           // Nothing swept (seeds only), or no variable took two values: a dot per row.
           const names = usable.map(rowName);
           draw(box, prefix, lineSpec(usable.map((r, i) => point(r, names[i], names[i])), "label", yTitle, "nominal", names, false));
+        }
+      }
+    }
+    // --against METRIC:ROW: every metric against the METRIC of each variant's ROW row (e.g. what
+    // each model learnt against its pair set's label precision). A row's label loses the text
+    // that follows ROW in that variant's ROW row (the variant's tag, e.g. its pair set's name),
+    // so one model's rows across variants form one line.
+    for (const a of list(sweep.against)) {
+      if (!isObj(a)) continue;
+      const metric = text(a.metric), rowPrefix = text(a.row);
+      const xOf = new Map();
+      let xTitle = metric;
+      for (const res of list(sweep.results)) {
+        const col = list(res.columns).find((c) => text(c.key) === metric);
+        if (!col) continue;
+        for (const r of list(res.rows)) {
+          const label = text(r.label), m = stat(r, metric);
+          if (!label.startsWith(rowPrefix) || !m || !isNum(m.mean) || xOf.has(text(r.variant))) continue;
+          xOf.set(text(r.variant), { x: m.mean * scaleOf(col), tag: label.slice(rowPrefix.length).trim() });
+          xTitle = text(col.header || col.key) + unitText(col) + " (" + rowPrefix + ")";
+        }
+      }
+      if (new Set([...xOf.values()].map((v) => v.x)).size < 2) {
+        s.append(el("p", {}, "Against " + metric + " of the " + rowPrefix + " rows: fewer than two variants with distinct values."));
+        continue;
+      }
+      for (const res of list(sweep.results)) {
+        for (const c of list(res.columns)) {
+          if (text(c.key) === metric) continue;
+          const sc = scaleOf(c);
+          const points = [];
+          for (const r of list(res.rows)) {
+            const label = text(r.label), m = stat(r, c.key), at = xOf.get(text(r.variant));
+            if (!at || label.startsWith(rowPrefix) || !m || !isNum(m.mean)) continue;
+            const series = at.tag && label.includes(at.tag) ? label.replace(at.tag, "").replace(/\s+/g, " ").trim() : label;
+            const ci = Array.isArray(m.ci) && isNum(m.ci[0]) && isNum(m.ci[1]) ? m.ci : [null, null];
+            points.push({ x: at.x, y: m.mean * sc, lo: isNum(ci[0]) ? ci[0] * sc : null, hi: isNum(ci[1]) ? ci[1] * sc : null,
+                          n: isNum(m.n) ? m.n : null, series });
+          }
+          if (new Set(points.map((p) => p.x)).size < 2) continue;
+          const title = text(res.node) + ": " + text(c.header || c.key) + " against " + xTitle;
+          draw(box, title, lineSpec(points, xTitle, text(c.header || c.key) + unitText(c), "quantitative", null, true),
+               { "data-series": JSON.stringify([...new Set(points.map((p) => p.series))]),
+                 "data-x": JSON.stringify([...new Set(points.map((p) => p.x))].sort((a, b) => a - b)) });
         }
       }
     }

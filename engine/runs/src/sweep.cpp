@@ -174,6 +174,20 @@ std::string safe(const std::string& v) {
   return s.size() > 24 ? s.substr(0, 24) : s;
 }
 
+}  // namespace
+
+AgainstSpec parse_against(const std::string& text) {
+  const std::size_t colon = text.find(':');
+  AgainstSpec a;
+  if (colon != std::string::npos) a = {trim(text.substr(0, colon)), trim(text.substr(colon + 1))};
+  if (a.metric.empty() || a.row.empty())
+    throw ConfigError(cat("--against '", text, "': expected METRIC:ROW, e.g. label_precision:pair set (the metric of the row "
+                          "whose label starts with ROW)"));
+  return a;
+}
+
+namespace {
+
 std::vector<Variant> build_variants(const SweepOptions& o) {
   if (!o.grid.empty() && !o.points.empty()) throw ConfigError("give either --grid axes or --point lists, not both");
   std::vector<Variant> variants;
@@ -639,6 +653,12 @@ class Sweep {
     r["seeds"] = plan_.seeds;
     r["base_overrides"] = o_.sets;
     r["baselines"] = o_.baselines;
+    json against = json::array();
+    for (const auto& text : o_.against) {
+      const AgainstSpec a = parse_against(text);
+      against.push_back({{"metric", a.metric}, {"row", a.row}});
+    }
+    r["against"] = against;
     r["jobs"] = jobs_;
     r["threads_per_point"] = threads_;
     r["cache_dir"] = cache_dir_.string();
@@ -1035,6 +1055,7 @@ SweepResult run_sweep(const SweepOptions& options) {
   if (options.executable.empty()) throw ConfigError("no embedflow executable to run points with");
   if (options.then.size() && options.select.empty()) throw ConfigError("--then needs --select (the metric that picks the point)");
   if (!options.select.empty()) parse_metric_spec(options.select);
+  for (const auto& a : options.against) parse_against(a);
   const fs::path dir = options.out.empty() ? fs::path("out") / (fs::path(options.graph).stem().string() + "-sweep") : options.out;
 
   Registry registry;

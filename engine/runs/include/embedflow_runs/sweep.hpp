@@ -49,6 +49,13 @@ std::vector<std::uint64_t> parse_seeds(const std::string& text, std::uint64_t ba
 // Parses a listed point "VAR=v;VAR2=w" into its assignments. Throws ConfigError.
 std::vector<std::pair<std::string, std::string>> parse_point(const std::string& text);
 
+// "--against METRIC:ROW": chart every results metric against METRIC of the row whose label starts
+// with ROW, one x per variant (e.g. label_precision:pair set). Throws ConfigError.
+struct AgainstSpec {
+  std::string metric, row;
+};
+AgainstSpec parse_against(const std::string& text);
+
 struct SweepOptions {
   std::string graph;                      // the graph file
   std::vector<SweepAxis> grid;            // cross product of these ...
@@ -64,6 +71,7 @@ struct SweepOptions {
   std::string select;                     // validation metric: "[node/][label/]metric"
   std::vector<std::string> then;          // overrides for the selected point's final run
   std::vector<std::string> baselines;     // row labels table.md compares every row with
+  std::vector<std::string> against;       // "METRIC:ROW": the report's charts against a row's metric
   bool report = true;                     // points' report.html and the sweep's
   std::vector<std::string> command;       // argv, for sweep.json
   std::ostream* messages = nullptr;       // progress lines; null: std::cerr
