@@ -3,6 +3,9 @@
 // the file marks as queries, and the file's label replaces the record's, so photos read by id
 // (image.files_reader over the metadata CSV) become a labelled query or gallery set.
 //
+// With `keep: unlisted` it keeps the others instead (the records are passed on as they are): a
+// held-out set, e.g. the photos of gen_photos' --validation area, left out of training.
+//
 // Inputs: in — records with a scalar `id`, or batches / tables with id [B] (every field sharing
 //         the leading dim B)
 // Outputs: out — the records kept, with `label` from the file's label column (i64, scalar or
@@ -71,7 +74,8 @@ class IdFilter final : public Node {
     const int label_col = column(p.string("label_column"));
     const std::string role = p.string("role");
     const int role_col = role.empty() ? -1 : column(p.string("role_column"));
-    with_label_ = label_col >= 0;
+    keep_listed_ = p.string("keep") == "listed";
+    with_label_ = label_col >= 0 && keep_listed_;
     std::int64_t line_no = 1;
     while (std::getline(in, line)) {
       ++line_no;
@@ -95,7 +99,7 @@ class IdFilter final : public Node {
     if (id.rank() == 0) {
       seen_.fetch_add(1, std::memory_order_relaxed);
       auto it = labels_.find(id.as_int(0));
-      if (it == labels_.end()) return;
+      if ((it != labels_.end()) != keep_listed_) return;
       kept_.fetch_add(1, std::memory_order_relaxed);
       if (!with_label_) return out.emit(in);
       Record r = *in;
@@ -106,9 +110,9 @@ class IdFilter final : public Node {
     std::vector<std::int64_t> rows, labels;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       auto it = labels_.find(ids[i]);
-      if (it == labels_.end()) continue;
+      if ((it != labels_.end()) != keep_listed_) continue;
       rows.push_back(static_cast<std::int64_t>(i));
-      labels.push_back(it->second);
+      if (keep_listed_) labels.push_back(it->second);
     }
     seen_.fetch_add(ids.size(), std::memory_order_relaxed);
     kept_.fetch_add(rows.size(), std::memory_order_relaxed);
@@ -127,12 +131,13 @@ class IdFilter final : public Node {
   void close(Emitter&) override {
     const std::uint64_t kept = kept_.load();
     log_info(ctx_->id(), "kept ", kept, " of ", seen_.load(), " records",
-             kept < labels_.size() ? cat("; ", labels_.size() - kept, " listed ids never arrived") : "");
+             keep_listed_ && kept < labels_.size() ? cat("; ", labels_.size() - kept, " listed ids never arrived") : "");
   }
 
  private:
   NodeContext* ctx_ = nullptr;
   std::unordered_map<std::int64_t, std::int64_t> labels_;
+  bool keep_listed_ = true;
   bool with_label_ = true;
   std::atomic<std::uint64_t> seen_{0}, kept_{0};
 };
@@ -155,13 +160,15 @@ NodeType id_filter_type() {
       .param(Param::string("label_column").default_value("label").doc("column whose integer replaces the record's label; empty: keep the records' own"))
       .param(Param::string("role_column").default_value("role").doc("column compared with `role`"))
       .param(Param::string("role").default_value("").doc("keep only the file's rows whose role_column equals this (e.g. query, gallery); empty: every row"))
+      .param(Param::choice("keep", {"listed", "unlisted"}).default_value("listed")
+                 .doc("listed: the records whose id the file lists (labelled from it); unlisted: the others, unchanged (a held-out set left out)"))
       .input("in", "*", "records with a scalar id, or batches / tables with id [B]")
       .output("out", "*", "the records (rows) kept, labelled from the file")
       .parallel()
       .forward("in", "out")
       .check([](SchemaContext& c) {
         // The file's label is added (or replaces the record's), shaped like the id.
-        if (c.params().string("label_column").empty()) return;
+        if (c.params().string("label_column").empty() || c.params().string("keep") != "listed") return;
         PortSchema out = c.output("out");
         if (out.is_any()) return;
         const FieldSchema* id = out.find("id");

@@ -102,7 +102,7 @@ std::map<std::int64_t, Truth> read_truth(const fs::path& path) {
 std::string file_bytes(const fs::path& p) { return read_file(p); }
 
 struct Generated {
-  fs::path dir, meta, images, truth, triplets, triplet_truth, split;
+  fs::path dir, meta, images, truth, triplets, triplet_truth, split, validation;
 };
 
 // Runs gen_photos into `dir` with truth, triplet and split files; `extra` adds arguments.
@@ -115,8 +115,10 @@ Generated generate(const std::string& name, const std::vector<std::string>& extr
   g.triplets = g.dir / "triplets.csv";
   g.triplet_truth = g.dir / "triplets_truth.csv";  // the default name beside --triplets
   g.split = g.dir / "split.csv";
+  g.validation = g.dir / "validation.csv";
   std::vector<std::string> args{GEN_PHOTOS, "--out", g.meta.string(), "--images", g.images.string(), "--truth", g.truth.string(),
-                                "--triplets", g.triplets.string(), "--split", g.split.string()};
+                                "--triplets", g.triplets.string(), "--split", g.split.string(), "--validation",
+                                g.validation.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   const Result r = run_process(args);
   INFO(r.err);
@@ -147,8 +149,6 @@ cv::Mat colour_histogram(const cv::Mat& bgr, int hue_bins = 30, int sat_bins = 1
   cv::normalize(hist, hist, 1, 0, cv::NORM_L1);
   return hist;
 }
-
-double histogram_distance(const cv::Mat& a, const cv::Mat& b) { return cv::compareHist(a, b, cv::HISTCMP_BHATTACHARYYA); }
 
 double cosine(const cv::Mat& a, const cv::Mat& b) { return a.dot(b) / std::max(1e-12, cv::norm(a) * cv::norm(b)); }
 
@@ -702,6 +702,76 @@ TEST_CASE("gen_photos --format yfcc: the YFCC100M reader reads what the CSV read
   CHECK(stats.low_accuracy == 30000 - static_cast<std::int64_t>(c.size()));
 }
 
+TEST_CASE("gen_photos --validation: a block of the city that the triplets and the split leave out", "[geo][gen_photos]") {
+  // The default area: Midtown from 31st to 44th Street, river to river.
+  const double south = 40.7455, west = -74.02, north = 40.7560, east = -73.96;
+  const Generated& g = city();
+  const auto truth = read_truth(g.truth);
+  const PhotoColumns meta = read_photos_csv(g.meta.string(), CsvReadOptions{});
+  std::map<std::int64_t, std::int64_t> held;  // id -> label
+  {
+    std::ifstream in(g.validation);
+    std::string line;
+    std::getline(in, line);
+    REQUIRE(line == "id,label");
+    while (std::getline(in, line)) {
+      const auto c = split_line(line);
+      REQUIRE(c.size() == 2);
+      CHECK(held.emplace(std::stoll(c[0]), std::stoll(c[1])).second);
+    }
+  }
+  REQUIRE(held.size() > 100);
+  std::map<std::int64_t, std::pair<int, int>> scene_sides;  // scene -> (photos in, photos out)
+  std::map<std::string, std::pair<int, int>> titles;  // a landmark photo's title: its landmark
+  for (std::size_t i = 0; i < meta.size(); ++i) {
+    const Truth& t = truth.at(meta.id[i]);
+    const bool in = held.count(meta.id[i]) > 0;
+    if (t.scene < 0) {
+      // Any photo not of a scene is held out exactly when its geotag lies in the area.
+      const bool inside = meta.lat[i] >= south && meta.lat[i] <= north && meta.lon[i] >= west && meta.lon[i] <= east;
+      CHECK(in == inside);
+    } else {
+      (in ? scene_sides[t.scene].first : scene_sides[t.scene].second) += 1;
+      (in ? titles[meta.title[i]].first : titles[meta.title[i]].second) += 1;
+    }
+    if (in) {
+      // Scored with its scene only when an original photo of a scene; -1 otherwise.
+      const bool original = t.source == t.id && !t.timelapse;
+      CHECK(held.at(meta.id[i]) == (original && t.scene >= 0 ? t.scene : -1));
+    }
+  }
+  // A scene is never split between the two sides; the landmarks whose centres lie in the area
+  // are held out, Times Square (its centre at 40.758 N) is not. (A photo taken for a landmark
+  // may show a nearer scene, so by majority.)
+  int scenes_in = 0;
+  for (const auto& [scene, sides] : scene_sides) {
+    INFO("scene " << scene);
+    CHECK((sides.first == 0 || sides.second == 0));
+    scenes_in += sides.first > 0;
+  }
+  CHECK(scenes_in >= 4);
+  for (const char* name : {"Empire State Building", "Grand Central Terminal", "Chrysler Building", "High Line"}) {
+    INFO(name << ": " << titles[name].first << " held out, " << titles[name].second << " not");
+    CHECK(titles[name].first > 4 * titles[name].second);
+  }
+  INFO("Times Square: " << titles["Times Square"].first << " held out, " << titles["Times Square"].second << " not");
+  CHECK(titles["Times Square"].second > 4 * titles["Times Square"].first);
+  // Neither the triplets nor the landmark split use a held-out photo.
+  for (const fs::path& file : {g.triplets, g.split}) {
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);
+    int rows = 0;
+    while (std::getline(in, line)) {
+      const auto c = split_line(line);
+      const std::size_t ids = file == g.triplets ? 3 : 1;
+      for (std::size_t k = 0; k < ids; ++k) CHECK(held.count(std::stoll(c[k])) == 0);
+      ++rows;
+    }
+    CHECK(rows > 100);
+  }
+}
+
 TEST_CASE("gen_photos rejects bad arguments with a message", "[geo][gen_photos]") {
   const fs::path dir = scratch_dir("gen_photos_args");
   Result r = run_process({GEN_PHOTOS, "--rows", "10", "--out", (dir / "m.csv").string(), "--triplets", (dir / "t.csv").string()});
@@ -718,4 +788,17 @@ TEST_CASE("gen_photos rejects bad arguments with a message", "[geo][gen_photos]"
                    "--triplet-truth", (dir / "j.csv").string()});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("--triplet-truth describes --triplets"));
+  // Numbers are read whole: "1e3" is not 1 row, "2x" not 2 threads; absurd thread counts refused.
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--rows", "1e3"}, {"--threads", "2x"}, {"--seed", "-1"},
+                                               {"--hard-fraction", "0.5abc"}, {"--validation-area", "40.7,-74,40.8"},
+                                               {"--validation-area", "40.8,-74,40.7,-73.9"}}) {
+    r = run_process({GEN_PHOTOS, "--rows", "10", "--out", (dir / "m.csv").string(), bad[0], bad[1]});
+    INFO(bad[0] << " " << bad[1]);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.err, Catch::Contains("bad value for " + bad[0]));
+  }
+  r = run_process({GEN_PHOTOS, "--rows", "10", "--out", (dir / "m.csv").string(), "--threads", "100000"});
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("--threads must be in 1..1024"));
+  CHECK(!fs::exists(dir / "m.csv"));
 }

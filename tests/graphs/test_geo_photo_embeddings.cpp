@@ -1,8 +1,10 @@
 // graphs/pretrain_backbone.yaml and graphs/geo_photo_embeddings.yaml end to end, tiny: two
 // cities rendered by gen_photos (a couple of hundred 64x48 JPEGs each, a few dozen time-lapse
 // frames), the backbone pretrained for a few steps on the second city, then the four variants
-// and both baselines trained and scored on the first. The table must name every variant with
-// triplet accuracy, MAP@R and the invariance figures in range, and the loss curves must exist;
+// and both baselines trained and scored on the first, each trainer selecting its weights on the
+// photos of the city's validation area (here Midtown from 31st to 48th Street, so that a couple
+// of hundred photos hold some). The table must name every variant with triplet accuracy, MAP@R
+// and the invariance figures in range, the loss curves and the validation records must exist;
 // a photo whose file is missing stops the run with an error naming its id and path.
 #include <catch2/catch.hpp>
 
@@ -19,7 +21,8 @@ void render(const fs::path& dir, const std::string& seed, const std::string& row
   const auto r = run_process({GEN_PHOTOS, "--rows", rows, "--seed", seed, "--timelapse-frames", frames, "--image-size", "64",
                               "--out", (dir / "meta.csv").string(), "--images", (dir / "img").string(), "--truth",
                               (dir / "truth.csv").string(), "--triplets", (dir / "triplets.csv").string(), "--triplet-count", "200",
-                              "--split", (dir / "split.csv").string()});
+                              "--split", (dir / "split.csv").string(), "--validation", (dir / "validation.csv").string(),
+                              "--validation-area", "40.7455,-74.02,40.7600,-73.96"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
 }
@@ -30,7 +33,7 @@ std::vector<std::string> tiny_experiment(const fs::path& d) {
   const std::string weights = (d / "pre" / "ckpt" / "step-00000003.pt").string();
   return {"run", source_dir() + "/graphs/geo_photo_embeddings.yaml", "--quiet", "--cache-dir", (d / "cache").string(),
           "--set", "data=" + (d / "city1").string(), "--set", "out=" + (d / "exp").string(),
-          "--set", "steps=3", "--set", "pairs_seen=24", "--set", "tc1_checkpoint=" + (d / "exp" / "tc1" / "ckpt" / "step-00000003.pt").string(),
+          "--set", "steps=3", "--set", "pairs_seen=24", "--set", "validate_every=1",
           "--set", "I={type: torch.resnet18, width: 4, embedding_dim: 0, weights: " + weights + "}",
           "--set", "V={type: torch.resnet18, width: 4, embedding_dim: 8}",
           "--set", "height=24", "--set", "width=32", "--set", "batch=8", "--set", "positive_radius_m=300"};
@@ -83,6 +86,10 @@ assert 0 < rows['pair set P_{300,2000}']['label_precision'] < 1, rows['pair set 
 for v in ('tc1', 'tc2', 'tc3', 'tb'):
     steps = [int(r['step']) for r in csv.DictReader(open(f'{d}/exp/{v}/train/metrics.csv'))]
     assert steps and steps[-1] == 3, (v, steps)
+    # validated after every step on the held-out area's labelled photos
+    val = list(csv.DictReader(open(f'{d}/exp/{v}/train/validation.csv')))
+    assert [int(r['step']) for r in val] == [1, 2, 3], (v, val)
+    assert all(r['metric'] == 'map_at_r' and 0 < float(r['value']) <= 1 for r in val), (v, val)
     inv = json.load(open(f'{d}/exp/{v}/invariance.json'))
     assert inv['frames'] == 30, inv
 print('ok', {n: round(rows[n]['triplet_accuracy'], 3) for n in models + baselines})

@@ -273,3 +273,31 @@ for k, i in enumerate(h["id"][:]):
 )PY",
                    {dir.string()});
 }
+
+TEST_CASE("image.id_filter keeps the listed ids labelled from the file, or with keep: unlisted the others unchanged") {
+  // tests/image/data/id_split.csv: ids 1 and 4 are queries (labels 7 and 8), 2 and 3 the gallery.
+  const fs::path dir = scratch_dir("image_id_filter");
+  const std::string data = source_dir() + "/tests/image/data";
+  run_graph_ok("g.yaml", R"(
+nodes:
+  photos:  {type: image.files_reader, params: {csv: )" + data + R"(/id_list.csv, height: 8, width: 8, batch_size: 3}}
+  queries: {type: image.id_filter, params: {path: )" + data + R"(/id_split.csv, role: query}}
+  others:  {type: image.id_filter, params: {path: )" + data + R"(/id_split.csv, role: query, keep: unlisted}}
+  qsave:   {type: io.hdf5_writer, params: {path: )" + (dir / "queries.h5").string() + R"(}}
+  osave:   {type: io.hdf5_writer, params: {path: )" + (dir / "others.h5").string() + R"(}}
+edges: [photos.out -> queries.in, photos.out -> others.in, queries.out -> qsave.in, others.out -> osave.in]
+)", 1);
+  run_numpy_oracle(R"PY(
+import csv
+d = sys.argv[1]
+listed = {int(r["id"]): int(r["label"]) for r in csv.DictReader(open(sys.argv[2] + "/id_split.csv")) if r["role"] == "query"}
+every = [int(r["id"]) for r in csv.DictReader(open(sys.argv[2] + "/id_list.csv"))]
+q = h5py.File(d + "/queries.h5", "r")["data"]
+check(sorted(q["id"][:].tolist()) == sorted(listed), "listed ids", q["id"][:])
+check(all(listed[int(i)] == int(l) for i, l in zip(q["id"][:], q["label"][:])), "labels from the file", q["label"][:])
+o = h5py.File(d + "/others.h5", "r")["data"]
+check(sorted(o["id"][:].tolist()) == sorted(set(every) - set(listed)), "unlisted ids", o["id"][:])
+# keep: unlisted leaves the records' own labels: files_reader gives -1 without a label column.
+check((o["label"][:] == -1).all(), "own labels kept", o["label"][:])
+)PY", {dir.string(), data});
+}

@@ -67,11 +67,21 @@
 //              beside the triplet file, which keeps the three id columns that
 //              eval.triplet_accuracy reads; this file follows it row for row);
 //   --split    id,label,role: the scene as label, a --query-fraction of each scene as queries.
+//   --validation  id,label: the photos of a validation area that the triplets and the split
+//              leave out, so a model can be selected on a part of the city that neither training
+//              (which leaves these ids out) nor testing sees -- a spatial block, as geographic
+//              machine learning holds out whole areas rather than random photos, because photos
+//              metres apart show the same things. --validation-area S,W,N,E (degrees; default
+//              Midtown from 31st to 44th Street, river to river: 40.7455,-74.02,40.7560,-73.96).
+//              A photo of a scene belongs to the area when the scene's centre does (a scene is
+//              never split between the two sides), any other photo when its geotag does. Label:
+//              the scene, or -1 (streets, duplicate uploads and time-lapse frames: held out of
+//              training, not scored).
 //
 // Usage: gen_photos --rows 6000000 --seed 1 --out photos.csv [--format csv|yfcc] [--timelapse-frames N]
 //          [--time-format iso|unix] [--threads 2] [--images DIR [--image-limit N] [--image-size 500]
 //          [--truth F] [--triplets F [--triplet-truth F] [--triplet-count 1000] [--hard-fraction 0.5]]
-//          [--split F [--query-fraction 0.2]]]
+//          [--split F [--query-fraction 0.2]] [--validation F [--validation-area S,W,N,E]]]
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -84,7 +94,9 @@
 #include <map>
 #include <random>
 #include <string>
+#include <stdexcept>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -766,9 +778,43 @@ int usage(const char* msg) {
                "         [--timelapse-frames N]\n"
                "         [--images DIR [--image-limit N] [--image-size 500] [--truth FILE]\n"
                "          [--triplets FILE [--triplet-truth FILE] [--triplet-count 1000] [--hard-fraction 0.5]]\n"
-               "          [--split FILE [--query-fraction 0.2]]]\n",
+               "          [--split FILE [--query-fraction 0.2]] [--validation FILE [--validation-area S,W,N,E]]]\n",
                msg);
   return 2;
+}
+
+// A whole argument as a number: "1e3" or "12abc" for an integer, or trailing text, is an error
+// rather than the number's leading digits.
+template <typename T>
+T parse_whole(const std::string& text) {
+  std::size_t used = 0;
+  T v;
+  if constexpr (std::is_same_v<T, double>) v = std::stod(text, &used);
+  else if constexpr (std::is_signed_v<T>) v = static_cast<T>(std::stoll(text, &used));
+  else {
+    if (!text.empty() && text[0] == '-') throw std::invalid_argument("negative");
+    v = static_cast<T>(std::stoull(text, &used));
+  }
+  if (used != text.size()) throw std::invalid_argument("trailing text");
+  return v;
+}
+
+struct Area {
+  double south, west, north, east;
+  bool contains(const LatLon& p) const { return p.lat >= south && p.lat <= north && p.lon >= west && p.lon <= east; }
+};
+
+Area parse_area(const std::string& text) {
+  double v[4];
+  std::size_t start = 0;
+  for (int k = 0; k < 4; ++k) {
+    const std::size_t comma = text.find(',', start);
+    if ((k < 3) != (comma != std::string::npos)) throw std::invalid_argument("four numbers");
+    v[k] = parse_whole<double>(text.substr(start, k < 3 ? comma - start : std::string::npos));
+    start = comma + 1;
+  }
+  if (!(v[0] < v[2] && v[1] < v[3])) throw std::invalid_argument("south < north and west < east");
+  return {v[0], v[1], v[2], v[3]};
 }
 
 std::string triplet_truth_default(const std::string& triplets) {
@@ -781,7 +827,8 @@ std::string triplet_truth_default(const std::string& triplets) {
 int main(int argc, char** argv) {
   std::int64_t rows = 100000;
   std::uint64_t seed = 1;
-  std::string out = "-", format = "csv", images_dir, truth_path, triplets_path, triplet_truth_path, split_path;
+  std::string out = "-", format = "csv", images_dir, truth_path, triplets_path, triplet_truth_path, split_path, validation_path;
+  Area validation_area{40.7455, -74.02, 40.7560, -73.96};
   bool unix_time = false;
   std::int64_t image_limit = -1, triplet_count = 1000, timelapse_frames = -1;
   int image_size = 500;
@@ -794,10 +841,10 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--rows") rows = std::stoll(value());
-      else if (a == "--seed") seed = std::stoull(value());
+      if (a == "--rows") rows = parse_whole<std::int64_t>(value());
+      else if (a == "--seed") seed = parse_whole<std::uint64_t>(value());
       else if (a == "--out") out = value();
-      else if (a == "--threads") threads = std::max(1, std::stoi(value()));
+      else if (a == "--threads") threads = parse_whole<int>(value());
       else if (a == "--format") {
         format = value();
         if (format != "csv" && format != "yfcc") return usage("--format is csv or yfcc");
@@ -806,16 +853,18 @@ int main(int argc, char** argv) {
         if (f != "iso" && f != "unix") return usage("--time-format is iso or unix");
         unix_time = f == "unix";
       } else if (a == "--images") images_dir = value();
-      else if (a == "--image-limit") image_limit = std::stoll(value());
-      else if (a == "--timelapse-frames") timelapse_frames = std::stoll(value());
-      else if (a == "--image-size") image_size = std::stoi(value());
+      else if (a == "--image-limit") image_limit = parse_whole<std::int64_t>(value());
+      else if (a == "--timelapse-frames") timelapse_frames = parse_whole<std::int64_t>(value());
+      else if (a == "--image-size") image_size = parse_whole<int>(value());
       else if (a == "--truth") truth_path = value();
       else if (a == "--triplets") triplets_path = value();
       else if (a == "--triplet-truth") triplet_truth_path = value();
-      else if (a == "--triplet-count") triplet_count = std::stoll(value());
-      else if (a == "--hard-fraction") hard_fraction = std::stod(value());
+      else if (a == "--triplet-count") triplet_count = parse_whole<std::int64_t>(value());
+      else if (a == "--hard-fraction") hard_fraction = parse_whole<double>(value());
       else if (a == "--split") split_path = value();
-      else if (a == "--query-fraction") query_fraction = std::stod(value());
+      else if (a == "--query-fraction") query_fraction = parse_whole<double>(value());
+      else if (a == "--validation") validation_path = value();
+      else if (a == "--validation-area") validation_area = parse_area(value());
       else if (a == "-h" || a == "--help") { usage("synthetic Flickr-NYC-like photo metadata and photos"); return 0; }
       else return usage(("unknown argument " + a).c_str());
     } catch (const std::exception&) {
@@ -823,8 +872,10 @@ int main(int argc, char** argv) {
     }
   }
   if (rows < 1 || rows > 2000000000) return usage("--rows must be in 1..2e9");
-  if (images_dir.empty() && (!truth_path.empty() || !triplets_path.empty() || !split_path.empty() || image_limit >= 0))
-    return usage("--truth, --triplets, --split and --image-limit describe rendered photos: they need --images DIR");
+  if (threads < 1 || threads > 1024) return usage("--threads must be in 1..1024");
+  if (images_dir.empty() && (!truth_path.empty() || !triplets_path.empty() || !split_path.empty() || !validation_path.empty() ||
+                             image_limit >= 0))
+    return usage("--truth, --triplets, --split, --validation and --image-limit describe rendered photos: they need --images DIR");
   if (!triplet_truth_path.empty() && triplets_path.empty()) return usage("--triplet-truth describes --triplets: it needs --triplets FILE");
   if (image_size < 32 || image_size > 4096) return usage("--image-size must be in 32..4096");
   if (hard_fraction < 0 || hard_fraction > 1) return usage("--hard-fraction must be in [0, 1]");
@@ -957,12 +1008,33 @@ int main(int argc, char** argv) {
     }
     if (!write_text(truth_path, t)) return 1;
   }
+  // The validation area: a scene's photos by where the scene is, other photos by their geotag.
+  std::vector<char> held_out(n, 0);
+  if (!validation_path.empty()) {
+    std::string t = "id,label\n";
+    std::int64_t scored = 0, listed = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Shot& s = shots[i];
+      const LatLon where = s.scene >= 0 ? sites[static_cast<std::size_t>(s.scene)].at : info[i].at;
+      if (!validation_area.contains(where)) continue;
+      held_out[i] = 1;
+      const bool original = info[i].source == static_cast<std::int64_t>(i) && !info[i].timelapse;
+      const std::int64_t label = original && s.scene >= 0 ? s.scene : -1;
+      t += std::to_string(i + 1) + "," + std::to_string(label) + "\n";
+      ++listed;
+      scored += label >= 0;
+    }
+    if (!write_text(validation_path, t)) return 1;
+    std::fprintf(stderr, "gen_photos: %lld photos in the validation area (%lld of them scene photos) in %s\n",
+                 static_cast<long long>(listed), static_cast<long long>(scored), validation_path.c_str());
+  }
   // Photos the triplets and the split may use: originals (no duplicate uploads, which would be
-  // trivially matched) and no time-lapse frames (one view, kept for the invariance experiment).
+  // trivially matched), no time-lapse frames (one view, kept for the invariance experiment) and
+  // none of the validation area.
   std::map<std::int64_t, std::vector<std::size_t>> by_scene;
   std::vector<std::size_t> usable;
   for (std::size_t i = 0; i < n; ++i)
-    if (info[i].source == static_cast<std::int64_t>(i) && !info[i].timelapse) {
+    if (info[i].source == static_cast<std::int64_t>(i) && !info[i].timelapse && !held_out[i]) {
       usable.push_back(i);
       if (shots[i].scene >= 0) by_scene[shots[i].scene].push_back(i);
     }
