@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "embedflow/atomic_file.hpp"
 #include "embedflow/error.hpp"
-#include "embedflow/file_kind.hpp"
 #include "embedflow/report_files.hpp"
 #include "embedflow/version.hpp"
 
@@ -95,8 +95,6 @@ json progress_json(const ProgressReport& r) {
   return p;
 }
 
-void write_file_atomic(const fs::path& path, const std::string& text) { write_file_replacing(path, text); }
-
 // Flattens a parameter value into "path: text" pairs so a difference names the leaf that changed.
 void flatten(const Value& v, const std::string& path, std::map<std::string, std::string>& out) {
   if (v.is_map() && !v.as_map().empty()) {
@@ -114,23 +112,10 @@ std::string edge_text(const EdgeSpec& e) {
 }  // namespace
 
 void write_file_replacing(const fs::path& path, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  refuse_special_output(path);  // `report -o /dev/null` must not replace the device
-  std::error_code ec;
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
-  if (ec) throw Error(cat("cannot create directory '", path.parent_path().string(), "': ", ec.message()));
-  const fs::path tmp = path.string() + cat(".tmp-", getpid(), "-", counter.fetch_add(1));
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error(cat("cannot write '", tmp.string(), "'"));
-    out << text;
-    if (!out) throw Error(cat("write to '", tmp.string(), "' failed"));
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(cat("cannot rename '", tmp.string(), "' to '", path.string(), "'"));
-  }
+// The SDK's atomic output file (write, flush, check, fsync, rename, fsync the folder; the
+// temporary removed on every failure), committed under its final name even when the run was
+// interrupted: a record of how a run ended is complete whatever the ending.
+  embedflow::write_file_atomic(path, text, OnInterrupt::replace);
 }
 
 std::string utc_timestamp(std::chrono::system_clock::time_point t) {
@@ -192,7 +177,7 @@ RunRecorder::RunRecorder(fs::path out_dir, RunRecordInfo info, const ResolvedGra
     header += "\nLeft out (enabled: false, or fed only by left-out nodes): " + names;
   }
   std::string yaml = graph_to_yaml(spec, header);
-  write_file_atomic(dir_ / kResolvedGraphFile, yaml);
+  write_file_replacing(dir_ / kResolvedGraphFile, yaml);
 
   json& r = record_;
   r["format"] = kRunRecordFormat;
@@ -252,7 +237,7 @@ RunRecorder::RunRecorder(fs::path out_dir, RunRecordInfo info, const ResolvedGra
 // Invalid UTF-8 (a file name, a message quoting a damaged file) becomes U+FFFD rather than an
 // exception that would leave the record at "running".
 void RunRecorder::write_record() {
-  write_file_atomic(dir_ / kRunRecordFile, record_.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+  write_file_replacing(dir_ / kRunRecordFile, record_.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 void RunRecorder::on_results(std::string_view node, const ResultTable& table) {

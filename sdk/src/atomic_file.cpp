@@ -47,8 +47,8 @@ bool fsync_file_and_directory(const fs::path& file) {
   return fsync_path(dir, true) && ok;
 }
 
-fs::path commit_temporary(const fs::path& temp, const fs::path& path) {
-  const bool interrupted = outputs_interrupted();
+fs::path commit_temporary(const fs::path& temp, const fs::path& path, OnInterrupt on_interrupt) {
+  const bool interrupted = on_interrupt == OnInterrupt::keep_partial && outputs_interrupted();
   const fs::path target = interrupted ? partial_path(path) : path;
   std::error_code ec;
   try {
@@ -67,7 +67,8 @@ fs::path commit_temporary(const fs::path& temp, const fs::path& path) {
   return target;
 }
 
-AtomicOutputFile::AtomicOutputFile(fs::path path) : path_(std::move(path)) {
+AtomicOutputFile::AtomicOutputFile(fs::path path, OnInterrupt on_interrupt)
+    : path_(std::move(path)), on_interrupt_(on_interrupt) {
   refuse_special_output(path_);
   std::error_code ec;
   if (path_.has_parent_path()) fs::create_directories(path_.parent_path(), ec);
@@ -95,7 +96,7 @@ fs::path AtomicOutputFile::commit() {
     throw Error(cat("cannot fsync '", temp_.string(), "': ", std::strerror(errno)));
   }
   done_ = true;
-  fs::path where = commit_temporary(temp_, path_);
+  fs::path where = commit_temporary(temp_, path_, on_interrupt_);
   committed_ = where == path_;
   return where;
 }
@@ -107,8 +108,8 @@ void AtomicOutputFile::abandon() noexcept {
   fs::remove(temp_, ec);
 }
 
-fs::path write_file_atomic(const fs::path& path, std::string_view bytes) {
-  AtomicOutputFile f(path);
+fs::path write_file_atomic(const fs::path& path, std::string_view bytes, OnInterrupt on_interrupt) {
+  AtomicOutputFile f(path, on_interrupt);
   f.write(bytes);
   return f.commit();
 }

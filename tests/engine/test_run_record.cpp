@@ -262,3 +262,58 @@ TEST_CASE("JsonWriter: the run id opens every top-level object; numbers are shor
   CHECK_FALSE(doc["inner"].contains("run_id"));
   CHECK(embedflow::make_run_id().size() == std::string("20260101T000000Z-abcdef").size());
 }
+
+TEST_CASE("a run that cannot write its record fails naming the file, keeps the earlier record, leaves no temporary",
+          "[run_record]") {
+  const fs::path dir = scratch_dir("run_record_full");
+  // 200 sources and sinks make graph.resolved.yaml and run.json far larger than the size limit below.
+  std::string nodes, edges;
+  for (int i = 0; i < 200; ++i) {
+    const std::string n = std::to_string(i);
+    nodes += "  numbers_" + n + ": {type: core.range, params: {count: 2}}\n  show_" + n + ": {type: core.sink}\n";
+    edges += "  - numbers_" + n + ".out -> show_" + n + ".in\n";
+  }
+  write_file(dir / "g.yaml", "seed: 1\nout: out/full\nnodes:\n" + nodes + "edges:\n" + edges);
+  const Result first = run_with_testing_plugin(dir, {"run", "g.yaml", "--quiet", "--no-report"});
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  const std::string graph_before = read_file(dir / "out/full/graph.resolved.yaml");
+  const std::string record_before = read_file(dir / "out/full/run.json");
+  REQUIRE(graph_before.size() > 20000);
+  // The disk fills up: no file may grow beyond 2 KiB (RLIMIT_FSIZE; SIGXFSZ ignored, so a write
+  // past the limit fails with EFBIG as a full disk's does with ENOSPC). stderr is a file too, so
+  // the message must stay short.
+  const std::string cmd = "cd '" + dir.string() + "' && ulimit -f 4 && trap '' XFSZ && exec '" EMBEDFLOW_CLI
+                          "' run g.yaml --quiet --no-report";
+  const Result full = run_process({"/bin/bash", "-c", cmd}, {"EMBEDFLOW_PLUGIN_PATH=" + plugin_dir()});
+  INFO(full.err);
+  CHECK(full.exit_code == 1);
+  CHECK_THAT(full.err, Catch::Contains("out/full/graph.resolved.yaml") && Catch::Contains("failed"));
+  // Nothing already written is lost, and no temporary is left behind.
+  CHECK(read_file(dir / "out/full/graph.resolved.yaml") == graph_before);
+  CHECK(read_file(dir / "out/full/run.json") == record_before);
+  for (const auto& e : fs::directory_iterator(dir / "out/full"))
+    CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+}
+
+TEST_CASE("a failed run's record says failed with its message when the message holds bytes that are not UTF-8",
+          "[run_record]") {
+  const fs::path dir = scratch_dir("run_fail_bytes");
+  // A file name holding the byte 0xff, which the node's error message quotes.
+  write_file(dir / "g.yaml", "seed: 1\nout: out/bytes\nnodes:\n"
+                             "  lines: {type: testing.lines, params: {path: \"missing-\xff.txt\"}}\n"
+                             "  show: {type: core.sink, params: {mode: count}}\n"
+                             "edges: [lines -> show]\n");
+  const Result r = run_with_testing_plugin(dir, {"run", "g.yaml", "--no-report"});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  const json rec = read_json(dir / "out/bytes/run.json");
+  CHECK(rec["status"] == "failed");
+  CHECK(rec["exit_code"] == 1);
+  const std::string error = rec.value("error", "");
+  INFO(error);
+  // The message is kept, its invalid byte replaced by U+FFFD.
+  CHECK(error.find("missing-\xEF\xBF\xBD.txt: cannot open") != std::string::npos);
+  CHECK(error.find("node 'lines'") != std::string::npos);
+  CHECK(error.find("type_error") == std::string::npos);
+}

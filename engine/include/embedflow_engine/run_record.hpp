@@ -94,8 +94,12 @@ nlohmann::ordered_json read_run_record(const std::string& path);
 // "edge added: a.out -> b.in", "seed: 7 -> 8"); empty when they are the same graph.
 std::vector<std::string> graph_differences(const GraphSpec& recorded, const GraphSpec& current);
 
-// Writes `text` to `path` through a temporary named after this process and a counter, then a
-// rename: runs of one graph started at once (tests, sweeps) never trip over each other's file.
+// Writes `text` to `path` all or nothing (embedflow/atomic_file.hpp): a temporary named after
+// this process and a counter, written, flushed, checked and fsynced, then renamed over `path`
+// and the folder fsynced; any failure removes the temporary, leaves `path` as it was and throws
+// embedflow::Error naming it. Runs of one graph started at once never trip over each other's
+// temporary. Unlike a node's output, an interrupted run's record replaces `path`: it says how the
+// run ended.
 void write_file_replacing(const std::filesystem::path& path, const std::string& text);
 
 // UTC ISO 8601 with milliseconds.

@@ -24,11 +24,16 @@ bool outputs_interrupted();
 // Where an interrupted run leaves what it wrote instead of `path`.
 std::filesystem::path partial_path(const std::filesystem::path& path);
 
+// What a commit during an interrupted run does. A node's output was cut short and goes to
+// `<path>.partial`; a file that records how the run ended (run.json, the run's report) is
+// complete whatever the ending and replaces the final name.
+enum class OnInterrupt { keep_partial, replace };
+
 class AtomicOutputFile {
  public:
   // Creates parent directories and opens `<dir>/.<name>.tmp-<pid>-<n>` for writing (binary).
   // Throws embedflow::Error naming the path when it cannot.
-  explicit AtomicOutputFile(std::filesystem::path path);
+  explicit AtomicOutputFile(std::filesystem::path path, OnInterrupt on_interrupt = OnInterrupt::keep_partial);
   // Without commit(): abandon().
   ~AtomicOutputFile();
   AtomicOutputFile(const AtomicOutputFile&) = delete;
@@ -56,6 +61,7 @@ class AtomicOutputFile {
 
  private:
   std::filesystem::path path_, temp_;
+  OnInterrupt on_interrupt_;
   std::ofstream out_;
   bool done_ = false, committed_ = false;
 };
@@ -68,9 +74,11 @@ bool fsync_file_and_directory(const std::filesystem::path& file);
 // Renames a finished temporary over `path` (or to partial_path(path) when interrupted), fsyncs
 // the directory, removes a stale partial on a clean commit; returns the final name. Throws
 // embedflow::Error naming both paths when the rename fails.
-std::filesystem::path commit_temporary(const std::filesystem::path& temp, const std::filesystem::path& path);
+std::filesystem::path commit_temporary(const std::filesystem::path& temp, const std::filesystem::path& path,
+                                       OnInterrupt on_interrupt = OnInterrupt::keep_partial);
 
 // The whole of `bytes` as `path`, all or nothing (an AtomicOutputFile written and committed).
-std::filesystem::path write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+std::filesystem::path write_file_atomic(const std::filesystem::path& path, std::string_view bytes,
+                                        OnInterrupt on_interrupt = OnInterrupt::keep_partial);
 
 }  // namespace embedflow
