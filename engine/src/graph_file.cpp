@@ -30,7 +30,7 @@ SourceLocation loc(const std::string& file, const YAML::Mark& m) { return yaml_l
 struct Parser {
   std::string file;
   std::vector<Diagnostic>& problems;
-  std::size_t budget = 0;  // values converted so far: the alias-expansion limit is per document
+  YamlBudget budget;  // values and bytes converted so far: the alias-expansion limits are per document
 
   Value to_value(const YAML::Node& n) { return yaml_to_value(n, file, &problems, &budget); }
 
@@ -227,7 +227,14 @@ GraphSpec parse_graph_text(const std::string& text, const std::string& file_name
   }
   const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();  // empty text: "a graph file is a map"
   Parser p{file_name, problems};
-  return p.parse(root, text);
+  GraphSpec g = p.parse(root, text);
+  if (p.budget.values > kMaxYamlValues || p.budget.bytes > kMaxYamlBytes) {
+    // The limit's problem says it all: what was left unread would only add follow-on problems.
+    GraphSpec empty;
+    empty.file = file_name;
+    return empty;
+  }
+  return g;
 }
 
 GraphSpec load_graph_file(const std::string& path, std::vector<Diagnostic>& problems) {

@@ -23,7 +23,16 @@ struct LimitReached {
 struct Converter {
   const std::string& file;
   std::vector<Diagnostic>* problems;
-  std::size_t& budget;
+  YamlBudget& budget;
+
+  // Counts text the expanded document holds; an alias counts again each time it is followed.
+  void spend_bytes(const YAML::Node& at, std::size_t bytes) {
+    budget.bytes += bytes;
+    if (budget.bytes > kMaxYamlBytes)
+      throw LimitReached{Diagnostic{loc(file, at.Mark()), "",
+                                    cat("YAML expands to more than ", kMaxYamlBytes, " bytes of text (the expansion "
+                                        "budget kMaxYamlBytes; a long string repeated through aliases?)")}};
+  }
 
   void problem(const YAML::Node& at, const std::string& msg) {
     Diagnostic d{loc(file, at.Mark()), "", msg};
@@ -64,7 +73,7 @@ struct Converter {
       throw LimitReached{Diagnostic{loc(file, n.Mark()), "",
                                     cat("YAML nested deeper than ", kMaxYamlDepth,
                                         " levels (an alias that refers to itself, e.g. &a [*a]?)")}};
-    if (++budget > kMaxYamlValues)
+    if (++budget.values > kMaxYamlValues)
       throw LimitReached{Diagnostic{loc(file, n.Mark()), "",
                                     cat("YAML expands to more than ", kMaxYamlValues,
                                         " values (aliases repeating aliases: an alias bomb?)")}};
@@ -72,7 +81,10 @@ struct Converter {
     switch (n.Type()) {
       case YAML::NodeType::Null:
       case YAML::NodeType::Undefined: v = Value(); break;
-      case YAML::NodeType::Scalar: v = Value::from_scalar_text(n.Scalar(), n.Tag() == "!"); break;
+      case YAML::NodeType::Scalar:
+        spend_bytes(n, n.Scalar().size());
+        v = Value::from_scalar_text(n.Scalar(), n.Tag() == "!");
+        break;
       case YAML::NodeType::Sequence: {
         Value::List items;
         for (const auto& item : n) items.push_back(convert(item, depth + 1));
@@ -94,6 +106,7 @@ struct Converter {
             problem(kv.first, cat("key '", kv.first.Scalar(), "' is given twice (first at line ", first->second.line + 1, ")"));
             continue;
           }
+          spend_bytes(kv.first, kv.first.Scalar().size());
           entries.emplace_back(kv.first.Scalar(), convert(kv.second, depth + 1));
         }
         v = Value::map(std::move(entries));
@@ -108,8 +121,10 @@ struct Converter {
 }  // namespace
 
 Value yaml_to_value(const YAML::Node& node, const std::string& file, std::vector<Diagnostic>* problems,
-                    std::size_t* budget) {
-  std::size_t local = 0;
+                    YamlBudget* budget) {
+  YamlBudget local;
+  // A document past a limit was reported once, where it was reached; the rest of it is not read.
+  if (budget && (budget->values > kMaxYamlValues || budget->bytes > kMaxYamlBytes)) return Value();
   Converter c{file, problems, budget ? *budget : local};
   try {
     return c.convert(node, 0);

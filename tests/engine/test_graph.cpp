@@ -417,3 +417,22 @@ nodes:
   REQUIRE(!p.empty());
   CHECK_THAT(p[0], Catch::Contains("is reached through more than 64 variables referring to one another"));
 }
+
+TEST_CASE("a graph whose variables repeat a long string through aliases is a located error, not a gigabyte") {
+  // 10 KB of text, four levels of ten aliases: about 11 KB of graph that would expand to 100 MB.
+  std::string yaml = "vars:\n  s: &s \"" + std::string(10000, 'x') + "\"\n";
+  std::string prev = "s";
+  for (int level = 1; level <= 4; ++level) {
+    const std::string name = "l" + std::to_string(level);
+    yaml += "  " + name + ": &" + name + " [";
+    for (int i = 0; i < 10; ++i) yaml += (i ? ", *" : "*") + prev;
+    yaml += "]\n";
+    prev = name;
+  }
+  yaml += "nodes:\n  a: {type: core.range, params: {count: 1}}\n  s: {type: core.sink}\nedges: [a -> s]\n";
+  REQUIRE(yaml.size() < 12000);
+  auto p = problems_of(yaml);
+  REQUIRE(p.size() == 1);
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:") && Catch::Contains("expands to more than 16777216 bytes") &&
+                       Catch::Contains("kMaxYamlBytes"));
+}

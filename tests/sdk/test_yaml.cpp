@@ -56,3 +56,31 @@ TEST_CASE("a depth just inside the limit converts") {
   CHECK(depth == 200);
   CHECK(cur->as_integer() == 1);
 }
+
+namespace {
+// 10 KB of text repeated through four levels of ten aliases: 10^4 copies, 100 MB expanded, from
+// about 11 KB of YAML and 11,111 values (well inside the value limit).
+std::string string_bomb(const std::string& indent) {
+  std::string y = indent + "s: &s \"" + std::string(10000, 'x') + "\"\n";
+  std::string prev = "s";
+  for (int level = 1; level <= 4; ++level) {
+    const std::string name = "l" + std::to_string(level);
+    y += indent + name + ": &" + name + " [";
+    for (int i = 0; i < 10; ++i) y += (i ? ", *" : "*") + prev;
+    y += "]\n";
+    prev = name;
+  }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("YAML expansion is counted in bytes: a long string repeated through aliases is an error") {
+  const std::string bomb = string_bomb("");
+  REQUIRE(bomb.size() < 12000);
+  CHECK_THROWS_WITH(parse_yaml(bomb, "strings.yaml"),
+                    Catch::StartsWith("strings.yaml:") && Catch::Contains("expands to more than 16777216 bytes") &&
+                        Catch::Contains("kMaxYamlBytes"));
+  // The same text repeated a few times stays well inside the budget.
+  Value ok = parse_yaml("s: &s \"" + std::string(10000, 'x') + "\"\nl: [*s, *s, *s]\n", "ok.yaml");
+  CHECK(ok.get("l")->as_list().size() == 3);
+}

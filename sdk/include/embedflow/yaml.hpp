@@ -4,8 +4,9 @@
 // Every Value keeps where it was written. YAML 1.1 merge keys ("<<: *defaults") are resolved.
 // Aliases are followed, within limits: nesting deeper than kMaxYamlDepth (a self-referencing
 // alias such as `&L {x: *L}` is infinitely deep) and documents that expand to more than
-// kMaxYamlValues values (an alias bomb: nine nested lists of nine aliases each) are errors, not
-// crashes or gigabytes.
+// kMaxYamlValues values (an alias bomb: nine nested lists of nine aliases each) or to more than
+// kMaxYamlBytes bytes of keys and scalar text (a long string repeated through aliases: 13 KB of
+// YAML would otherwise become a gigabyte) are errors, not crashes or gigabytes.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,14 @@ namespace embedflow {
 
 inline constexpr int kMaxYamlDepth = 256;
 inline constexpr std::size_t kMaxYamlValues = 100'000;
+inline constexpr std::size_t kMaxYamlBytes = 16u << 20;
+
+// What one document has expanded to so far, across calls on it: values, and bytes of keys and
+// scalar text.
+struct YamlBudget {
+  std::size_t values = 0;
+  std::size_t bytes = 0;
+};
 
 // Parses one YAML document. Throws ConfigError "FILE:LINE:COL: message" on malformed YAML, on a
 // second document, or past the limits above. `file` names the text in locations and messages.
@@ -30,10 +39,10 @@ Value parse_yaml(const std::string& text, const std::string& file);
 
 // The conversion of an already-parsed node (the graph-file parser walks the document itself to
 // locate keys). Problems found below `node` (a bad merge key, a limit) are appended to `problems`
-// when given, else thrown as ConfigError. `budget` counts values converted so far across calls
+// when given, else thrown as ConfigError. `budget` counts what was converted so far across calls
 // on one document.
 Value yaml_to_value(const YAML::Node& node, const std::string& file, std::vector<Diagnostic>* problems,
-                    std::size_t* budget = nullptr);
+                    YamlBudget* budget = nullptr);
 
 // The location of a yaml-cpp mark (0-based line/column) as a 1-based SourceLocation.
 SourceLocation yaml_location(const std::string& file, int line, int column);
