@@ -1,8 +1,10 @@
 #include "embedflow_engine/report.hpp"
 
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include <sstream>
 
 #include "embedflow/error.hpp"
+#include "embedflow/log.hpp"
 #include "embedflow/report_files.hpp"
 #include "embedflow_engine/graph_file.hpp"
 #include "embedflow_engine/run_record.hpp"
@@ -26,7 +29,8 @@ using json = nlohmann::ordered_json;
 const char* report_page_script();
 const char* report_page_style();
 
-const char* const kReportAssetFiles[3] = {"vega.min.js", "vega-lite.min.js", "vega-embed.min.js"};
+// vega-interpreter evaluates Vega's expressions without eval(), so the page's policy need not allow it.
+const char* const kReportAssetFiles[4] = {"vega.min.js", "vega-lite.min.js", "vega-embed.min.js", "vega-interpreter.min.js"};
 
 // A library file in an assets folder: flat (an installed tree), or as npm lays it out
 // (node_modules/vega-lite/build/vega-lite.min.js).
@@ -77,11 +81,44 @@ std::string script_text(std::string js) {
   return js;
 }
 
+// The nesting of JSON text is measured before nlohmann-json parses it, without recursion, so a
+// document of 10,000 nested objects is a located error instead of a walk (or a copy, or a dump)
+// that overflows the stack. Strings are skipped with their escapes; malformed text is left to the
+// parser's own message.
+json parse_report_json(const std::string& text, const std::string& what) {
+  int depth = 0, line = 1;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{' || c == '[') {
+      if (++depth > kReportMaxJsonDepth)
+        throw ConfigError(cat(what, ":", line, ": JSON nested deeper than ", kReportMaxJsonDepth,
+                              " levels (the report's limit, kReportMaxJsonDepth)"));
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  try {
+    return json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(cat(what, ": not JSON: ", e.what()));
+  }
+}
+
 namespace {
 
 constexpr std::uintmax_t kMaxImageBytes = 8u << 20;
-constexpr std::uintmax_t kMaxJsonBytes = 16u << 20;
+constexpr std::uintmax_t kMaxJsonBytes = kReportMaxJsonBytes;
 constexpr std::size_t kMaxChartPoints = 5000;
+
+std::string sha256_base64(const std::string& text);  // below, beside base64()
 
 std::string base64(const std::string& bytes) {
   static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -106,6 +143,96 @@ std::string base64(const std::string& bytes) {
   }
   return out;
 }
+
+std::string sha256_base64(const std::string& text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
+  return base64(std::string(reinterpret_cast<const char*>(digest), len));
+}
+
+// What --share leaves out. Every string of the page's data (keys too) goes through apply():
+// known folders become names that say what they were, the host name "<host>", and any other
+// absolute path keeps only its file name.
+class Redactor {
+ public:
+  void add_prefix(const std::string& path, const std::string& name) {
+    if (path.size() > 1 && path[0] == '/') prefixes_.emplace_back(path, name);
+  }
+  void set_host(std::string host) { host_ = std::move(host); }
+  void sort() {
+    std::sort(prefixes_.begin(), prefixes_.end(), [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  }
+  std::string apply(std::string s) const {
+    for (const auto& [prefix, name] : prefixes_) {
+      std::size_t at = 0;
+      while ((at = s.find(prefix, at)) != std::string::npos) {
+        const std::size_t end = at + prefix.size();
+        // "/home/u/out" must not turn "/home/u/outside" into "<run folder>side".
+        if (end < s.size() && (std::isalnum(static_cast<unsigned char>(s[end])) || s[end] == '-' || s[end] == '_' ||
+                               s[end] == '.')) {
+          at += 1;
+          continue;
+        }
+        s.replace(at, prefix.size(), name);
+        at += name.size();
+      }
+    }
+    if (host_.size() >= 2)
+      for (std::size_t at = s.find(host_); at != std::string::npos; at = s.find(host_, at + 1)) {
+        auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
+        const bool starts = at == 0 || !word(s[at - 1]);
+        const bool ends = at + host_.size() >= s.size() || !word(s[at + host_.size()]);
+        if (starts && ends) s.replace(at, host_.size(), "<host>");
+      }
+    return strip_absolute_paths(s);
+  }
+  json apply(const json& v) const {
+    if (v.is_string()) return apply(v.get<std::string>());
+    if (v.is_array()) {
+      json out = json::array();
+      for (const auto& item : v) out.push_back(apply(item));
+      return out;
+    }
+    if (v.is_object()) {
+      json out = json::object();
+      for (auto it = v.begin(); it != v.end(); ++it) out[apply(it.key())] = apply(it.value());
+      return out;
+    }
+    return v;
+  }
+
+ private:
+  // "/a/b/c.txt" after a start, a space, a quote, "=", "(", "[" or "," becomes ".../c.txt"; URLs
+  // ("http://...": the slash follows a colon) and relative paths are left alone.
+  static std::string strip_absolute_paths(const std::string& s) {
+    auto starts_path = [](char before) {
+      return std::isspace(static_cast<unsigned char>(before)) || before == '\'' || before == '"' || before == '`' ||
+             before == '=' || before == '(' || before == '[' || before == ',';
+    };
+    auto ends_path = [](char c) {
+      return std::isspace(static_cast<unsigned char>(c)) || c == '\'' || c == '"' || c == '`' || c == '<' ||
+             c == '>' || c == ',' || c == ';' || c == ')' || c == ']' || c == '}';
+    };
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+      if (s[i] == '/' && (i == 0 || starts_path(s[i - 1])) && i + 1 < s.size() && s[i + 1] != '/' && !ends_path(s[i + 1])) {
+        std::size_t end = i;
+        while (end < s.size() && !ends_path(s[end])) ++end;
+        std::string path = s.substr(i, end - i);
+        while (path.size() > 1 && path.back() == '/') path.pop_back();
+        out += ".../" + path.substr(path.find_last_of('/') + 1);
+        i = end;
+        continue;
+      }
+      out += s[i++];
+    }
+    return out;
+  }
+  std::vector<std::pair<std::string, std::string>> prefixes_;
+  std::string host_;
+};
 
 // The graph drawn as layers top to bottom: a node's layer is the longest path from a source.
 std::string graph_svg(const GraphSpec& spec) {
@@ -301,6 +428,8 @@ void walk_json(const json& v, const std::string& path, Walk& w) {
 }
 
 // A CSV of a header and numeric rows: a table, and a chart of every column against the first.
+// The caller has checked the file's size against kReportMaxCsvBytes; rows stop at 10,000 and at
+// kReportMaxCsvCells cells, and the table's title says when they did.
 void read_csv(const fs::path& p, const std::string& rel, json& charts, json& tables) {
   std::ifstream in(p);
   std::string line;
@@ -314,10 +443,16 @@ void read_csv(const fs::path& p, const std::string& rel, json& charts, json& tab
   std::vector<std::string> header = split(line);
   json rows = json::array();
   std::vector<std::vector<double>> numeric;
-  bool all_numeric = true;
-  while (std::getline(in, line) && rows.size() < 10000) {
+  bool all_numeric = true, cut = false;
+  std::size_t cells_read = header.size();
+  while (std::getline(in, line)) {
     if (line.empty()) continue;
     auto cells = split(line);
+    if (rows.size() >= 10000 || cells_read + cells.size() > kReportMaxCsvCells) {
+      cut = true;
+      break;
+    }
+    cells_read += cells.size();
     json row = json::array();
     std::vector<double> values;
     for (const auto& c : cells) {
@@ -334,7 +469,10 @@ void read_csv(const fs::path& p, const std::string& rel, json& charts, json& tab
     rows.push_back(row);
     numeric.push_back(values);
   }
-  tables.push_back({{"title", rel}, {"columns", header}, {"rows", rows}});
+  const std::string title = cut ? cat(rel, " (the first ", rows.size(), " rows: the report reads at most 10000 rows and ",
+                                      kReportMaxCsvCells, " cells of a CSV)")
+                                : rel;
+  tables.push_back({{"title", title}, {"columns", header}, {"rows", rows}});
   if (!all_numeric || numeric.size() < 2 || header.size() < 2) return;
   json points = json::array();
   for (const auto& r : numeric)
@@ -344,6 +482,17 @@ void read_csv(const fs::path& p, const std::string& rel, json& charts, json& tab
                     {"points", points}});
 }
 
+// Whether `p` (a path inside the run folder, perhaps a symbolic link) leads to a file inside
+// `root` (the run folder, canonical): a link to /etc/passwd must not be read into a page that
+// may be shared.
+bool stays_inside(const fs::path& p, const fs::path& root) {
+  std::error_code ec;
+  const fs::path target = fs::canonical(p, ec);
+  if (ec) return false;
+  const fs::path rel = target.lexically_relative(root);
+  return !rel.empty() && *rel.begin() != ".." && !rel.is_absolute();
+}
+
 RunData collect_run(const fs::path& dir) {
   const fs::path record_path = dir / kRunRecordFile;
   std::error_code ec;
@@ -351,6 +500,12 @@ RunData collect_run(const fs::path& dir) {
   if (!fs::exists(record_path, ec))
     throw ConfigError(cat(dir.string(), ": no run record (", kRunRecordFile, ") in this folder; `embedflow run` writes one "
                                         "in the graph's output folder"));
+  const fs::path root = fs::canonical(dir, ec);
+  if (ec) throw ConfigError(cat(dir.string(), ": ", ec.message()));
+  for (const char* name : {kRunRecordFile, kMetricsFile})
+    if (fs::exists(dir / name, ec) && !stays_inside(dir / name, root))
+      throw ConfigError(cat((dir / name).string(), ": a symbolic link out of the run folder; the report reads files "
+                                                   "inside the folder only"));
   RunData run;
   json record = read_run_record(record_path.string());
   std::vector<Diagnostic> problems;
@@ -371,9 +526,9 @@ RunData collect_run(const fs::path& dir) {
     if (line.empty()) continue;
     json m;
     try {
-      m = json::parse(line);
-    } catch (const nlohmann::json::parse_error&) {
-      throw Error(cat((dir / kMetricsFile).string(), ":", line_no, ": not a JSON line"));
+      m = parse_report_json(line, cat((dir / kMetricsFile).string(), ":", line_no));
+    } catch (const ConfigError& e) {
+      throw Error(cat((dir / kMetricsFile).string(), ":", line_no, ": not a JSON line of metrics (", e.what(), ")"));
     }
     const std::string node = m.value("node", "");
     for (auto it = m.begin(); it != m.end(); ++it) {
@@ -389,12 +544,19 @@ RunData collect_run(const fs::path& dir) {
     charts.push_back({{"title", key}, {"x_title", metric_unit[key]}, {"y_title", metric}, {"points", points}});
   }
 
+  // Regular files only (a FIFO would block the report); links to directories are not followed,
+  // and a link to a file is read only when it stays inside the run folder.
   std::vector<fs::path> paths;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
     if (it->is_regular_file()) paths.push_back(it->path());
   std::sort(paths.begin(), paths.end());
   for (const auto& p : paths) {
-    const std::string rel = fs::relative(p, dir).string();
+    // Lexically: fs::relative would follow a link and name its target.
+    const std::string rel = p.lexically_relative(dir).string();
+    if (fs::is_symlink(p, ec) && !stays_inside(p, root)) {
+      files.push_back({{"file", rel}, {"note", "not read: a symbolic link out of the run folder"}});
+      continue;
+    }
     const std::string name = p.filename().string();
     const std::string ext = p.extension().string();
     if (name == kRunRecordFile || name == kMetricsFile || name == kResolvedGraphFile || ext == ".html" ||
@@ -408,9 +570,11 @@ RunData collect_run(const fs::path& dir) {
       }
       json doc;
       try {
-        doc = json::parse(read_bytes(p));
-      } catch (const nlohmann::json::parse_error& e) {
-        files.push_back({{"file", rel}, {"note", cat("not JSON: ", e.what())}});
+        doc = parse_report_json(read_bytes(p), rel);
+      } catch (const ConfigError& e) {
+        // Listed with the reason, and said on the terminal: the rest of the folder still shows.
+        log_warning("report", "run folder ", dir.string(), ": ", e.what(), "; the file is listed, not shown");
+        files.push_back({{"file", rel}, {"note", cat("not shown: ", e.what())}});
         continue;
       }
       json file_rows = json::array();
@@ -419,6 +583,11 @@ RunData collect_run(const fs::path& dir) {
       if (!file_rows.empty()) rows.push_back({{"file", rel}, {"run_id", doc.is_object() ? doc.value("run_id", "") : ""},
                                               {"rows", file_rows}});
     } else if (ext == ".csv") {
+      if (size > kReportMaxCsvBytes) {
+        files.push_back({{"file", rel}, {"note", cat("not shown: ", size, " bytes (the report reads CSV files up to ",
+                                                     kReportMaxCsvBytes, " bytes)")}});
+        continue;
+      }
       read_csv(p, rel, charts, tables);
     } else if (ext == ".png" || ext == ".jpg" || ext == ".jpeg") {
       if (size > kMaxImageBytes) {
@@ -463,20 +632,36 @@ fs::path find_report_assets() {
   return {};
 }
 
-std::string report_library_scripts(const fs::path& assets) {
+std::vector<std::string> report_library_texts(const fs::path& assets) {
   if (assets.empty())
-    throw Error("the chart library (vega, vega-lite, vega-embed) was not found: run tools/setup, or point "
-                "EMBEDFLOW_REPORT_ASSETS at a folder holding vega.min.js, vega-lite.min.js and vega-embed.min.js");
+    throw Error("the chart library (vega, vega-lite, vega-embed, vega-interpreter) was not found: run tools/setup, or "
+                "point EMBEDFLOW_REPORT_ASSETS at a folder holding vega.min.js, vega-lite.min.js, vega-embed.min.js "
+                "and vega-interpreter.min.js");
+  std::vector<std::string> texts;
+  for (const char* f : kReportAssetFiles) texts.push_back(script_text(read_bytes(report_asset_file(assets, f))));
+  return texts;
+}
+
+std::string report_library_scripts(const fs::path& assets) {
   std::string libraries;
-  for (const char* f : kReportAssetFiles) libraries += "<script>" + script_text(read_bytes(report_asset_file(assets, f))) + "</script>\n";
+  for (const auto& text : report_library_texts(assets)) libraries += "<script>" + text + "</script>\n";
   return libraries;
+}
+
+std::string content_security_policy(const std::vector<std::string>& scripts, const std::vector<std::string>& styles) {
+  std::string policy = "default-src 'none'; script-src";
+  for (const auto& s : scripts) policy += " 'sha256-" + sha256_base64(s) + "'";
+  policy += "; style-src";
+  for (const auto& s : styles) policy += " 'sha256-" + sha256_base64(s) + "'";
+  policy += "; img-src data:; base-uri 'none'; form-action 'none'";
+  return "<meta http-equiv=\"Content-Security-Policy\" content=\"" + policy + "\">";
 }
 
 void write_report(const ReportOptions& options) {
   if (options.runs.empty()) throw ConfigError("name at least one run folder");
   std::vector<RunData> runs;
   for (const auto& dir : options.runs) runs.push_back(collect_run(dir));
-  const std::string libraries = report_library_scripts(options.assets);
+  const std::vector<std::string> library_texts = report_library_texts(options.assets);
 
   json data;
   data["generated"] = utc_timestamp(std::chrono::system_clock::now());
@@ -509,13 +694,45 @@ void write_report(const ReportOptions& options) {
   }
   std::string title = runs.size() == 1 ? "embedflow run " + runs[0].page["record"].value("run_id", "")
                                        : cat("embedflow: ", runs.size(), " runs compared");
+  if (options.share) {
+    Redactor redact;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      json& page = data["runs"][i];
+      json& record = page["record"];
+      std::error_code ec;
+      const fs::path dir = options.runs[i];
+      redact.add_prefix(fs::canonical(dir, ec).string(), "<run folder>");
+      redact.add_prefix(fs::absolute(dir).lexically_normal().string(), "<run folder>");
+      if (record.contains("out") && record["out"].is_string())
+        redact.add_prefix(fs::absolute(record["out"].get<std::string>()).lexically_normal().string(), "<run folder>");
+      if (record.contains("cwd") && record["cwd"].is_string()) redact.add_prefix(record["cwd"].get<std::string>(), "<working directory>");
+      if (record.contains("host") && record["host"].is_object() && record["host"].contains("hostname")) {
+        if (record["host"]["hostname"].is_string()) redact.set_host(record["host"]["hostname"].get<std::string>());
+        record["host"]["hostname"] = "(left out)";
+      }
+      record["cwd"] = "(left out)";
+      if (record.contains("graph") && record["graph"].is_object()) record["graph"].erase("absolute_path");
+      page["dir"] = fs::path(dir).lexically_normal().filename().string();
+    }
+    std::error_code ec;
+    redact.add_prefix(fs::current_path(ec).string(), "<working directory>");
+    if (const char* home = std::getenv("HOME")) redact.add_prefix(fs::path(home).lexically_normal().string(), "~");
+    redact.sort();
+    data = redact.apply(data);
+  }
+  const std::string style = std::string(report_page_style());
+  const std::string page_script = std::string(report_page_script());
+  std::vector<std::string> scripts = library_texts;
+  scripts.push_back(page_script);
   std::ostringstream html;
-  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << xml_escape(title) << "</title>\n"
-       << "<style>" << report_page_style() << "</style>\n"
-       << libraries
-       << "<script type=\"application/json\" id=\"report-data\">" << script_json(data) << "</script>\n"
+  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+       << content_security_policy(scripts, {style}) << "\n"
+       << "<title>" << xml_escape(title) << "</title>\n"
+       << "<style>" << style << "</style>\n";
+  for (const auto& text : library_texts) html << "<script>" << text << "</script>\n";
+  html << "<script type=\"application/json\" id=\"report-data\">" << script_json(data) << "</script>\n"
        << "</head><body data-status=\"loading\"><div id=\"report\"></div>\n"
-       << "<script>" << report_page_script() << "</script>\n</body></html>\n";
+       << "<script>" << page_script << "</script>\n</body></html>\n";
   write_file_replacing(options.output, html.str());
 }
 

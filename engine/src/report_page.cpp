@@ -1,4 +1,5 @@
-// The report page's script and style (report.cpp inlines them). The script reads the data
+// The report page's script and style (report.cpp inlines them, and allows exactly them and the
+// chart library by hash in the page's Content-Security-Policy). The script reads the data
 // element, builds every section, and draws each chart with vega-embed. When every chart has
 // drawn, or failed, it sets body[data-status] to "done" and body[data-charts-drawn] and
 // body[data-errors] to counts, and lists any error in #report-errors, so a headless browser can
@@ -23,6 +24,14 @@ td.better { color: #17692f; } td.worse { color: #a12121; }
 pre { background: #f6f7fa; padding: .6em; overflow-x: auto; font-size: 12px; }
 #report-errors { color: #a12121; }
 details > summary { cursor: pointer; }
+#vg-tooltip-element { visibility: hidden; padding: 8px; position: fixed; z-index: 1000; font-family: sans-serif;
+  font-size: 11px; border-radius: 3px; box-shadow: 2px 2px 4px rgba(0, 0, 0, 0.1);
+  background-color: rgba(255, 255, 255, 0.95); border: 1px solid #d9d9d9; color: black; }
+#vg-tooltip-element.visible { visibility: visible; }
+#vg-tooltip-element table { border-spacing: 0; margin: 0; font-size: 11px; }
+#vg-tooltip-element table tr td { border: none; padding: 2px 0; }
+#vg-tooltip-element table tr td.key { color: #808080; max-width: 150px; text-align: right; padding-right: 4px; }
+#vg-tooltip-element table tr td.value { display: block; max-width: 300px; max-height: 7em; text-align: left; }
 )CSS";
 }
 
@@ -77,7 +86,11 @@ const char* report_page_script() {
                    { field: "y", type: "quantitative", title: c.y_title, format: ".6~g" } ]
       }
     };
-    charts.push(vegaEmbed(div, spec, { renderer: "svg", actions: false })
+    // The page's Content-Security-Policy allows no eval and no injected style: expressions are
+    // interpreted (vega-interpreter), and the tooltip's style is in the page's own sheet.
+    const options = { renderer: "svg", actions: false, ast: true, expr: vega.expressionInterpreter,
+                      defaultStyle: false, tooltip: { disableDefaultStyle: true } };
+    charts.push(vegaEmbed(div, spec, options)
       .then(() => { div.dataset.drawn = "true"; })
       .catch((e) => { errors.push(c.title + ": " + e); }));
   }

@@ -17,6 +17,7 @@
 #include "embedflow/error.hpp"
 #include "embedflow/report_files.hpp"
 #include "embedflow/version.hpp"
+#include "embedflow_engine/report.hpp"
 
 #ifndef EMBEDFLOW_GIT_COMMIT
 #define EMBEDFLOW_GIT_COMMIT ""
@@ -111,10 +112,10 @@ std::string edge_text(const EdgeSpec& e) {
 
 }  // namespace
 
-void write_file_replacing(const fs::path& path, const std::string& text) {
 // The SDK's atomic output file (write, flush, check, fsync, rename, fsync the folder; the
 // temporary removed on every failure), committed under its final name even when the run was
 // interrupted: a record of how a run ended is complete whatever the ending.
+void write_file_replacing(const fs::path& path, const std::string& text) {
   embedflow::write_file_atomic(path, text, OnInterrupt::replace);
 }
 
@@ -334,12 +335,14 @@ void RunRecorder::finish(const RunResult& result) {
 }
 
 json read_run_record(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(cat(path, ": cannot read the run record"));
+  std::stringstream text;
+  text << in.rdbuf();
   json r;
   try {
-    r = json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+    r = parse_report_json(text.str(), path);  // nesting bounded: the record is walked and copied
+  } catch (const ConfigError& e) {
     throw ConfigError(cat(path, ": not a run record: ", e.what()));
   }
   if (!r.is_object() || r.value("format", "") != kRunRecordFormat)

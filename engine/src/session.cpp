@@ -154,11 +154,12 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
   return outcome;
 }
 
-void write_run_report(const fs::path& dir, bool quiet) {
+void write_run_report(const fs::path& dir, bool quiet, bool share) {
   ReportOptions o;
   o.runs = {dir};
   o.output = dir / "report.html";
   o.assets = find_report_assets();
+  o.share = share;
   try {
     write_report(o);
     if (!quiet) std::cerr << "report: " << o.output.string() << "\n";

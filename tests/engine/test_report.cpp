@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <fstream>
 #include <regex>
 
@@ -184,4 +186,157 @@ TEST_CASE("report error paths: no run record, no folder, nothing named", "[repor
   r = run_with_testing_plugin(dir, {"report", "bad"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("bad/run.json: not a run record") != std::string::npos);
+}
+
+namespace {
+
+// The page's data element: what the report read from the run folders.
+std::string report_data(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"report-data\">";
+  const auto at = html.find(open);
+  if (at == std::string::npos) return "";
+  const auto end = html.find("</script>", at);
+  return html.substr(at + open.size(), end - at - open.size());
+}
+
+// `word` in `text` not as part of a longer name (a host "vm" is not in "vmlinux").
+bool has_word(const std::string& text, const std::string& word) {
+  auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
+  for (auto at = text.find(word); at != std::string::npos; at = text.find(word, at + 1))
+    if ((at == 0 || !part(text[at - 1])) && (at + word.size() >= text.size() || !part(text[at + word.size()]))) return true;
+  return false;
+}
+
+// A run folder with charts (testing.progress's metrics) at dir/out/NAME.
+void progress_run(const fs::path& dir, const std::string& name) {
+  write_file(dir / (name + ".yaml"),
+             numbers_through("seed: 1\nout: out/" + name + "\n", 30, "train",
+                             "{type: testing.progress, params: {total: 30, json: out/" + name + "/summary.json}}"));
+  const Result r = run_with_testing_plugin(dir, {"run", name + ".yaml", "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+}
+
+// Every inline script and style of the page is allowed by its Content-Security-Policy's hashes,
+// which allow nothing else: no 'unsafe-inline', no 'unsafe-eval', nothing loaded from anywhere.
+const char* kCheckPolicy = R"PY(
+import base64, hashlib, re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+head = html[:html.index("<script")]
+m = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', head)
+assert m, "no Content-Security-Policy before the first script"
+policy = dict((d.split()[0], d.split()[1:]) for d in m.group(1).split(";") if d.strip())
+assert policy["default-src"] == ["'none'"], policy["default-src"]
+assert policy["img-src"] == ["data:"], policy["img-src"]
+assert "'unsafe-inline'" not in m.group(1) and "'unsafe-eval'" not in m.group(1)
+def h(text):
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+styles = re.findall(r"<style>(.*?)</style>", html, re.S)
+assert len(scripts) == 5 and len(styles) == 1, (len(scripts), len(styles))
+assert sorted(h(s) for s in scripts) == sorted(policy["script-src"]), "script hashes differ"
+assert [h(s) for s in styles] == policy["style-src"], "style hash differs"
+print("policy ok:", len(scripts), "scripts")
+)PY";
+
+}  // namespace
+
+TEST_CASE("the report bounds what it reads: 10,000 nested objects and large CSV files", "[report]") {
+  const fs::path dir = scratch_dir("report_bounds");
+  progress_run(dir, "bounds");
+  const fs::path run = dir / "out/bounds";
+  // 60 KB of JSON nested 10,000 deep: a recursive walk overflows the stack (exit 139).
+  std::string deep;
+  for (int i = 0; i < 10000; ++i) deep += "{\"a\":";
+  deep += "1";
+  deep += std::string(10000, '}');
+  write_file(run / "deep.json", deep);
+  // Over the byte cap, and under it with too many cells.
+  std::string big = "x,y\n";
+  while (big.size() <= (5u << 20)) big += "1.5,2.5\n";
+  write_file(run / "big.csv", big);
+  std::string wide;
+  for (int r = 0; r < 3000; ++r) {
+    for (int c = 0; c < 100; ++c) wide += c ? ",1" : "1";
+    wide += "\n";
+  }
+  write_file(run / "wide.csv", wide);
+
+  const Result report = run_with_testing_plugin(dir, {"report", "out/bounds"});
+  INFO(report.err);
+  REQUIRE(report.exit_code == 0);
+  CHECK_THAT(report.err, Catch::Contains("deep.json") && Catch::Contains("JSON nested deeper than 64 levels"));
+  std::string data = report_data(read_file(run / "report.html"));
+  CHECK_THAT(data, Catch::Contains("deep.json:1: JSON nested deeper than 64 levels (the report's limit"));
+  CHECK_THAT(data, Catch::Contains("the report reads CSV files up to 4194304 bytes"));
+  CHECK_THAT(data, Catch::Contains("wide.csv (the first 1999 rows: the report reads at most 10000 rows and 200000 cells"));
+  // A run into that folder writes its report too.
+  const Result again = run_with_testing_plugin(dir, {"run", "bounds.yaml", "--quiet"});
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  data = report_data(read_file(run / "report.html"));
+  CHECK_THAT(data, Catch::Contains("JSON nested deeper than 64 levels"));
+  const Page page = load_in_chromium(run / "report.html", dir);
+  check_page_works(page);
+
+  // The run record itself nested that deep is an error naming the file and line (exit 2).
+  write_file(dir / "out/deeprec/run.json", deep);
+  const Result rec = run_with_testing_plugin(dir, {"report", "out/deeprec"});
+  CHECK(rec.exit_code == 2);
+  CHECK_THAT(rec.err, Catch::Contains("out/deeprec/run.json:1: JSON nested deeper than 64 levels"));
+  CHECK_FALSE(fs::exists(dir / "out/deeprec/report.html"));
+}
+
+TEST_CASE("a report is safe to share: a Content-Security-Policy by hashes, no file read through a link out of the "
+          "run folder, and --share leaves out the host name and absolute paths",
+          "[report]") {
+  const fs::path dir = scratch_dir("report_share");
+  progress_run(dir, "share");
+  const fs::path run = dir / "out/share";
+  write_file(dir / "outside/secret.json", "{\"secret_marker\": 12345}");
+  write_file(run / "sub/inner.json", "{\"inner_marker\": 678}");
+  fs::create_symlink("/etc/passwd", run / "passwd.csv");
+  fs::create_symlink(dir / "outside/secret.json", run / "secret.json");
+  fs::create_symlink("sub/inner.json", run / "inner_link.json");  // stays inside: read
+
+  const Result plain = run_with_testing_plugin(dir, {"report", "out/share", "-o", "plain.html"});
+  INFO(plain.err);
+  REQUIRE(plain.exit_code == 0);
+  const Result shared = run_with_testing_plugin(dir, {"report", "out/share", "--share", "-o", "shared.html"});
+  INFO(shared.err);
+  REQUIRE(shared.exit_code == 0);
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  const std::string absolute = fs::canonical(dir).string();
+  for (const char* name : {"plain.html", "shared.html"}) {
+    INFO(name);
+    const std::string html = read_file(dir / name);
+    CHECK(html.find("root:x:0:0") == std::string::npos);
+    CHECK(html.find("secret_marker") == std::string::npos);
+    CHECK(html.find("inner_marker") != std::string::npos);
+    CHECK_THAT(html, Catch::Contains("{\"file\":\"passwd.csv\",\"note\":\"not read: a symbolic link out of the run folder\"}"));
+    CHECK_THAT(html, Catch::Contains("{\"file\":\"secret.json\",\"note\":\"not read: a symbolic link out of the run folder\"}"));
+    check_python(kCheckPolicy, {(dir / name).string()});
+  }
+  // Without --share the record names the host and the folders; with it, neither.
+  const std::string plain_data = report_data(read_file(dir / "plain.html"));
+  const std::string shared_data = report_data(read_file(dir / "shared.html"));
+  REQUIRE(!shared_data.empty());
+  CHECK(plain_data.find("\"hostname\":\"" + std::string(host) + "\"") != std::string::npos);
+  CHECK(plain_data.find(absolute) != std::string::npos);
+  CHECK_FALSE(has_word(shared_data, host));
+  CHECK(shared_data.find(absolute) == std::string::npos);
+  CHECK(shared_data.find(dir.string()) == std::string::npos);
+  CHECK_THAT(shared_data, Catch::Contains("\"hostname\":\"(left out)\"") && Catch::Contains("\"cwd\":\"(left out)\""));
+  // The page works under its policy: no console message (a blocked script or style would print
+  // one), every chart drawn.
+  const Page page = load_in_chromium(dir / "shared.html", dir);
+  check_page_works(page);
+  // `run --share` writes the run's own report the same way.
+  const Result rerun = run_with_testing_plugin(dir, {"run", "share.yaml", "--quiet", "--share"});
+  INFO(rerun.err);
+  REQUIRE(rerun.exit_code == 0);
+  const std::string rerun_data = report_data(read_file(run / "report.html"));
+  CHECK_FALSE(has_word(rerun_data, host));
+  CHECK(rerun_data.find(absolute) == std::string::npos);
 }

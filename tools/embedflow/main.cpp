@@ -250,7 +250,7 @@ int cmd_run(const std::vector<std::string>& args) {
   int threads = 0;
   std::int64_t seed = -1;
   bool explain_cache = false, no_cache = false, rebuild_cache = false, dry_run = false, no_report = false,
-       progress_always = false;
+       progress_always = false, share = false;
   po::options_description desc("embedflow run GRAPH [options]\nembedflow run --from OUT/run.json [options]");
   desc.add_options()("help,h", "this help")
       ("threads,j", po::value(&threads), "worker threads (default: every core; with --from: the recorded count)")
@@ -260,6 +260,7 @@ int cmd_run(const std::vector<std::string>& args) {
                                         "also sets the variable out when the graph has one")
       ("from", po::value(&from), "run a recorded run again: its run.json (the resolved graph it ran, its threads)")
       ("no-report", po::bool_switch(&no_report), "do not write report.html at the end")
+      ("share", po::bool_switch(&share), "write report.html for sharing: without the host name and absolute paths")
       ("progress", po::bool_switch(&progress_always), "draw the progress line even when stderr is not a terminal")
       ("trace", po::value(&trace), "write Chrome trace events (Perfetto) to this file")
       ("cache-dir", po::value(&cache_dir), "stage cache directory (default: $EMBEDFLOW_CACHE_DIR, else ~/.cache/embedflow)")
@@ -396,16 +397,19 @@ int cmd_run(const std::vector<std::string>& args) {
               << r.seconds << " s\n";
   if (!trace.empty() && !c.quiet) std::cerr << "trace written to " << trace << "\n";
   if (!c.quiet) std::cerr << "run record: " << record_path.string() << "\n";
-  if (!no_report) write_run_report(outcome.record_dir, c.quiet);
+  if (!no_report) write_run_report(outcome.record_dir, c.quiet, share);
   return r.exit_code;
 }
 
 int cmd_report(const std::vector<std::string>& args) {
   std::vector<std::string> runs;
   std::string output;
+  bool share = false;
   po::options_description desc("embedflow report OUT [OUT2 ...] [options]");
   desc.add_options()("help,h", "this help")
       ("output,o", po::value(&output), "the HTML file (default: OUT/report.html for one run, report.html for several)")
+      ("share", po::bool_switch(&share), "for sharing: leave the host name and absolute paths out (folders become "
+                                         "<run folder>, <working directory>, ~; other absolute paths their file name)")
       ("run", po::value(&runs)->composing(), "run output folders (each holds a run.json)");
   po::positional_options_description pos;
   pos.add("run", -1);
@@ -419,6 +423,7 @@ int cmd_report(const std::vector<std::string>& args) {
   for (const auto& r : runs) o.runs.push_back(r);
   o.output = !output.empty() ? fs::path(output) : runs.size() == 1 ? fs::path(runs[0]) / "report.html" : fs::path("report.html");
   o.assets = find_report_assets();
+  o.share = share;
   try {
     write_report(o);
   } catch (const ConfigError& e) {

@@ -87,7 +87,8 @@ struct RunOutcome {
 RunOutcome execute_run(const ResolvedGraph& graph, const RunRequest& request);
 
 // Writes DIR/report.html after a run; a report that cannot be made is a warning, not a failure.
-// Says where it wrote unless `quiet`.
-void write_run_report(const std::filesystem::path& dir, bool quiet);
+// Says where it wrote unless `quiet`. `share`: without the host name and absolute paths
+// (ReportOptions::share).
+void write_run_report(const std::filesystem::path& dir, bool quiet, bool share = false);
 
 }  // namespace embedflow::engine
