@@ -247,36 +247,63 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
         if (--indegree[g.edges[e].to.node] == 0) ready.push(g.edges[e].to.node);
   }
   if (g.order.size() != g.nodes.size()) {
-    // Walk one cycle to name it: follow edges among the remaining nodes until a node repeats.
+    // Name one cycle exactly. The nodes Kahn left are on a cycle or downstream of one (a -> b -> a
+    // plus b -> out leaves out too); pruning, repeatedly, those with no edge to another left node
+    // keeps only nodes with a successor among them, so following edges from any of them must
+    // come back to a node already seen: that loop is a cycle and nothing else.
+    std::vector<char> left(g.nodes.size(), 0);
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) left[i] = indegree[i] > 0;
+    auto successors_left = [&](std::size_t i) {
+      std::size_t n = 0;
+      for (const auto& out : g.nodes[i].out_edges)
+        for (std::size_t e : out) n += left[g.edges[e].to.node] != 0;
+      return n;
+    };
+    for (bool pruned = true; pruned;) {
+      pruned = false;
+      for (std::size_t i = 0; i < g.nodes.size(); ++i)
+        if (left[i] && successors_left(i) == 0) {
+          left[i] = 0;
+          pruned = true;
+        }
+    }
     std::size_t start = 0;
-    while (indegree[start] == 0) ++start;
+    while (!left[start]) ++start;
     std::vector<std::size_t> path{start};
+    std::vector<const EdgeSpec*> via_edges;
     std::vector<int> pos(g.nodes.size(), -1);
     pos[start] = 0;
-    const EdgeSpec* first_edge = nullptr;
     for (;;) {
-      std::size_t cur = path.back(), next = cur;
+      const std::size_t cur = path.back();
+      std::size_t next = cur;
       const EdgeSpec* via = nullptr;
       for (const auto& out : g.nodes[cur].out_edges)
         for (std::size_t e : out)
-          if (indegree[g.edges[e].to.node] > 0 && !via) {
+          if (left[g.edges[e].to.node] && !via) {
             next = g.edges[e].to.node;
             via = g.edges[e].spec;
           }
-      if (!via) break;
+      via_edges.push_back(via);  // never null: every node left has a successor left
       if (pos[next] >= 0) {
         path.erase(path.begin(), path.begin() + pos[next]);
+        via_edges.erase(via_edges.begin(), via_edges.begin() + pos[next]);
         path.push_back(next);
-        first_edge = via;
         break;
       }
       pos[next] = static_cast<int>(path.size());
       path.push_back(next);
     }
-    std::string cycle;
-    for (std::size_t i : path) cycle += (cycle.empty() ? "" : " -> ") + g.nodes[i].id();
-    problems.push_back(Diagnostic{first_edge ? first_edge->where : SourceLocation{g.spec.file, 0, 0}, "",
-                                  cat("the graph has a cycle: ", cycle)});
+    std::string cycle, nodes_at, edges_at;
+    for (std::size_t k = 0; k < path.size(); ++k) {
+      const ResolvedNode& n = g.nodes[path[k]];
+      cycle += (cycle.empty() ? "" : " -> ") + n.id();
+      if (k + 1 < path.size()) {
+        nodes_at += cat(nodes_at.empty() ? "" : ", ", n.id(), " at line ", n.spec->where.line);
+        edges_at += cat(edges_at.empty() ? "" : ", ", "'", via_edges[k]->text, "' at line ", via_edges[k]->where.line);
+      }
+    }
+    problems.push_back(Diagnostic{via_edges.front()->where, "",
+                                  cat("the graph has a cycle: ", cycle, " (nodes: ", nodes_at, "; edges: ", edges_at, ")")});
     return g;
   }
 

@@ -156,6 +156,30 @@ edges: [src.out -> a.in, a.out -> b.in, b.out -> a.in]
   CHECK_THAT(p[0], Catch::Contains("the graph has a cycle: a -> b -> a"));
 }
 
+TEST_CASE("a cycle with a node downstream of it names exactly the cycle's nodes, with their lines") {
+  auto p = problems_of(R"(nodes:
+  src: {type: core.range, params: {count: 1}}
+  a: {type: core.funnel}
+  b: {type: core.limit, params: {count: 1}}
+  out: {type: core.sink}
+edges:
+  - src.out -> a.in
+  - a.out -> b.in
+  - b.out -> out.in
+  - b.out -> a.in
+)");
+  REQUIRE(p.size() == 1);
+  INFO(p[0]);
+  // Located at an edge of the cycle; the sink fed by it is not on it.
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:8:") || Catch::StartsWith("g.yaml:10:"));
+  CHECK_THAT(p[0], Catch::Contains("the graph has a cycle: a -> b -> a") ||
+                       Catch::Contains("the graph has a cycle: b -> a -> b"));
+  CHECK_THAT(p[0], Catch::Contains("a at line 3") && Catch::Contains("b at line 4"));
+  CHECK_THAT(p[0], Catch::Contains("'a.out -> b.in' at line 8") && Catch::Contains("'b.out -> a.in' at line 10"));
+  CHECK(p[0].find("-> out") == std::string::npos);
+  CHECK(p[0].find("out.in") == std::string::npos);
+}
+
 TEST_CASE("malformed YAML and bad file shapes") {
   auto p = problems_of("nodes:\n  a: {type: core.range\n  b: 3\n");
   REQUIRE(p.size() == 1);
