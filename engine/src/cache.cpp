@@ -278,6 +278,8 @@ struct CachePlanner::Impl {
         problem = "its fingerprint attribute does not match its name";
       else if (expected != have)
         problem = "its ports differ from the node's outputs";
+      else if (!reader->attribute("string_checksums"))
+        problem = "its string columns carry no checksums (written by an older embedflow)";
       else {
         // Damaged data bytes must not replay as a hit: every chunk's checksum is read now, before
         // any record flows (the file is then in the page cache for the replay).

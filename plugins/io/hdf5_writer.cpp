@@ -50,7 +50,7 @@ class Hdf5Writer final : public Node {
     // The drain after Ctrl-C closes this node too, but the stream it saw was cut short.
     if (outputs_interrupted()) {
       fs::path partial = partial_path(path_);
-      writer_->commit_as(partial);
+      writer_->commit_partial(partial);  // marked complete = 0: it was cut short
       log_warning(node_, "interrupted: kept ", writer_->records(group_), " records as ", partial.string(), "; ",
                   path_.string(), " is untouched");
       return;

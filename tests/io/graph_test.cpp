@@ -228,8 +228,12 @@ TEST_CASE("io.hdf5_writer interrupted mid-stream leaves the earlier complete fil
       CHECK(res.exit_code == (sig == SIGINT ? 130 : 143));
       CHECK(read_file(file) == before);
       CHECK_THAT(res.err, Catch::Contains("interrupted: kept") && Catch::Contains("numbers.h5.partial"));
-      // What the interrupted run saw is kept under a name that says so, and is readable.
-      hdf5::StreamFileReader partial(dir / "out" / "numbers.h5.partial");
+      // What the interrupted run saw is kept under a name that says so, marked incomplete
+      // (complete = 0): a reader refuses it unless asked for a partial file.
+      CHECK_THROWS_WITH(hdf5::StreamFileReader(dir / "out" / "numbers.h5.partial"),
+                        Catch::Contains("a partial stream (complete = 0)"));
+      hdf5::StreamFileReader partial(dir / "out" / "numbers.h5.partial", /*allow_partial=*/true);
+      CHECK(partial.partial());
       std::int64_t rows = partial.port("numbers").rows();
       CHECK(rows > 0);
       CHECK(rows < 200000000);

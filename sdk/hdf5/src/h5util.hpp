@@ -97,6 +97,29 @@ void write_int_attribute(hid_t obj, const char* name, std::int64_t value);
 std::optional<std::string> read_string_attribute(hid_t obj, const char* name);
 std::optional<std::vector<std::string>> read_string_list_attribute(hid_t obj, const char* name);
 std::optional<std::int64_t> read_int_attribute(hid_t obj, const char* name);
+// Checksum of a string column (HDF5 has no filter for variable-length strings, so Fletcher32
+// cannot cover them): 64-bit FNV-1a over each string's length (8 bytes, little-endian) and bytes,
+// in row order. Stored on the dataset as kStringChecksumAttribute, "fnv1a64:<16 hex digits>".
+inline constexpr const char* kStringChecksumAttribute = "embedflow_checksum";
+struct StringChecksum {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  void byte(unsigned char b) {
+    h ^= b;
+    h *= 0x100000001b3ull;
+  }
+  void add(const std::string& s) {
+    std::uint64_t n = s.size();
+    for (int i = 0; i < 8; ++i) byte(static_cast<unsigned char>(n >> (8 * i)));
+    for (char c : s) byte(static_cast<unsigned char>(c));
+  }
+  std::string text() const {
+    static const char* hex = "0123456789abcdef";
+    std::string out = "fnv1a64:";
+    for (int i = 15; i >= 0; --i) out += hex[(h >> (4 * i)) & 15];
+    return out;
+  }
+};
+
 // All scalar string-or-number attributes of an object, as text.
 std::vector<std::pair<std::string, std::string>> read_all_text_attributes(hid_t obj);
 

@@ -930,7 +930,7 @@ bool is_stream_file(const fs::path& path) {
   return detail::has_attribute(f, "embedflow_format");
 }
 
-StreamFileReader::StreamFileReader(const fs::path& path) {
+StreamFileReader::StreamFileReader(const fs::path& path, bool allow_partial) {
   file_ = open_file(path);
   hid_t root = file_->handle;
   auto format = detail::read_string_attribute(root, "embedflow_format");
@@ -938,7 +938,11 @@ StreamFileReader::StreamFileReader(const fs::path& path) {
   if (*format != kFormat)
     throw CorruptFileError(path, cat("stream file format '", *format, "' is not the supported '", kFormat, "'"));
   auto complete = detail::read_int_attribute(root, "complete");
-  if (!complete || *complete != 1)
+  partial_ = complete && *complete == 0 && detail::has_attribute(root, "partial");
+  if (partial_ && !allow_partial)
+    throw CorruptFileError(path, "a partial stream (complete = 0): the run that wrote it was interrupted, so it holds "
+                                 "only the records written before the stop");
+  if (!partial_ && (!complete || *complete != 1))
     throw CorruptFileError(path, "incomplete: the writer never committed it (killed or failed mid-write)");
   auto ports = detail::read_string_list_attribute(root, "ports");
   if (!ports) throw CorruptFileError(path, "lacks the 'ports' attribute");
@@ -955,6 +959,7 @@ StreamFileReader::StreamFileReader(const fs::path& path) {
 
 void StreamFileReader::verify_checksums() const {
   detail::quiet();
+  const bool strings_summed = detail::has_attribute(file_->handle, "string_checksums");
   for (const auto& name : port_names_) {
     Handle group(H5Gopen2(file_->handle, name.c_str(), H5P_DEFAULT), H5Gclose);
     if (!group.valid()) throw CorruptFileError(file_->path, cat("cannot open port group '/", name, "'"));
@@ -981,15 +986,26 @@ void StreamFileReader::verify_checksums() const {
       if (c->info.chunk_rows > 0) step = std::max<std::int64_t>(1, step / c->info.chunk_rows) * c->info.chunk_rows;
       std::vector<std::uint8_t> buf;
       std::vector<std::string> strings;
+      detail::StringChecksum sum;
       for (std::int64_t b = 0; b < c->rows; b += step) {
         std::int64_t e = std::min(c->rows, b + step);
         if (c->info.dtype == DType::string) {
           strings.clear();
           c->read(b, e, nullptr, &strings);
+          for (const auto& text : strings) sum.add(text);
         } else {
           buf.resize(static_cast<std::size_t>(e - b) * c->row_bytes);
           c->read(b, e, buf.data(), nullptr);
         }
+      }
+      // HDF5 has no checksum filter for variable-length strings: the writer stored one of its own.
+      if (c->info.dtype == DType::string) {
+        auto stored = detail::read_string_attribute(c->dataset, detail::kStringChecksumAttribute);
+        if (!stored && strings_summed)
+          throw CorruptFileError(file_->path, cat("string column '", object, "' lacks its checksum attribute"));
+        if (stored && *stored != sum.text())
+          throw CorruptFileError(file_->path, cat("string column '", object, "' does not match its checksum (",
+                                                  *stored, " stored, ", sum.text(), " read): edited or damaged"));
       }
     }
   }

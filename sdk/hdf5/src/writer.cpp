@@ -49,6 +49,7 @@ struct FieldWriter {
   std::vector<std::uint8_t> bytes;    // numeric rows
   std::vector<std::string> strings;   // string rows (row_elems per row)
   std::size_t string_bytes = 0;
+  detail::StringChecksum string_checksum;  // every string appended, in order
 
   std::size_t buffered_bytes() const { return dtype == DType::string ? string_bytes : bytes.size(); }
   // Bytes per row used to size chunks; a variable-length string costs a 16-byte heap reference.
@@ -71,6 +72,7 @@ struct FieldWriter {
     if (dtype == DType::string) {
       for (std::int64_t i = 0; i < n; ++i) {
         strings.push_back(a.string_at(i));
+        string_checksum.add(strings.back());
         string_bytes += strings.back().size() + 16;
       }
     } else {
@@ -346,6 +348,13 @@ struct StreamFileWriter::Impl {
           p->fields.back().init(fi.name, fi.dtype, fi.inner);
         }
       for (auto& f : p->fields) reopen(f, p->rows);
+      // The checksum of a string column covers the rows already there, then the appended ones.
+      for (auto& f : p->fields)
+        if (f.dtype == DType::string && options.checksum && p->rows > 0) {
+          Record existing_rows = t.read_rows(0, p->rows, {f.name});
+          const Array& column = existing_rows.get(f.name);
+          for (std::int64_t i = 0; i < column.numel(); ++i) f.string_checksum.add(column.string_at(i));
+        }
       p->offsets.init("record_offsets", DType::i64, {});
       p->sizes.init("record_sizes", DType::i64, {});
       reopen(p->offsets, p->records);
@@ -354,10 +363,16 @@ struct StreamFileWriter::Impl {
     }
   }
 
-  void commit(const fs::path& target) {
+  // `partial`: the stream was cut short (an interrupted run); the file says so with complete = 0
+  // and a `partial` attribute, so no reader takes it for a whole stream.
+  void commit(const fs::path& target, bool partial = false) {
     std::vector<std::string> port_names;
     for (auto& p : ports) {
       for (auto& f : p->fields) flush(*p, f, true);
+      if (options.checksum)
+        for (auto& f : p->fields)
+          if (f.dtype == DType::string && f.dataset.valid())
+            detail::write_string_attribute(f.dataset, detail::kStringChecksumAttribute, f.string_checksum.text());
       flush(*p, p->offsets, true);
       flush(*p, p->sizes, true);
       port_names.push_back(p->name);
@@ -371,8 +386,11 @@ struct StreamFileWriter::Impl {
     detail::write_string_attribute(file, "embedflow_format", kFormat);
     for (const auto& [k, v] : attributes) detail::write_string_attribute(file, k.c_str(), v);
     detail::write_string_list_attribute(file, "ports", port_names);
+    if (options.checksum) detail::write_string_attribute(file, "string_checksums", "fnv1a64");
+    if (partial)
+      detail::write_string_attribute(file, "partial", "the run was interrupted: this stream was cut short");
     // Written last: a file without it was never committed, whatever its name.
-    detail::write_int_attribute(file, "complete", 1);
+    detail::write_int_attribute(file, "complete", partial ? 0 : 1);
     bool closed = true;
     for (auto& p : ports) {
       for (auto& f : p->fields) closed = f.dataset.reset() && closed;
@@ -461,7 +479,7 @@ void StreamFileWriter::append(const std::string& port, const Record& record) {
 
 void StreamFileWriter::set_attribute(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  static const char* reserved[] = {"embedflow_format", "complete", "ports"};
+  static const char* reserved[] = {"embedflow_format", "complete", "ports", "partial", "string_checksums"};
   for (const char* r : reserved)
     if (key == r) throw ConfigError(cat(final_path_.string(), ": attribute '", key, "' is reserved"));
   impl_->attributes[key] = value;
@@ -469,13 +487,17 @@ void StreamFileWriter::set_attribute(const std::string& key, const std::string& 
 
 void StreamFileWriter::commit() { commit_as(final_path_); }
 
-void StreamFileWriter::commit_as(const fs::path& target) {
+void StreamFileWriter::commit_as(const fs::path& target) { commit_to(target, false); }
+
+void StreamFileWriter::commit_partial(const fs::path& target) { commit_to(target, true); }
+
+void StreamFileWriter::commit_to(const fs::path& target, bool partial) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (committed_) return;
   if (!impl_->file.valid()) throw Error(cat(final_path_.string(), ": writer was aborted"));
   detail::quiet();
   try {
-    impl_->commit(target);
+    impl_->commit(target, partial);
   } catch (...) {
     impl_->discard();
     throw;

@@ -83,9 +83,10 @@ struct WriterOptions {
   // Continue an existing stream file at the final path instead of replacing it. The existing
   // file is copied to the temporary name first, so a crash leaves it untouched.
   bool append = false;
-  // HDF5's Fletcher32 filter on every fixed-size dataset (HDF5 allows none on variable-length
-  // strings): each chunk carries a checksum of its stored bytes,
-  // which StreamFileReader::verify_checksums() checks (stage caches turn this on). Costs the
+  // HDF5's Fletcher32 filter on every fixed-size dataset: each chunk carries a checksum of its
+  // stored bytes. HDF5 allows no filter on variable-length strings, so each string column gets a
+  // checksum of its strings (attribute `embedflow_checksum`, and `string_checksums` on the root).
+  // StreamFileReader::verify_checksums() checks both (stage caches turn this on). Costs the
   // unfiltered direct-read path on replay, so plain exports leave it off.
   bool checksum = false;
 };
@@ -115,8 +116,12 @@ class StreamFileWriter {
   // Writes what is buffered, the record index and attributes; closes, fsyncs, renames to the
   // final path and fsyncs the directory. After commit() the writer accepts nothing more.
   void commit();
-  // commit() to another name (an interrupted run keeps what it wrote as `<path>.partial`).
+  // commit() to another name.
   void commit_as(const std::filesystem::path& target);
+  // What an interrupted run keeps (`<path>.partial`): committed like commit_as(), but marked as
+  // cut short, `complete` = 0 and a `partial` attribute saying why, so no reader takes it for a
+  // whole stream (StreamFileReader refuses it unless asked for a partial file).
+  void commit_partial(const std::filesystem::path& target);
   // Drops everything written so far (what the destructor does without commit()).
   void abort();
 
@@ -132,6 +137,7 @@ class StreamFileWriter {
   struct Impl;
 
  private:
+  void commit_to(const std::filesystem::path& target, bool partial);
   std::filesystem::path final_path_, temp_path_;
   std::unique_ptr<Impl> impl_;
   mutable std::mutex mutex_;
@@ -225,8 +231,11 @@ bool is_stream_file(const std::filesystem::path& path);
 // with its record index, and every dataset's length agrees with record_offsets/record_sizes.
 class StreamFileReader {
  public:
-  // DataError when the file does not exist; CorruptFileError for everything else that is wrong.
-  explicit StreamFileReader(const std::filesystem::path& path);
+  // DataError when the file does not exist; CorruptFileError for everything else that is wrong,
+  // including a partial file (an interrupted run's, complete = 0) unless `allow_partial`.
+  explicit StreamFileReader(const std::filesystem::path& path, bool allow_partial = false);
+  // The file is an interrupted run's partial stream (StreamFileWriter::commit_partial).
+  bool partial() const { return partial_; }
 
   const std::filesystem::path& path() const;
   const std::vector<std::string>& ports() const { return port_names_; }
@@ -238,7 +247,8 @@ class StreamFileReader {
   // Reads every stored chunk of every dataset of every port (and the record index), so that a
   // filter checksum (Fletcher32) or a decompression error on damaged bytes surfaces here, and
   // checks that every chunk the shape declares is stored. Throws CorruptFileError naming the file
-  // and dataset. Files written without `checksum` only get the decompression and count checks.
+  // and dataset; a string column whose strings do not match its stored checksum (edited or
+  // damaged) too. Files written without `checksum` only get the decompression and count checks.
   void verify_checksums() const;
 
   // Replays a port's records in order (original sizes), with prefetch.
@@ -251,6 +261,7 @@ class StreamFileReader {
   std::vector<std::string> port_names_;
   std::map<std::string, Table> ports_;
   std::map<std::string, std::string> attributes_;
+  bool partial_ = false;
 };
 
 // Pull-style replay: next() returns the next record, or null at the end. Reads whole slabs
