@@ -204,9 +204,13 @@ class NodeRuntime final : public NodeContext {
     const std::size_t inputs = rn_.type->inputs.size();
     side_values_.resize(inputs);
     outs_.resize(rn_.type->outputs.size());
-    // A node replayed from its cache has no inputs wired, so it waits for no side value.
+    // Stream records wait for the first value of every connected side input, optional ones too
+    // (an optional side input may be left unconnected, but once connected the node expects its
+    // value, e.g. a photo table to look ids up in); an optional one that ends without a value
+    // releases them. A node replayed from its cache has no inputs wired, so it waits for none.
+    side_released_.assign(inputs, false);
     for (std::size_t p = 0; p < inputs && !replaying_; ++p)
-      if (rn_.type->inputs[p].side && !rn_.type->inputs[p].optional && !rn_.in_edges[p].empty()) ++sides_missing_;
+      if (rn_.type->inputs[p].side && !rn_.in_edges[p].empty()) ++sides_missing_;
     std::size_t stream_edges = 0;
     for (std::size_t p = 0; p < inputs; ++p)
       if (!rn_.type->inputs[p].side) stream_edges += rn_.in_edges[p].size();
@@ -450,7 +454,11 @@ class NodeRuntime final : public NodeContext {
         if (sides_missing_.load() > 0) {
           std::lock_guard<std::mutex> lock(side_mutex_);
           if (sides_missing_.load() > 0) {
+            // Held until the side value arrives, the record no longer counts as in flight for
+            // its source: the source may be what the side value waits for (a trainer needing
+            // all of a stream that also feeds this node), and holding its tickets would stall it.
             pending_.push_back(m);
+            pending_.back().ticket.reset();
             return;
           }
         }
@@ -504,7 +512,8 @@ class NodeRuntime final : public NodeContext {
       std::lock_guard<std::mutex> lock(side_mutex_);
       bool first = !side_values_[e.port];
       side_values_[e.port] = m.record;
-      if (first && !rn_.type->inputs[e.port].optional && sides_missing_.fetch_sub(1) == 1) ready.swap(pending_);
+      if (first && !side_released_[e.port] && sides_missing_.fetch_sub(1) == 1) ready.swap(pending_);
+      side_released_[e.port] = true;
     }
     Emit out(*this, m.seq, &m.ticket, nullptr);
     auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
@@ -522,11 +531,29 @@ class NodeRuntime final : public NodeContext {
   }
 
   void check_side_ended(const InEdge& e) {
-    std::size_t waiting;
+    std::size_t waiting = 0;
+    std::deque<Message> ready;
     {
       std::lock_guard<std::mutex> lock(side_mutex_);
-      if (side_values_[e.port] || rn_.type->inputs[e.port].optional) return;
-      waiting = pending_.size();
+      if (side_values_[e.port]) return;
+      if (rn_.type->inputs[e.port].optional) {
+        // Released once every edge into the port has ended empty: the records go on without it.
+        for (const auto& other : in_edges_)
+          if (other->port == e.port && (!other->eos.load() || other->expected.load() != 0)) return;
+        if (side_released_[e.port]) return;
+        side_released_[e.port] = true;
+        if (sides_missing_.fetch_sub(1) == 1) ready.swap(pending_);
+      } else {
+        waiting = pending_.size();
+      }
+    }
+    if (rn_.type->inputs[e.port].optional) {
+      if (source_ && sides_missing_.load() == 0) pump_->try_put(0);
+      for (Message& p : ready) {
+        process_stream(p);
+        in_edges_[p.edge]->processed.fetch_add(1);
+      }
+      return;
     }
     throw Error(cat("side input '", rn_.type->inputs[e.port].name, "' ended without a value", 
                     waiting ? cat("; ", waiting, " records waited for it") : ""));
@@ -608,6 +635,7 @@ class NodeRuntime final : public NodeContext {
   mutable std::mutex side_mutex_;
   std::vector<RecordPtr> side_values_;
   std::atomic<int> sides_missing_{0};
+  std::vector<bool> side_released_;  // per input port: no longer counted in sides_missing_
   std::deque<Message> pending_;
 
   std::mutex reorder_mutex_;

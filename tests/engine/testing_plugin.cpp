@@ -238,8 +238,11 @@ class ProgressReporter final : public Node {
   std::string json_;
 };
 
+void register_optional_side(Registry& r);
+
 void register_types(Registry& r) {
   register_contract_types(r);
+  register_optional_side(r);
   r.add(NodeTypeBuilder("testing.lines")
             .doc("Emits one record per line of a text file; appends 'run' to `log` when it opens.")
             .source()
@@ -287,6 +290,32 @@ void register_types(Registry& r) {
             .output("out", "*")
             .forward("in", "out")
             .create<Jittery>());
+}
+
+// Passes each record on with `side_value`: the `value` of the latest record on its optional side
+// input, or -1 while it has none.
+class OptionalSide final : public Node {
+ public:
+  void open(NodeContext& ctx) override { ctx_ = &ctx; }
+  void process(std::size_t, const RecordPtr& in, Emitter& out) override {
+    Record r = *in;
+    const RecordPtr side = ctx_->side(1);
+    const Array* v = side ? side->find("value") : nullptr;
+    r.set("side_value", Array::scalar<std::int64_t>(v ? v->as_int(0) : -1));
+    out.emit(share(std::move(r)));
+  }
+
+ private:
+  NodeContext* ctx_ = nullptr;
+};
+
+void register_optional_side(Registry& r) {
+  r.add(NodeTypeBuilder("testing.optional_side")
+            .doc("Tags each record with the value of its optional side input (-1 without one).")
+            .input("in", "*")
+            .side_input("side", "*", "optional", /*optional=*/true)
+            .output("out", "*")
+            .create<OptionalSide>());
 }
 
 }  // namespace
