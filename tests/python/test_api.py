@@ -126,8 +126,10 @@ def test_sweep_runs_every_point_and_shares_the_cached_stage(ef, graphs, tmp_path
     """embedflow.sweep is the CLI's sweep: 2 values x 2 seeds, the deterministic cached source
     computed once per value and replayed across seeds."""
     s = ef.sweep(graphs / "numbers.yaml", grid={"count": [3, 5]}, seeds=[1, 2], set={"numbers.cache": True},
-                 out=tmp_path / "sw", cache_dir=tmp_path / "cache", report=False, quiet=True)
+                 out=tmp_path / "sw", cache_dir=tmp_path / "cache", report=False, quiet=True,
+                 against={"mean": "numbers"})
     assert s["status"] == "done"
+    assert s["against"] == [{"metric": "mean", "row": "numbers"}]
     assert [p["status"] for p in s["points"]] == ["ok"] * 4
     assert [(p["values"]["count"], p["seed"]) for p in s["points"]] == [("3", 1), ("3", 2), ("5", 1), ("5", 2)]
     stages = {st["node"]: st for st in s["stages"]}
@@ -144,6 +146,9 @@ def test_sweep_runs_every_point_and_shares_the_cached_stage(ef, graphs, tmp_path
 def test_sweep_bad_input_raises_graph_error(ef, graphs, tmp_path):
     with pytest.raises(ef.GraphError, match="has no variable 'cuont'"):
         ef.sweep(graphs / "numbers.yaml", grid={"cuont": [1, 2]}, out=tmp_path / "sw", report=False, quiet=True)
+    with pytest.raises(ef.GraphError, match="expected METRIC:ROW"):
+        ef.sweep(graphs / "numbers.yaml", grid={"count": [1, 2]}, against={"": "numbers"}, out=tmp_path / "sw",
+                 report=False, quiet=True)
     with pytest.raises(ef.GraphError, match="nothing to sweep"):
         ef.sweep(graphs / "numbers.yaml", out=tmp_path / "sw", report=False, quiet=True)
     assert not (tmp_path / "sw" / "sweep.json").exists()
