@@ -226,7 +226,7 @@ GraphSpec parse_graph_text(const std::string& text, const std::string& file_name
     return g;
   }
   const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();  // empty text: "a graph file is a map"
-  Parser p{file_name, problems};
+  Parser p{file_name, problems, YamlBudget{}};
   GraphSpec g = p.parse(root, text);
   if (p.budget.values > kMaxYamlValues || p.budget.bytes > kMaxYamlBytes) {
     // The limit's problem says it all: what was left unread would only add follow-on problems.

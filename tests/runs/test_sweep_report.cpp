@@ -344,7 +344,15 @@ TEST_CASE("a sweep's report works in headless Chromium, shows the record's means
   embedflow::runs::write_sweep_report(sweep_dir, sweep_dir / "report.html", assets);
   REQUIRE(fs::exists(sweep_dir / "report.html"));
   // The names sit in the page's data with "<" escaped: none closes the data element.
-  CHECK(read_file(sweep_dir / "report.html").find(kHostile) == std::string::npos);
+  const std::string html = read_file(sweep_dir / "report.html");
+  CHECK(html.find(kHostile) == std::string::npos);
+  // A Content-Security-Policy by hashes, before the first script; the page still draws every
+  // chart under it (check_page_works: no console message, every chart drawn).
+  const std::size_t policy = html.find("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';");
+  REQUIRE(policy < html.find("<script"));
+  const std::string meta = html.substr(policy, html.find('>', policy) - policy);
+  CHECK(meta.find("script-src 'sha256-") != std::string::npos);
+  CHECK(meta.find("unsafe-") == std::string::npos);
 
   const Page page = load_in_chromium(sweep_dir / "report.html", dir);
   check_page_works(page);
@@ -466,7 +474,7 @@ TEST_CASE("sweep report error paths: no record, not a sweep record, hostile nest
   // A valid record but no chart library: an Error naming what to do, and no page.
   write_file(dir / "ok/sweep.json", R"({"format": "embedflow-sweep/1"})");
   CHECK_THAT(thrown<embedflow::Error>([&] { write_sweep_report(dir / "ok", dir / "ok/report.html", fs::path()); }),
-             Catch::Contains("the chart library (vega, vega-lite, vega-embed) was not found"));
+             Catch::Contains("the chart library (vega, vega-lite, vega-embed, vega-interpreter) was not found"));
   CHECK_FALSE(fs::exists(dir / "ok/report.html"));
   // A minimal record makes a page: nothing to chart, but it loads and says so.
   write_sweep_report(dir / "ok", dir / "ok/report.html", assets);

@@ -188,7 +188,11 @@
     parent.append(div);
     spec.$schema = "https://vega.github.io/schema/vega-lite/v5.json";
     spec.title = { text: title, anchor: "start", limit: 0, fontSize: 12 };
-    charts.push(vegaEmbed(div, spec, { renderer: "svg", actions: false })
+    // The page's Content-Security-Policy allows no eval and no injected style: expressions are
+    // interpreted (vega-interpreter), and the tooltip's style is in the page's own sheet.
+    const options = { renderer: "svg", actions: false, ast: true, expr: vega.expressionInterpreter,
+                      defaultStyle: false, tooltip: { disableDefaultStyle: true } };
+    charts.push(vegaEmbed(div, spec, options)
       .then(() => { div.dataset.drawn = "true"; })
       .catch((e) => { errors.push(title + ": " + e); }));
   }

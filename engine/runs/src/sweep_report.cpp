@@ -109,10 +109,11 @@ void link_points(json& doc, const fs::path& sweep_dir, const fs::path& output) {
 
 void write_sweep_report(const fs::path& sweep_dir, const fs::path& output, const fs::path& assets) {
   json doc = read_sweep(sweep_dir);
-  const std::string libraries = engine::report_library_scripts(assets);
-  const char* script = page_file("sweep.js");
-  const char* style = page_file("sweep.css");
-  if (!script || !style) throw Error("the sweep report's page files were not built in");
+  const std::vector<std::string> libraries = engine::report_library_texts(assets);
+  const char* script_file = page_file("sweep.js");
+  const char* style_file = page_file("sweep.css");
+  if (!script_file || !style_file) throw Error("the sweep report's page files were not built in");
+  const std::string script = engine::script_text(script_file), style = style_file;
   link_points(doc, sweep_dir, output);
   json data;
   data["generated"] = engine::utc_timestamp(std::chrono::system_clock::now());
@@ -120,14 +121,19 @@ void write_sweep_report(const fs::path& sweep_dir, const fs::path& output, const
   data["sweep"] = std::move(doc);
   const json& sweep = data["sweep"];
   const std::string graph = sweep.contains("graph") && sweep["graph"].is_string() ? sweep["graph"].get<std::string>() : "";
+  // As the run report: a Content-Security-Policy allowing exactly the page's own inline scripts
+  // and style (the JSON data block is not executed) and data: images.
+  std::vector<std::string> scripts = libraries;
+  scripts.push_back(script);
   std::ostringstream html;
-  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>"
+  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+       << engine::content_security_policy(scripts, {style}) << "\n<title>"
        << engine::xml_escape("embedflow sweep " + graph) << "</title>\n"
-       << "<style>" << style << "</style>\n"
-       << libraries
-       << "<script type=\"application/json\" id=\"sweep-data\">" << engine::script_json(data) << "</script>\n"
+       << "<style>" << style << "</style>\n";
+  for (const auto& text : libraries) html << "<script>" << text << "</script>\n";
+  html << "<script type=\"application/json\" id=\"sweep-data\">" << engine::script_json(data) << "</script>\n"
        << "</head><body data-status=\"loading\"><div id=\"report\"></div>\n"
-       << "<script>" << engine::script_text(script) << "</script>\n</body></html>\n";
+       << "<script>" << script << "</script>\n</body></html>\n";
   engine::write_file_replacing(output, html.str());
 }
 
