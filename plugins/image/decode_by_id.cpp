@@ -19,7 +19,9 @@
 // Caveats: a missing, unreadable or corrupt file (a truncated JPEG included) is a DataError
 // naming the photo id, its role and the path; on_bad_image: skip drops the pairs or triplets
 // it is in (the photo records themselves in the photos shape), and the log counts them at
-// the end. Memory: the table's paths, `cache_images` decoded images (least recently used
+// the end. A file whose header declares more than max_pixels is such a bad file, refused before
+// decoding; the parallel decodes hold at most max_decoding_pixels header pixels at once (one file
+// always may start). Memory: the table's paths, `cache_images` decoded images (least recently used
 // dropped first) and one output batch. `cache: true` (the engine's stage cache) on this node
 // stores its output stream; on photo records that is each photo's decoded, resized u8 image
 // once, which image.collect + image.pair_join can then join with pairs on every later run.
@@ -35,6 +37,7 @@
 #include <cstring>
 #include <filesystem>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -118,6 +121,9 @@ class DecodeById final : public Node {
     decode_.height = static_cast<int>(p.integer("height"));
     decode_.width = static_cast<int>(p.integer("width"));
     decode_.dct_scaling = p.boolean("dct_scaling");
+    decode_.max_pixels = static_cast<std::uint64_t>(p.integer("max_pixels"));
+    budget_ = std::make_unique<DecodeBudget>(static_cast<std::uint64_t>(p.integer("max_decoding_pixels")));
+    decode_.budget = budget_.get();
     skip_bad_ = p.string("on_bad_image") == "skip";
     lru_ = std::make_unique<ImageLru>(static_cast<std::size_t>(p.integer("cache_images")));
     has_table_ = ctx.input_connected(1);
@@ -273,6 +279,7 @@ class DecodeById final : public Node {
   NodeContext* ctx_ = nullptr;
   std::string path_field_, root_;
   DecodeOptions decode_;
+  std::unique_ptr<DecodeBudget> budget_;  // pixels decoding at once, across the parallel decodes
   bool skip_bad_ = false, has_table_ = false;
   std::unique_ptr<ImageLru> lru_;
   RecordPtr table_record_;
@@ -309,6 +316,13 @@ NodeType decode_by_id_type() {
       .param(Param::choice("on_bad_image", {"error", "skip"}).default_value("error")
                  .doc("error: a missing or undecodable file stops the run naming the photo id and path; skip: drop the "
                       "records (rows) it is in, counted in the log"))
+      .param(Param::integer("max_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
+                 .doc("largest width x height a file's header may declare; larger files are refused before decoding "
+                      "(an error naming the file, or skipped with on_bad_image: skip)"))
+      .param(Param::integer("max_decoding_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
+                 .not_fingerprinted()
+                 .doc("header pixels of the files decoding at once, summed; a decode waits until it fits (one file "
+                      "always may start), so parallel decodes of large files take turns"))
       .param(Param::integer("cache_images").default_value(1024).range(0, 1 << 24).not_fingerprinted()
                  .doc("decoded images kept by id for reuse (least recently used dropped first); 0: none"))
       .input("in", "*", "pairs (anchor, other, label), triplets (anchor, positive, negative) or photo records (id), batches or single")

@@ -10,7 +10,9 @@
 // Caveats: a missing, empty or undecodable file (a truncated or corrupt JPEG included: libjpeg's
 // warnings are errors here) stops the run with a DataError naming the file, the CSV line and the
 // image's id unless on_bad_image: skip, which skips it and logs the count and the first
-// few names at the end. Without height/width, images keep their own sizes, so batches need
+// few names at the end. A file whose header declares more than max_pixels (width x height) is
+// such a bad file, refused before any decoder allocates; the parallel decodes hold at most
+// max_decoding_pixels header pixels at once (one file always may start). Without height/width, images keep their own sizes, so batches need
 // equally sized files. Directory labels: integer class names are used as labels, other names
 // get their index in sorted order (logged). Relative CSV paths are relative to `root`, default
 // the CSV's directory.
@@ -22,6 +24,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <set>
 
 #include <tbb/parallel_for.h>
@@ -72,6 +75,9 @@ class FilesReader final : public Node {
     decode_.height = static_cast<int>(p.integer("height"));
     decode_.width = static_cast<int>(p.integer("width"));
     decode_.dct_scaling = p.boolean("dct_scaling");
+    decode_.max_pixels = static_cast<std::uint64_t>(p.integer("max_pixels"));
+    budget_ = std::make_unique<DecodeBudget>(static_cast<std::uint64_t>(p.integer("max_decoding_pixels")));
+    decode_.budget = budget_.get();
     skip_bad_ = p.string("on_bad_image") == "skip";
     shuffle_ = p.boolean("shuffle");
     epochs_ = p.integer("epochs");
@@ -204,6 +210,7 @@ class FilesReader final : public Node {
   std::vector<ImageEntry> entries_;
   std::vector<std::int64_t> selected_, order_;
   DecodeOptions decode_;
+  std::unique_ptr<DecodeBudget> budget_;  // pixels decoding at once, across the parallel decodes
   bool skip_bad_ = false, shuffle_ = false, drop_last_ = false;
   std::int64_t epochs_ = 1, epoch_ = 0, batch_ = 0;
   std::size_t chunk_ = 256, next_ = 0;
@@ -250,6 +257,13 @@ NodeType files_reader_type() {
       .param(Param::boolean("drop_last").default_value(false).doc("drop each epoch's final partial batch"))
       .param(Param::choice("on_bad_image", {"error", "skip"}).default_value("error")
                  .doc("error: a missing or undecodable file stops the run naming it; skip: skip it, count logged at the end"))
+      .param(Param::integer("max_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
+                 .doc("largest width x height a file's header may declare; larger files are refused before decoding "
+                      "(an error naming the file, or skipped with on_bad_image: skip)"))
+      .param(Param::integer("max_decoding_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
+                 .not_fingerprinted()
+                 .doc("header pixels of the files decoding at once, summed; a decode waits until it fits (one file "
+                      "always may start), so parallel decodes of large files take turns"))
       .param(Param::integer("chunk").default_value(256).range(1, 1 << 20).not_fingerprinted()
                  .doc("images decoded ahead in parallel"))
       .output("out", "id: i64, label: i64, epoch: i64, image: u8", "decoded images with ids, labels and epochs")

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <embedflow/error.hpp>
 #include <embedflow/log.hpp>
 
+#include "core/image_header.hpp"
 #include "core/jpeg.hpp"
 #include "core/ops.hpp"
 
@@ -31,6 +33,9 @@ bool parse_i64(const std::string& s, std::int64_t& out) {
   out = v;
   return true;
 }
+
+// Leases this thread holds (of any budget): a thread that holds one decodes without waiting.
+thread_local int leases_held = 0;
 
 bool is_image_extension(const fs::path& p) {
   std::string e = p.extension().string();
@@ -156,6 +161,29 @@ bool read_file_bytes(const std::string& path, std::vector<unsigned char>& bytes,
   return true;
 }
 
+DecodeBudget::Lease DecodeBudget::acquire(std::uint64_t pixels) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (leases_held == 0) freed_.wait(lock, [&] { return in_use_ == 0 || pixels <= capacity_ - std::min(capacity_, in_use_); });
+  in_use_ += pixels;
+  peak_ = std::max(peak_, in_use_);
+  ++leases_held;
+  return Lease(this, pixels);
+}
+
+void DecodeBudget::release(std::uint64_t pixels) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= pixels;
+    --leases_held;
+  }
+  freed_.notify_all();
+}
+
+std::uint64_t DecodeBudget::peak() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_;
+}
+
 int jpeg_reduction(int w, int h, int target_w, int target_h) {
   for (int d : {8, 4, 2}) {
     const cv::Size s = reduced_size(w, h, d);
@@ -166,6 +194,21 @@ int jpeg_reduction(int w, int h, int target_w, int target_h) {
 
 cv::Mat decode_image_bytes(const std::vector<unsigned char>& bytes, const DecodeOptions& o, std::string& error) {
   const bool resize = o.height > 0 && o.width > 0;
+  // The size the header declares, before any decoder allocates for it.
+  ImageHeader size;
+  std::string header_error;
+  if (!read_image_header(bytes.data(), bytes.size(), size, header_error)) {
+    error = looks_like_jpeg(bytes.data(), bytes.size()) ? cat("corrupt JPEG: ", header_error)
+                                                          : cat("not a decodable image (corrupt or unsupported format): ", header_error);
+    return {};
+  }
+  if (size.pixels() > o.max_pixels) {
+    error = cat(size.width, " x ", size.height, " pixels (", size.format, " header) exceed ", o.max_pixels_param, " = ",
+                o.max_pixels, "; refused before decoding (raise ", o.max_pixels_param, " to decode it)");
+    return {};
+  }
+  std::optional<DecodeBudget::Lease> lease;  // held until the decoded (and resized) image is made
+  if (o.budget) lease.emplace(o.budget->acquire(size.pixels()));
   cv::Mat m;
   JpegHeader header;
   std::string jpeg_error;

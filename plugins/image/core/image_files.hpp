@@ -1,7 +1,9 @@
 // Image file lists (from a CSV column or a class-per-subdirectory tree) and OpenCV decoding.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,52 @@ std::vector<ImageEntry> list_csv(const std::string& csv, const CsvListOptions& o
 // `class_names` receives the sorted class directory names.
 std::vector<ImageEntry> list_directory(const std::string& dir, std::vector<std::string>& class_names);
 
+// Bounds the pixels a node decodes at once: each decode leases the pixel count its file's header
+// declares and waits while the leases held would exceed the capacity. A file alone always
+// starts (a capacity below one file's size serialises, never blocks for good), and a thread that
+// already holds a lease never waits for another (a nested decode cannot wait on itself).
+class DecodeBudget {
+ public:
+  explicit DecodeBudget(std::uint64_t capacity) : capacity_(capacity) {}
+  DecodeBudget(const DecodeBudget&) = delete;
+  DecodeBudget& operator=(const DecodeBudget&) = delete;
+
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(DecodeBudget* budget, std::uint64_t pixels) : budget_(budget), pixels_(pixels) {}
+    Lease(Lease&& o) noexcept : budget_(o.budget_), pixels_(o.pixels_) { o.budget_ = nullptr; }
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() { if (budget_) budget_->release(pixels_); }
+
+   private:
+    DecodeBudget* budget_ = nullptr;
+    std::uint64_t pixels_ = 0;
+  };
+  Lease acquire(std::uint64_t pixels);
+  std::uint64_t capacity() const { return capacity_; }
+  // The largest sum of leases held at once so far (tests).
+  std::uint64_t peak() const;
+
+ private:
+  void release(std::uint64_t pixels);
+  const std::uint64_t capacity_;
+  mutable std::mutex mutex_;
+  std::condition_variable freed_;
+  std::uint64_t in_use_ = 0, peak_ = 0;
+};
+
+// The default of the readers' max_pixels: 100 megapixels (a 12000 x 8000 camera file is 96),
+// 300 MB decoded as RGB.
+constexpr std::int64_t kDefaultMaxPixels = 100000000;
+
 struct DecodeOptions {
+  // Files whose header declares more pixels (width x height) are refused before decoding, with
+  // an error naming `max_pixels_param` (the node's parameter).
+  std::uint64_t max_pixels = kDefaultMaxPixels;
+  const char* max_pixels_param = "max_pixels";
+  // Shared by the node's parallel decodes; null: no bound on decodes at once.
+  DecodeBudget* budget = nullptr;
   bool color = false;  // true: 3 channels, RGB order; false: 1 grey channel
   int height = 0, width = 0;  // > 0: resize to this size (antialiased: area when shrinking, bilinear else)
   // JPEG only: decode at 1/2, 1/4 or 1/8 in the DCT domain (libjpeg-turbo's scaled IDCT) when
@@ -44,8 +91,9 @@ struct DecodeOptions {
 // The largest of 1, 2, 4, 8 that keeps a w x h image at least target_w x target_h.
 int jpeg_reduction(int w, int h, int target_w, int target_h);
 
-// Decodes one file; returns an empty Mat and sets `error` when it is missing, unreadable or not
-// an image OpenCV can decode. JPEGs are decoded strictly (core/jpeg.hpp): a truncated or
+// Decodes one file; returns an empty Mat and sets `error` when it is missing, unreadable, not
+// an image OpenCV can decode, or declares more than o.max_pixels pixels in its header
+// (core/image_header.hpp: checked before any decoder runs). JPEGs are decoded strictly (core/jpeg.hpp): a truncated or
 // corrupt JPEG is an error even where libjpeg would only warn.
 cv::Mat decode_image(const std::string& path, const DecodeOptions& o, std::string& error);
 
