@@ -44,6 +44,9 @@ NodeType csv_photos_type() {
       .param(Param::integer("batch_size").default_value(65536).min(1).doc("photos per emitted batch"))
       .param(Param::choice("on_bad_row", {"error", "skip"}).default_value("error")
                  .doc("error: a malformed row stops the run naming file:line; skip: skip it and count it"))
+      .param(Param::choice("duplicate_ids", {"error", "keep_first"}).default_value("error")
+                 .doc("a photo id on two kept rows: error stops the run naming the file and both lines; keep_first "
+                      "keeps the first row of each id and drops (counts and logs) the later ones"))
       .param(Param::numbers("bbox").optional()
                  .doc("[min_lon, min_lat, max_lon, max_lat]: rows outside are dropped and counted"))
       .param(Param::integer("min_accuracy").default_value(0).range(0, 16)

@@ -18,6 +18,7 @@ class PhotoTableSource : public Node {
     id_ = ctx.id();
     CsvReadOptions o;
     o.skip_bad_rows = p.string("on_bad_row") == "skip";
+    o.duplicate_ids = p.string("duplicate_ids") == "keep_first" ? DuplicateIds::keep_first : DuplicateIds::error;
     o.min_accuracy = p.integer("min_accuracy");
     o.keep_text = p.boolean("text");
     if (p.has("bbox")) {
@@ -55,6 +56,11 @@ class PhotoTableSource : public Node {
       std::string first;
       for (const auto& b : s.first_bad) first += "\n  " + b;
       log_warning(id_, "skipped ", s.bad_rows, " malformed rows; first ones:", first);
+    }
+    if (s.duplicate_ids > 0) {
+      std::string first;
+      for (const auto& d : s.first_duplicates) first += "\n  " + d;
+      log_warning(id_, "dropped ", s.duplicate_ids, " rows repeating an earlier row's photo id (duplicate_ids: keep_first); first ones:", first);
     }
   }
 

@@ -727,3 +727,47 @@ TEST_CASE("k far above the candidates takes every candidate, exactly as brute fo
     check_against_brute_force(p, c, run_sampler(p, c));
   }
 }
+
+TEST_CASE("a photo id on two rows: the CSV reader names both lines or keeps the first; the sampler refuses it", "[geo][csv][sampler]") {
+  // 70,000 rows (the id table grows past its first sizes); every 7,000th row repeats an earlier id.
+  const fs::path dir = test::scratch_dir("geo_duplicate_ids");
+  std::string text = "id,lat,lon,time,user\n";
+  for (int i = 0; i < 70000; ++i) {
+    const int id = i % 7000 == 6999 ? i - 5000 : i;
+    text += std::to_string(id) + ",40.7" + std::to_string(i % 1000) + ",-73.9,2013-06-14T10:00:00,u" + std::to_string(i % 97) + "\n";
+  }
+  test::write_file(dir / "p.csv", text);
+  CsvReadOptions o;
+  // Row 6999 (line 7001) repeats id 1999 (line 2001).
+  CHECK_THROWS_WITH(read_photos_csv((dir / "p.csv").string(), o),
+                    Catch::Contains("p.csv:7001: photo id 1999 repeats the id of line 2001") &&
+                        Catch::Contains("duplicate_ids: keep_first"));
+  o.duplicate_ids = DuplicateIds::keep_first;
+  CsvReadStats stats;
+  const PhotoColumns kept = read_photos_csv((dir / "p.csv").string(), o, &stats);
+  CHECK(stats.duplicate_ids == 10);
+  CHECK(kept.size() == 69990);
+  CHECK(std::set<std::int64_t>(kept.id.begin(), kept.id.end()).size() == kept.size());
+  REQUIRE(stats.first_duplicates.size() == 5);
+  CHECK_THAT(stats.first_duplicates[1], Catch::EndsWith("p.csv:14001: photo id 8999 repeats the id of line 9001"));
+  CHECK_THAT(describe(stats), Catch::Contains("10 repeated ids (first row kept)"));
+
+  // The sampler, fed a photo set with an id twice (any source), refuses it: photo 1 would be
+  // its own positive at 1.1 m.
+  PhotoSet p;
+  auto add = [&](std::int64_t id, double lat, std::int32_t user) {
+    p.id.push_back(id); p.lat.push_back(lat); p.lon.push_back(-73.98); p.time.push_back(1370044800); p.user.push_back(user);
+  };
+  add(1, 40.75, 1);
+  add(2, 40.75, 2);
+  add(1, 40.75001, 3);
+  add(3, 40.80, 4);
+  SamplerConfig c;
+  c.k_pos = 10;
+  CHECK_THROWS_WITH(PairSampler(p, c), Catch::Contains("photo id 1 appears twice among the photos (rows 0 and 2"));
+  // Without the repeat, no pair joins a photo with itself.
+  p.id[2] = 5;
+  const Pairs out = run_sampler(p, c);
+  REQUIRE(!out.anchor.empty());
+  for (std::size_t i = 0; i < out.anchor.size(); ++i) CHECK(out.anchor[i] != out.other[i]);
+}

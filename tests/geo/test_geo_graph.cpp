@@ -442,3 +442,60 @@ print("worst relative distance error", worst, "precision", got_pos, got_neg)
   const std::string record = read_file(dir / "run" / "run.json");
   CHECK_THAT(record, Catch::Contains("\"title\": \"pair set label precision\""));
 }
+
+TEST_CASE("a repeated photo id stops the reader naming the file and both lines; keep_first drops the later row; no "
+          "photo is paired with itself", "[geo][graph]") {
+  const fs::path dir = scratch_dir("geo_graph_duplicate_ids");
+  const fs::path csv = dir / "dup.csv";
+  // Photo 1 twice (lines 2 and 4), 2.2 m apart and by different users, so the sampler's own
+  // duplicate removal (same place, user and second) would not catch it: a self-pair at 2.2 m.
+  write_file(csv,
+             "id,lat,lon,time,user\n"
+             "1,40.75000,-73.98,2013-06-14T10:00:00,alice\n"
+             "2,40.75001,-73.98,2013-06-14T10:05:00,bob\n"
+             "1,40.75002,-73.98,2013-06-15T11:00:00,carol\n"
+             "3,40.70000,-73.99,2013-06-14T10:07:00,dave\n"
+             "4,40.70001,-73.99,2013-06-14T10:08:00,erin\n");
+  const fs::path graph = dir / "g.yaml";
+  write_file(graph, "seed: 1\nnodes:\n  photos: {type: geo.csv_photos, params: {path: " + csv.string() +
+                        "}}\n  pairs: {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000, "
+                        "k_pos: 100, k_neg: 100}}\n  save: {type: io.hdf5_writer, params: {path: " +
+                        (dir / "pairs.h5").string() + ", group: pairs}}\nedges:\n  - photos.out -> pairs.photos\n"
+                        "  - pairs.out -> save.in\n");
+  const Result fail = run_cli({"run", graph.string()});
+  CHECK(fail.exit_code == 1);
+  CHECK(fail.err.find(csv.string() + ":4: photo id 1 repeats the id of line 2") != std::string::npos);
+  CHECK(fail.err.find("duplicate_ids: keep_first") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "pairs.h5"));
+
+  const Result keep = run_cli({"run", graph.string(), "--set", "photos.duplicate_ids=keep_first"});
+  INFO(keep.err);
+  REQUIRE(keep.exit_code == 0);
+  CHECK(keep.err.find("dropped 1 rows repeating an earlier row's photo id") != std::string::npos);
+  CHECK(keep.err.find(":4: photo id 1 repeats the id of line 2") != std::string::npos);
+  // Every pair joins two different photos; photo 1 is line 2's (its only positive is photo 2).
+  check_python(R"PY(
+import sys, h5py
+g = h5py.File(sys.argv[1], "r")["pairs"]
+a, o, l = g["anchor"][()], g["other"][()], g["label"][()]
+pairs = sorted(zip(a.tolist(), o.tolist(), l.tolist()))
+assert len(pairs) > 0, "no pairs"
+assert all(x != y for x, y, _ in pairs), f"a photo paired with itself: {pairs}"
+assert sorted(y for x, y, lab in pairs if x == 1 and lab == 1) == [2], pairs
+)PY",
+               {(dir / "pairs.h5").string()});
+
+  // Two readers of the same file into one sampler: every id arrives twice, which the sampler
+  // itself refuses rather than pairing each photo with its copy.
+  const fs::path twice = dir / "twice.yaml";
+  write_file(twice, "seed: 1\nnodes:\n  a: {type: geo.csv_photos, params: {path: " + csv.string() +
+                        ", duplicate_ids: keep_first}}\n  b: {type: geo.csv_photos, params: {path: " + csv.string() +
+                        ", duplicate_ids: keep_first}}\n  pairs: {type: geo.pair_sampler, params: {positive_radius_m: 10, "
+                        "negative_min_m: 2000, duplicate_time_s: -1}}\n  save: {type: io.hdf5_writer, params: {path: " +
+                        (dir / "twice.h5").string() + ", group: pairs}}\nedges:\n  - a.out -> pairs.photos\n"
+                        "  - b.out -> pairs.photos\n  - pairs.out -> save.in\n");
+  const Result both = run_cli({"run", twice.string()});
+  CHECK(both.exit_code == 1);
+  CHECK(both.err.find("photo id 1 appears twice among the photos") != std::string::npos);
+  CHECK(both.err.find("paired with itself") != std::string::npos);
+}

@@ -279,6 +279,18 @@ PairSampler::PairSampler(const PhotoSet& photos, SamplerConfig config)
       else
         ++stats_.outside_dates;
     }
+    {
+      // A photo id twice would pair the photo with itself (a positive at 0 m): refused, whatever
+      // built the photo stream (the CSV readers already refuse it with the file's lines).
+      std::vector<std::pair<std::int64_t, std::uint32_t>> by_id(keys.size());
+      for (std::size_t r = 0; r < keys.size(); ++r) by_id[r] = {photos.id[keys[r].idx], keys[r].idx};
+      tbb::parallel_sort(by_id.begin(), by_id.end());
+      for (std::size_t r = 1; r < by_id.size(); ++r)
+        if (by_id[r].first == by_id[r - 1].first)
+          throw DataError(cat("photo id ", by_id[r].first, " appears twice among the photos (rows ", by_id[r - 1].second,
+                              " and ", by_id[r].second, " of the photo stream, counted from 0 within the date window); "
+                              "a photo would be paired with itself"));
+    }
     tbb::parallel_sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
       if (a.lat != b.lat) return a.lat < b.lat;
       if (a.lon != b.lon) return a.lon < b.lon;

@@ -420,6 +420,36 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
   }
 }
 
+int IdLines::insert(std::int64_t id, int line) {
+  if (2 * (used_ + 1) > ids_.size()) grow();
+  const std::size_t mask = ids_.size() - 1;
+  // splitmix64's finaliser: sequential ids spread over the table.
+  std::uint64_t h = static_cast<std::uint64_t>(id) + 0x9E3779B97F4A7C15ull;
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
+    if (lines_[i] == 0) {
+      ids_[i] = id;
+      lines_[i] = line;
+      ++used_;
+      return 0;
+    }
+    if (ids_[i] == id) return lines_[i];
+  }
+}
+
+void IdLines::grow() {
+  std::vector<std::int64_t> ids = std::move(ids_);
+  std::vector<int> lines = std::move(lines_);
+  const std::size_t size = std::max<std::size_t>(64, 2 * ids.size());
+  ids_.assign(size, 0);
+  lines_.assign(size, 0);
+  used_ = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (lines[i] != 0) insert(ids[i], lines[i]);
+}
+
 void PhotoCsvReader::bad_row(int line, const std::string& reason) {
   std::string where = cat(path_, ":", line, ": ", reason);
   if (!options_.skip_bad_rows) throw DataError(where + " (on_bad_row: skip skips such rows)");
@@ -475,6 +505,14 @@ bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
     }
     if (options_.bbox && !options_.bbox->contains(lat, lon)) { ++stats_.outside_bbox; continue; }
     if (options_.min_accuracy > 0 && acc < options_.min_accuracy) { ++stats_.low_accuracy; continue; }
+    if (const int first = seen_ids_.insert(id, line)) {
+      std::string where = cat(path_, ":", line, ": photo id ", id, " repeats the id of line ", first);
+      if (options_.duplicate_ids == DuplicateIds::error)
+        throw DataError(where + " (duplicate_ids: keep_first keeps the first row of each id and drops the others)");
+      ++stats_.duplicate_ids;
+      if (stats_.first_duplicates.size() < 5) stats_.first_duplicates.push_back(std::move(where));
+      continue;
+    }
     out.id.push_back(id);
     out.lat.push_back(lat);
     out.lon.push_back(lon);
@@ -522,6 +560,7 @@ std::string describe(const CsvReadStats& s) {
   std::string out = cat(s.emitted, " of ", s.rows, " rows emitted; ");
   if (s.no_coordinates > 0) out += cat(s.no_coordinates, " without coordinates, ");
   if (s.videos > 0) out += cat(s.videos, " videos, ");
+  if (s.duplicate_ids > 0) out += cat(s.duplicate_ids, " repeated ids (first row kept), ");
   return out + cat(s.outside_bbox, " outside bbox, ", s.low_accuracy, " below min_accuracy, ", s.bad_rows,
                    " bad rows skipped");
 }

@@ -63,8 +63,13 @@ struct FixedColumns {
 enum class YfccLayout { webscope, commons };
 FixedColumns yfcc_columns(YfccLayout layout);
 
+// A photo id on more than one kept row: an error naming both lines, or the first row kept and
+// the later ones dropped and counted. (The sampler would otherwise pair a photo with itself.)
+enum class DuplicateIds { error, keep_first };
+
 struct CsvReadOptions {
   bool skip_bad_rows = false;            // false: the first bad row throws DataError file:line
+  DuplicateIds duplicate_ids = DuplicateIds::error;
   std::optional<BBox> bbox;              // rows outside are dropped and counted
   std::int64_t min_accuracy = 0;         // rows with a lower accuracy level are dropped
   TimeFormat time_format = TimeFormat::automatic;
@@ -91,7 +96,23 @@ struct CsvReadStats {
   std::int64_t low_accuracy = 0;
   std::int64_t no_coordinates = 0;  // not geotagged (missing_coordinates_bad false)
   std::int64_t videos = 0;          // marked as videos by the layout's marker column
+  std::int64_t duplicate_ids = 0;   // later rows of an id already kept (DuplicateIds::keep_first)
   std::vector<std::string> first_bad;  // up to 5 "file:line: reason" for the log
+  std::vector<std::string> first_duplicates;  // up to 5 "file:line: photo id N repeats line M"
+};
+
+// The line of the first kept row of each photo id, in an open-addressing table (12 bytes a slot,
+// at most half full: ~24 bytes a photo; 6M photos take 200 MB at the largest table).
+class IdLines {
+ public:
+  // Records `line` for `id` and returns 0, or returns the line already recorded for it.
+  int insert(std::int64_t id, int line);
+
+ private:
+  void grow();
+  std::vector<std::int64_t> ids_;
+  std::vector<int> lines_;  // 0: an empty slot (lines count from 1)
+  std::size_t used_ = 0;
 };
 
 class PhotoCsvReader {
@@ -136,6 +157,7 @@ class PhotoCsvReader {
   // image_template split into literal text and columns: column -1 is the parsed id.
   std::vector<std::pair<std::string, int>> image_template_;
   CsvReadStats stats_;
+  IdLines seen_ids_;
 };
 
 // The record geo.csv_photos and geo.yfcc_photos emit for one batch: id, lat, lon, time, user,
