@@ -18,6 +18,8 @@
 // f64[N] (min(#pos, #neg) per anchor). Anchors without a positive emit nothing.
 // Output `summary`: one record at the end (name, positive, negative, time_frame, other str[1],
 // size, anchors, photos i64[1]) for geo.pair_stats' dataset table.
+// Bound: more than max_pairs pair rows (default 10^8) stops the run with an error naming it;
+// sampling stops drawing once past it, so a huge k_neg cannot hold every pair in memory.
 // Caveats: holds the photo columns in memory (~40 bytes a photo); output is grouped by location,
 // not shuffled; each anchor's draws are seeded from (node seed, photo id), so results do not
 // depend on --threads.
@@ -82,6 +84,7 @@ class PairSamplerNode : public Node {
     c_.duplicate_time_s = p.integer("duplicate_time_s");
     c_.duplicate_files = p.boolean("duplicate_files");
     c_.image_root = p.string("image_root");
+    c_.max_rows = static_cast<std::uint64_t>(p.integer("max_pairs"));
     c_.seed = ctx.seed();
     c_.threads = ctx.threads();
     triplets_ = p.string("output") == "triplets";
@@ -258,6 +261,10 @@ NodeType pair_sampler_type() {
       .param(Param::string("image_root").default_value("").doc("directory prefixed to relative image paths"))
       .param(Param::choice("output", {"pairs", "triplets"}).default_value("pairs")
                  .doc("pairs: one row per (anchor, partner) with a label; triplets: (anchor, positive, negative)"))
+      .param(Param::integer("max_pairs").default_value(100000000).min(1)
+                 .doc("most pair rows (positives plus negatives, before triplets are formed) the set may have; more "
+                      "stops the run naming this parameter (the rows are held, 32 bytes each: a huge k_pos or k_neg "
+                      "on a large photo set asks for every pair)"))
       .param(Param::integer("batch_size").default_value(65536).min(1).doc("rows per emitted batch"))
       .param(Param::string("name").default_value("").doc("set name in the summary (default: the node id)"))
       .input("photos", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B]",

@@ -771,3 +771,28 @@ TEST_CASE("a photo id on two rows: the CSV reader names both lines or keeps the 
   REQUIRE(!out.anchor.empty());
   for (std::size_t i = 0; i < out.anchor.size(); ++i) CHECK(out.anchor[i] != out.other[i]);
 }
+
+TEST_CASE("max_rows bounds the pair rows drawn: past it sampling stops with an error, below it output is unchanged", "[geo][sampler]") {
+  // k far above the candidates asks for every pair: 2000 photos, ~2000 rows an anchor.
+  const PhotoSet p = synthetic_photos(2000, 9, 30);
+  SamplerConfig c = brute_force_base(3);
+  c.k_neg = 1000000000;
+  c.block_anchors = 64;  // many blocks and waves, as on a large set
+  SamplerStats s;
+  const Pairs all = run_sampler(p, c, &s);
+  REQUIRE(all.anchor.size() > 100000);
+  SamplerConfig bounded = c;
+  bounded.max_rows = 50000;
+  std::size_t handed = 0;
+  PairSampler sampler(p, bounded);
+  CHECK_THROWS_WITH(sampler.run([&](PairRows&& rows) { handed += rows.size(); }),
+                    Catch::StartsWith("more than max_pairs = 50000 pair rows: ") && Catch::Contains("k_neg = 1000000000") &&
+                        Catch::Contains("raise max_pairs"));
+  // Only whole waves within the bound reached the sink.
+  CHECK(handed <= 50000);
+  // A bound the set fits in changes nothing.
+  bounded.max_rows = all.anchor.size();
+  const Pairs same = run_sampler(p, bounded);
+  CHECK(same.anchor == all.anchor);
+  CHECK(same.other == all.other);
+}

@@ -499,3 +499,26 @@ assert sorted(y for x, y, lab in pairs if x == 1 and lab == 1) == [2], pairs
   CHECK(both.err.find("photo id 1 appears twice among the photos") != std::string::npos);
   CHECK(both.err.find("paired with itself") != std::string::npos);
 }
+
+TEST_CASE("a k_neg asking for every pair stops at max_pairs with an error naming it; the run exits 1", "[geo][graph]") {
+  const fs::path dir = scratch_dir("geo_graph_max_pairs");
+  const fs::path graph = dir / "g.yaml";
+  write_file(graph, "seed: 1\nnodes:\n  photos: {type: geo.csv_photos, params: {path: " + source_dir() +
+                        "/tests/geo/data/photos_small.csv, on_bad_row: skip}}\n  pairs: {type: geo.pair_sampler, params: "
+                        "{positive_radius_m: 10, negative_min_m: 2000, k_neg: 1000000000, max_pairs: 20000}}\n"
+                        "  save: {type: io.hdf5_writer, params: {path: " + (dir / "pairs.h5").string() +
+                        ", group: pairs}}\nedges:\n  - photos.out -> pairs.photos\n  - pairs.out -> save.in\n");
+  const Result r = run_cli({"run", graph.string()});
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("node 'pairs' (geo.pair_sampler)") != std::string::npos);
+  CHECK(r.err.find("more than max_pairs = 20000 pair rows") != std::string::npos);
+  CHECK(r.err.find("k_neg = 1000000000") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "pairs.h5"));  // a failed run never replaces an output
+  // The same set within a bound it fits: every anchor with a positive takes every photo beyond
+  // 2 km as a negative.
+  const Result ok = run_cli({"run", graph.string(), "--set", "pairs.max_pairs=100000000"});
+  INFO(ok.err);
+  CHECK(ok.exit_code == 0);
+  CHECK(fs::exists(dir / "pairs.h5"));
+}

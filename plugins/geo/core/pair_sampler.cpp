@@ -2,6 +2,7 @@
 #include <embedflow/file_kind.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <unordered_set>
 #include <chrono>
 #include <cmath>
@@ -594,6 +595,10 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
     draw_exact(g.cand, skip, k, rng, out);
   };
 
+  // Pair rows drawn so far, by every thread; past c.max_rows the blocks stop drawing.
+  std::atomic<std::uint64_t> drawn{0};
+  auto over_budget = [&] { return c.max_rows > 0 && drawn.load(std::memory_order_relaxed) > c.max_rows; };
+
   auto sample_block = [&](std::size_t b, BlockOut& out) {
     Region pos_region, ring_region;
     std::vector<std::pair<std::uint32_t, std::uint32_t>> runs;
@@ -623,6 +628,7 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
       }
 
       for (std::uint32_t a = loc_begin; a < loc_end; ++a) {
+        if (over_budget()) return;
         if (c.mode == PositiveMode::timelapse && m.seq_of[a] < 0) continue;
         ++out.anchors;
         AnchorRng rng(derive_seed(c.seed, static_cast<std::uint64_t>(m.id[a])));
@@ -726,6 +732,7 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
           out.rows.label.push_back(0);
           out.rows.distance_m.push_back(distance_of_hav(h));
         }
+        drawn.fetch_add(chosen.size() + far.size(), std::memory_order_relaxed);
       }
     }
   };
@@ -739,6 +746,14 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
     arena.execute([&] {
       tbb::parallel_for(w0, w1, [&](std::size_t b) { sample_block(b, outs[b - w0]); });
     });
+    if (over_budget()) {
+      // The waves before this one were handed to the sink whole; this one is dropped.
+      std::int64_t anchors = stats_.anchors;
+      for (const BlockOut& o : outs) anchors += o.anchors;
+      throw DataError(cat("more than max_pairs = ", c.max_rows, " pair rows: ", drawn.load(), " drawn for the first ",
+                          anchors, " of ", m.id.size(), " photos as anchors (k_pos = ", c.k_pos, ", k_neg = ", c.k_neg,
+                          "); lower k_pos or k_neg, or raise max_pairs (rows are held in memory, 32 bytes each)"));
+    }
     for (BlockOut& o : outs) {
       stats_.anchors += o.anchors;
       stats_.anchors_with_positive += o.with_pos;

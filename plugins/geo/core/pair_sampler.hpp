@@ -57,6 +57,11 @@ struct SamplerConfig {
   std::int64_t duplicate_time_s = 1;
   bool duplicate_files = true;          // identical file contents when paths are given
   std::string image_root;               // prefix for relative paths
+  // > 0: drawing more pair rows (positives plus negatives, over all anchors) is a DataError.
+  // Rows are counted as each anchor's are drawn and sampling stops once past the bound, so at
+  // most max_rows plus one anchor's rows per thread are ever held: a huge k on a large photo set
+  // fails instead of holding every pair. 0: no bound.
+  std::uint64_t max_rows = 0;
   std::uint64_t seed = 0;
   int threads = 0;                      // <= 0: all hardware threads
   std::size_t block_anchors = 1 << 15;  // anchors per output block
