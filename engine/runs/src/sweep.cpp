@@ -1034,8 +1034,12 @@ std::string results_markdown(const json& sweep, const std::vector<std::string>& 
             continue;
           }
           const double d = (*found)["mean_difference"].get<double>() * (flip ? -1 : 1) * c.value("scale", 1.0);
-          line += " " + std::string(d >= 0 ? "+" : "") + shown(d, c) + " (p " +
-                  fixed((*found)["p"].get<double>(), 3) + ") |";
+          // The same difference at every seed (two rows that do not depend on the seed, such as
+          // a fixed baseline against another): a t-test has no spread to weigh it against.
+          const json& ci = (*found)["ci"];
+          const bool no_spread = ci.is_array() && ci.size() == 2 && ci[0] == ci[1];
+          line += " " + std::string(d >= 0 ? "+" : "") + shown(d, c) +
+                  (no_spread ? std::string(" (every seed)") : " (p " + fixed((*found)["p"].get<double>(), 3) + ")") + " |";
           row_any = true;
         }
         if (row_any) {
