@@ -1,8 +1,10 @@
 #include "embedflow_engine/graph_file.hpp"
 
+#include <embedflow/csv.hpp>
 #include <embedflow/yaml.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -211,6 +213,18 @@ struct Parser {
 }  // namespace
 
 GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems) {
+  // YAML text is UTF-8. yaml-cpp given other bytes can spin for a minute and gigabytes (a 354-byte
+  // graph with a run of 0xa0 bytes did), so they are refused at their line before it sees them.
+  std::size_t bad_at = 0;
+  if (std::string why = csv_bytes_problem(text, &bad_at); !why.empty()) {
+    const std::size_t line_start = text.rfind('\n', bad_at == 0 ? 0 : bad_at - 1);
+    const auto line = static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad_at), '\n'));
+    const auto column = static_cast<int>(line_start == std::string::npos || bad_at == 0 ? bad_at : bad_at - line_start - 1);
+    problems.push_back(Diagnostic{yaml_location(file_name, line, column), "", why + " (a graph file is UTF-8 text)"});
+    GraphSpec g;
+    g.file = file_name;
+    return g;
+  }
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);

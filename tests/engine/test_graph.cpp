@@ -460,3 +460,18 @@ TEST_CASE("a graph whose variables repeat a long string through aliases is a loc
   CHECK_THAT(p[0], Catch::StartsWith("g.yaml:") && Catch::Contains("expands to more than 16777216 bytes") &&
                        Catch::Contains("kMaxYamlBytes"));
 }
+
+TEST_CASE("a graph file holding bytes that are not UTF-8 is refused at their line, before the YAML parser sees them") {
+  // Found by fuzzing: a 354-byte graph whose flow map held a run of 0xa0 bytes kept yaml-cpp
+  // busy for a minute and gigabytes. Invalid UTF-8 is located instead, at once.
+  std::string yaml = "nodes:\n  numbers: {type: core.range, params: {count: 3, start: 1.0}}\n  show: {type: core.sink, params: {mode: p";
+  yaml += std::string(40, '\xa0');
+  yaml += "rint}}\nedges: [numbers.out -> show.in]\n";
+  const auto p = problems_of(yaml);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0] == "g.yaml:3:43: invalid UTF-8 (byte 0xa0) (a graph file is UTF-8 text)");
+  // A NUL byte (a binary file, or UTF-16 text) likewise, on its line.
+  const auto nul = problems_of(std::string("nodes:\n  a: {type: core.range}\n\0", 32));
+  REQUIRE(nul.size() == 1);
+  CHECK_THAT(nul[0], Catch::StartsWith("g.yaml:3:1: NUL byte"));
+}
