@@ -299,12 +299,13 @@ TEST_CASE("a run that cannot write its record fails naming the file, keeps the e
 TEST_CASE("a failed run's record says failed with its message when the message holds bytes that are not UTF-8",
           "[run_record]") {
   const fs::path dir = scratch_dir("run_fail_bytes");
-  // A file name holding the byte 0xff, which the node's error message quotes.
-  write_file(dir / "g.yaml", "seed: 1\nout: out/bytes\nnodes:\n"
-                             "  lines: {type: testing.lines, params: {path: \"missing-\xff.txt\"}}\n"
+  // A file name holding the byte 0xff, which the node's error message quotes. A graph file is
+  // UTF-8 text, so the name comes from the command line.
+  write_file(dir / "g.yaml", "seed: 1\nout: out/bytes\nvars: {name: placeholder.txt}\nnodes:\n"
+                             "  lines: {type: testing.lines, params: {path: \"${name}\"}}\n"
                              "  show: {type: core.sink, params: {mode: count}}\n"
                              "edges: [lines -> show]\n");
-  const Result r = run_with_testing_plugin(dir, {"run", "g.yaml", "--no-report"});
+  const Result r = run_with_testing_plugin(dir, {"run", "g.yaml", "--no-report", "--set", "name=missing-\xff.txt"});
   INFO(r.err);
   CHECK(r.exit_code == 1);
   const json rec = read_json(dir / "out/bytes/run.json");
