@@ -316,13 +316,8 @@ NodeType decode_by_id_type() {
       .param(Param::choice("on_bad_image", {"error", "skip"}).default_value("error")
                  .doc("error: a missing or undecodable file stops the run naming the photo id and path; skip: drop the "
                       "records (rows) it is in, counted in the log"))
-      .param(Param::integer("max_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
-                 .doc("largest width x height a file's header may declare; larger files are refused before decoding "
-                      "(an error naming the file, or skipped with on_bad_image: skip)"))
-      .param(Param::integer("max_decoding_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
-                 .not_fingerprinted()
-                 .doc("header pixels of the files decoding at once, summed; a decode waits until it fits (one file "
-                      "always may start), so parallel decodes of large files take turns"))
+      .param(max_pixels_param())
+      .param(max_decoding_pixels_param())
       .param(Param::integer("cache_images").default_value(1024).range(0, 1 << 24).not_fingerprinted()
                  .doc("decoded images kept by id for reuse (least recently used dropped first); 0: none"))
       .input("in", "*", "pairs (anchor, other, label), triplets (anchor, positive, negative) or photo records (id), batches or single")

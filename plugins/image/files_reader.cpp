@@ -224,6 +224,19 @@ class FilesReader final : public Node {
 
 }  // namespace
 
+Param max_pixels_param() {
+  return Param::integer("max_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
+      .doc("largest width x height a file's header may declare; larger files are refused before decoding "
+           "(an error naming the file, or skipped with on_bad_image: skip)");
+}
+
+Param max_decoding_pixels_param() {
+  return Param::integer("max_decoding_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
+      .not_fingerprinted()
+      .doc("header pixels of the files decoding at once, summed; a decode waits until it fits (one file "
+           "always may start), so parallel decodes of large files take turns");
+}
+
 NodeType files_reader_type() {
   return NodeTypeBuilder("image.files_reader")
       .deterministic("shuffle")
@@ -257,13 +270,8 @@ NodeType files_reader_type() {
       .param(Param::boolean("drop_last").default_value(false).doc("drop each epoch's final partial batch"))
       .param(Param::choice("on_bad_image", {"error", "skip"}).default_value("error")
                  .doc("error: a missing or undecodable file stops the run naming it; skip: skip it, count logged at the end"))
-      .param(Param::integer("max_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
-                 .doc("largest width x height a file's header may declare; larger files are refused before decoding "
-                      "(an error naming the file, or skipped with on_bad_image: skip)"))
-      .param(Param::integer("max_decoding_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
-                 .not_fingerprinted()
-                 .doc("header pixels of the files decoding at once, summed; a decode waits until it fits (one file "
-                      "always may start), so parallel decodes of large files take turns"))
+      .param(max_pixels_param())
+      .param(max_decoding_pixels_param())
       .param(Param::integer("chunk").default_value(256).range(1, 1 << 20).not_fingerprinted()
                  .doc("images decoded ahead in parallel"))
       .output("out", "id: i64, label: i64, epoch: i64, image: u8", "decoded images with ids, labels and epochs")

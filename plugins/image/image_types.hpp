@@ -32,4 +32,10 @@ NodeType batch_pairs_type();
 NodeType color_histogram_type();
 NodeType pixel_embedding_type();
 
+// The decode budgets every node that decodes image files declares alike (files_reader,
+// decode_by_id): max_pixels, checked against each file's header, and max_decoding_pixels, the
+// header pixels decoding at once.
+Param max_pixels_param();
+Param max_decoding_pixels_param();
+
 }  // namespace embedflow::image
