@@ -720,7 +720,7 @@ void write_report(const ReportOptions& options) {
     redact.sort();
     data = redact.apply(data);
   }
-  const std::string style = std::string(report_page_style());
+  const std::string style = std::string(report_page_style()) + chart_tooltip_style();
   const std::string page_script = std::string(report_page_script());
   std::vector<std::string> scripts = library_texts;
   scripts.push_back(page_script);

@@ -24,6 +24,13 @@ td.better { color: #17692f; } td.worse { color: #a12121; }
 pre { background: #f6f7fa; padding: .6em; overflow-x: auto; font-size: 12px; }
 #report-errors { color: #a12121; }
 details > summary { cursor: pointer; }
+)CSS";
+}
+
+// Vega's tooltip, styled by the page's own sheet: a Content-Security-Policy by hashes lets no
+// library inject a style. Both the run report and the sweep report append it to their style.
+const char* chart_tooltip_style() {
+  return R"CSS(
 #vg-tooltip-element { visibility: hidden; padding: 8px; position: fixed; z-index: 1000; font-family: sans-serif;
   font-size: 11px; border-radius: 3px; box-shadow: 2px 2px 4px rgba(0, 0, 0, 0.1);
   background-color: rgba(255, 255, 255, 0.95); border: 1px solid #d9d9d9; color: black; }

@@ -68,6 +68,8 @@ std::vector<std::string> report_library_texts(const std::filesystem::path& asset
 // A <meta http-equiv="Content-Security-Policy"> element allowing exactly these inline scripts and
 // styles (each the exact text between its tags) and data: images, and nothing else.
 std::string content_security_policy(const std::vector<std::string>& scripts, const std::vector<std::string>& styles);
+// The style of Vega's tooltip, which a page under that policy must carry in its own sheet.
+const char* chart_tooltip_style();
 // JSON text read by the report, with its nesting bounded: deeper than kReportMaxJsonDepth is a
 // ConfigError "<what>:<line>: JSON nested deeper than 64 levels (...)", as is malformed JSON.
 nlohmann::ordered_json parse_report_json(const std::string& text, const std::string& what);

@@ -113,7 +113,8 @@ void write_sweep_report(const fs::path& sweep_dir, const fs::path& output, const
   const char* script_file = page_file("sweep.js");
   const char* style_file = page_file("sweep.css");
   if (!script_file || !style_file) throw Error("the sweep report's page files were not built in");
-  const std::string script = engine::script_text(script_file), style = style_file;
+  const std::string script = engine::script_text(script_file);
+  const std::string style = std::string(style_file) + engine::chart_tooltip_style();
   link_points(doc, sweep_dir, output);
   json data;
   data["generated"] = engine::utc_timestamp(std::chrono::system_clock::now());
