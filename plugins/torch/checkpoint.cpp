@@ -103,11 +103,7 @@ fs::path write_checkpoint(const fs::path& dir, const CheckpointContent& c, torch
 
 // Step, position and metrics are read at once, so the trainer's log files restart from them.
 CheckpointReader::CheckpointReader(const fs::path& file) : what_(file.string()) {
-  try {
-    archive_.load_from(what_);
-  } catch (const c10::Error& e) {
-    throw ConfigError(cat("resume: cannot read checkpoint '", what_, "': ", e.msg().substr(0, e.msg().find('\n'))));
-  }
+  load_archive(archive_, file, cat("checkpoint '", what_, "'"));
   if (read_string(archive_, "format", what_) != kCheckpointFormat)
     throw ConfigError(cat("resume: '", what_, "' is not a torch.train checkpoint"));
   spec_ = read_string(archive_, "spec", what_);
@@ -131,6 +127,11 @@ CheckpointReader::CheckpointReader(const fs::path& file) : what_(file.string()) 
     progress_.epoch_loss_steps = static_cast<std::int64_t>(ea[1]);
     progress_.loss_epoch = static_cast<std::int64_t>(ea[2]);
   }
+  // The weights' digests are checked now rather than when the trainer reads them, so that
+  // `resume: auto` passes over a checkpoint whose tensors were changed after saving.
+  torch::serialize::InputArchive model;
+  if (archive_.try_read("model", model)) read_state(model, what_);
+  if (has_live_model()) read_state(live_, what_ + " (live_model)");
 }
 
 bool CheckpointReader::has_live_model() {

@@ -51,15 +51,11 @@ struct WeightsSource {
 
   std::unique_ptr<torch::serialize::InputArchive> open() const {
     auto a = std::make_unique<torch::serialize::InputArchive>();
-    try {
-      if (snapshot) {
-        const Array& w = snapshot->get("weights");
-        a->load_from(static_cast<const char*>(w.raw()), static_cast<std::size_t>(w.nbytes()));
-      } else {
-        a->load_from(file.string());
-      }
-    } catch (const c10::Error& e) {
-      throw DataError(cat("cannot read ", what, ": ", e.msg().substr(0, e.msg().find('\n'))));
+    if (snapshot) {
+      const Array& w = snapshot->get("weights");
+      load_archive(*a, w.raw(), static_cast<std::size_t>(w.nbytes()), what);
+    } else {
+      load_archive(*a, file, what);
     }
     return a;
   }

@@ -145,11 +145,7 @@ void Model::prepare(const torch::Tensor& sample) {
       weights_ = newest.string();
     }
     torch::serialize::InputArchive archive;
-    try {
-      archive.load_from(weights_);
-    } catch (const c10::Error& e) {
-      throw ConfigError(cat(owner_, ": cannot read weights '", weights_, "': ", e.msg().substr(0, e.msg().find('\n'))));
-    }
+    load_archive(archive, weights_, cat(owner_, ": weights '", weights_, "'"));
     read_model_state(*this, archive, weights_);
   }
   if (channels_last_) lay_out_channels_last();

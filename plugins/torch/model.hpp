@@ -14,6 +14,7 @@
 
 #include <embedflow/embedflow.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -119,9 +120,19 @@ class ModuleModel : public Model {
 // tensors until it is saved: save it before they change.
 void write_model_state(Model& model, torch::serialize::OutputArchive& archive);
 void write_state(const NamedTensors& state, torch::serialize::OutputArchive& archive);
+// write_state also stores "digest": SHA-256 over each tensor's name, dtype, shape and bytes in
+// order ("sha256:<hex>"), so weights that differ from the ones saved are a located error even
+// where the zip's CRC-32 was rewritten to match.
+// The tensors write_state wrote, in order, their digest checked (archives written before the
+// digest existed have none and are checked by their zip CRCs alone).
+NamedTensors read_state(torch::serialize::InputArchive& archive, const std::string& what);
 // Copies the archive's tensors into the model's (by name, checking shapes); `what` names the
 // file in errors. Accepts a whole checkpoint/snapshot archive (reads its "model" part) too.
 void read_model_state(Model& model, torch::serialize::InputArchive& archive, const std::string& what);
+// Opens a LibTorch archive after checking it (zip_integrity.hpp: every entry's CRC-32; a path
+// that is a FIFO or device is refused unopened). DataError "<what>: ..." when damaged.
+void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& file, const std::string& what);
+void load_archive(torch::serialize::InputArchive& archive, const void* data, std::size_t size, const std::string& what);
 // A string or integer stored with OutputArchive::write(key, IValue); throws DataError if absent.
 std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const std::string& what);
 std::int64_t read_int(torch::serialize::InputArchive& a, const std::string& key, const std::string& what);

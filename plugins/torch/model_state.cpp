@@ -5,13 +5,52 @@
 #include <regex>
 #include <sstream>
 
+#include <openssl/evp.h>
+
 #include "checkpoint.hpp"
+#include "embedflow/file_kind.hpp"
 #include "model.hpp"
 #include "torch_types.hpp"
+#include "zip_integrity.hpp"
 
 namespace embedflow::torchfam {
 
 void write_model_state(Model& model, torch::serialize::OutputArchive& archive) { write_state(model.state(), archive); }
+
+namespace {
+
+// SHA-256 over each tensor's name, dtype, shape and bytes (write_state's "digest").
+std::string state_digest(const NamedTensors& state) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error("cannot start a SHA-256 digest");
+  auto add = [&](const void* p, std::size_t n) { EVP_DigestUpdate(ctx.get(), p, n); };
+  auto add_int = [&](std::int64_t v) {
+    unsigned char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(v) >> (8 * i));
+    add(b, sizeof b);
+  };
+  for (const auto& [name, tensor] : state) {
+    add_int(static_cast<std::int64_t>(name.size()));
+    add(name.data(), name.size());
+    const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
+    add_int(static_cast<std::int64_t>(t.scalar_type()));
+    add_int(t.dim());
+    for (std::int64_t s : t.sizes()) add_int(s);
+    add(t.data_ptr(), t.nbytes());
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &n);
+  static const char* hex = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (unsigned int i = 0; i < n; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
 
 void write_state(const NamedTensors& state, torch::serialize::OutputArchive& archive) {
   std::string names;
@@ -21,6 +60,32 @@ void write_state(const NamedTensors& state, torch::serialize::OutputArchive& arc
     archive.write("t" + std::to_string(i++), t.detach().to(torch::kCPU), /*is_buffer=*/true);
   }
   archive.write("names", c10::IValue(names));
+  archive.write("digest", c10::IValue(state_digest(state)));
+}
+
+NamedTensors read_state(torch::serialize::InputArchive& archive, const std::string& what) {
+  NamedTensors state;
+  std::istringstream names(read_string(archive, "names", what));
+  std::string name;
+  for (std::size_t i = 0; std::getline(names, name);) {
+    torch::Tensor t;
+    try {
+      archive.read("t" + std::to_string(i), t, /*is_buffer=*/true);
+    } catch (const c10::Error&) {
+      throw DataError(cat(what, ": no tensor entry t", i, " for '", name, "' (damaged?)"));
+    }
+    ++i;
+    state.emplace_back(name, t);
+  }
+  c10::IValue stored;
+  if (archive.try_read("digest", stored)) {
+    if (!stored.isString()) throw DataError(cat(what, ": its 'digest' entry is not text (damaged?)"));
+    const std::string computed = state_digest(state);
+    if (stored.toStringRef() != computed)
+      throw DataError(cat(what, ": its tensors do not match the digest written with them (", stored.toStringRef(),
+                          " recorded, ", computed, " read): the weights were changed after saving"));
+  }
+  return state;
 }
 
 std::string read_string(torch::serialize::InputArchive& a, const std::string& key, const std::string& what) {
@@ -39,27 +104,41 @@ void read_model_state(Model& model, torch::serialize::InputArchive& archive, con
   torch::serialize::InputArchive nested;
   torch::serialize::InputArchive* src = &archive;
   if (archive.try_read("model", nested)) src = &nested;
-  std::string names = read_string(*src, "names", what);
-  std::map<std::string, std::size_t> index;
-  {
-    std::istringstream in(names);
-    std::string line;
-    for (std::size_t i = 0; std::getline(in, line); ++i) index[line] = i;
-  }
+  const NamedTensors stored = read_state(*src, what);
+  std::map<std::string, const torch::Tensor*> by_name;
+  for (const auto& [name, t] : stored) by_name[name] = &t;
   NamedTensors state = model.state();
-  if (state.size() != index.size())
-    throw DataError(cat(what, ": holds ", index.size(), " tensors but ", model.owner(), " has ", state.size(),
+  if (state.size() != stored.size())
+    throw DataError(cat(what, ": holds ", stored.size(), " tensors but ", model.owner(), " has ", state.size(),
                         " (a different architecture?)"));
   torch::NoGradGuard no_grad;
   for (auto& [name, t] : state) {
-    auto it = index.find(name);
-    if (it == index.end())
+    auto it = by_name.find(name);
+    if (it == by_name.end())
       throw DataError(cat(what, ": has no tensor '", name, "' that ", model.owner(), " needs (a different architecture?)"));
-    torch::Tensor v;
-    src->read("t" + std::to_string(it->second), v, /*is_buffer=*/true);
+    const torch::Tensor& v = *it->second;
     if (v.sizes() != t.sizes())
       throw DataError(cat(what, ": tensor '", name, "' has shape ", v.sizes(), " but ", model.owner(), " expects ", t.sizes()));
     t.copy_(v);
+  }
+}
+
+void load_archive(torch::serialize::InputArchive& archive, const std::filesystem::path& file, const std::string& what) {
+  refuse_special_input(file, what);
+  verify_zip_file(file, what);
+  try {
+    archive.load_from(file.string());
+  } catch (const c10::Error& e) {
+    throw DataError(cat(what, ": cannot read it: ", e.msg().substr(0, e.msg().find('\n'))));
+  }
+}
+
+void load_archive(torch::serialize::InputArchive& archive, const void* data, std::size_t size, const std::string& what) {
+  verify_zip_bytes(data, size, what);
+  try {
+    archive.load_from(static_cast<const char*>(data), size);
+  } catch (const c10::Error& e) {
+    throw DataError(cat(what, ": cannot read it: ", e.msg().substr(0, e.msg().find('\n'))));
   }
 }
 

@@ -1,6 +1,8 @@
 // torch.torchscript: a user's TorchScript .pt backbone (torch.jit.script or trace, then save).
 #include "model.hpp"
 #include "torch_types.hpp"
+#include "embedflow/file_kind.hpp"
+#include "zip_integrity.hpp"
 
 namespace embedflow::torchfam {
 
@@ -9,6 +11,9 @@ namespace {
 class TorchScript final : public Model {
  public:
   explicit TorchScript(const ComponentContext& c) : Model(c), path_(c.params().string("path")) {
+    // The same checks as every archive embedflow loads: not a FIFO, every entry's CRC-32.
+    refuse_special_input(path_, cat(owner_, ": TorchScript module"));
+    verify_zip_file(path_, cat(owner_, ": TorchScript module '", path_, "'"));
     try {
       module_ = torch::jit::load(path_);
     } catch (const c10::Error& e) {

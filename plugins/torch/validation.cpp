@@ -355,16 +355,7 @@ void Validator::restore(torch::serialize::InputArchive& checkpoint, const std::s
   best_epoch_ = static_cast<std::int64_t>(b[3]);
   since_best_ = static_cast<std::int64_t>(b[4]);
   torch::serialize::InputArchive model;
-  if (v.try_read("best_model", model)) {
-    std::istringstream names(read_string(model, "names", what));
-    std::string name;
-    for (std::size_t i = 0; std::getline(names, name);) {
-      if (name.empty()) continue;
-      torch::Tensor t;
-      model.read("t" + std::to_string(i++), t, /*is_buffer=*/true);
-      best_state_.emplace_back(name, t);
-    }
-  }
+  if (v.try_read("best_model", model)) best_state_ = read_state(model, what + " (validation best_model)");
 }
 
 }  // namespace embedflow::torchfam

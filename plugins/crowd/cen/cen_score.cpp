@@ -176,11 +176,7 @@ class CenScore final : public Node {
     if (!m.model->prepared()) m.model->prepare(sample.narrow(0, 0, std::min<std::int64_t>(2, sample.size(0))));
     torch::serialize::InputArchive a;
     const Array& w = m.snapshot->get("weights");
-    try {
-      a.load_from(static_cast<const char*>(w.raw()), static_cast<std::size_t>(w.nbytes()));
-    } catch (const c10::Error& e) {
-      throw DataError(cat("cannot read ", m.what, ": ", e.msg().substr(0, e.msg().find('\n'))));
-    }
+    load_archive(a, w.raw(), static_cast<std::size_t>(w.nbytes()), m.what);
     read_model_state(*m.model, a, m.what);
     m.model->set_training(false);
     m.table_rows = 0;

@@ -59,7 +59,7 @@ class CenSynthesize final : public Node {
     else throw DataError(cat(what, ": grid synthesis supports id-table CENs only"));
     torch::serialize::InputArchive a;
     const Array& w = snapshot_->get("weights");
-    a.load_from(static_cast<const char*>(w.raw()), static_cast<std::size_t>(w.nbytes()));
+    load_archive(a, w.raw(), static_cast<std::size_t>(w.nbytes()), what);
     read_model_state(*model, a, what);
     model->set_training(false);
 
