@@ -10,6 +10,7 @@ NodeType pair_sampler_type();
 NodeType pair_stats_type();
 NodeType synthetic_geotags_type();
 NodeType yfcc_photos_type();
+NodeType photo_folder_type();
 NodeType position_embedding_type();
 NodeType pair_precision_type();
 

@@ -12,6 +12,7 @@ void register_types(embedflow::Registry& r) {
   r.add(embedflow::geo::pair_stats_type());
   r.add(embedflow::geo::synthetic_geotags_type());
   r.add(embedflow::geo::yfcc_photos_type());
+  r.add(embedflow::geo::photo_folder_type());
   r.add(embedflow::geo::position_embedding_type());
   r.add(embedflow::geo::pair_precision_type());
 }

@@ -104,6 +104,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "embedflow/rng.hpp"
+#include "exif_writer.hpp"
 #include "render.hpp"
 
 namespace {
@@ -341,6 +342,10 @@ struct PhotoInfo {
   std::int64_t time;
   std::int64_t source;  // row index of the photo shown (itself unless a duplicate)
   bool timelapse;
+  // The metadata row's own time and user (a duplicate upload's differ from what it shows), for
+  // the EXIF block of --exif.
+  std::int64_t row_time = 0;
+  std::string user;
 };
 
 void append_int(std::string& s, std::int64_t v) {
@@ -418,7 +423,7 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
       // A duplicate shows its source's photo, taken at the source's time.
       const bool dup = source != static_cast<std::int64_t>(i);
       info[i] = {r.at, dup ? info[static_cast<std::size_t>(source)].time : r.time, source,
-                 dup ? info[static_cast<std::size_t>(source)].timelapse : kind == kTimelapse};
+                 dup ? info[static_cast<std::size_t>(source)].timelapse : kind == kTimelapse, r.time, std::string()};
     }
     prev = r;
     prev_source = source;
@@ -433,6 +438,7 @@ std::string make_chunk(const Plan& p, std::size_t chunk, std::size_t begin, std:
       user += "@N0";
       user += static_cast<char>('0' + r.user % 8);
     }
+    if (static_cast<std::int64_t>(i) < p.images) info[i].user = user;
     // Titles and descriptions exercise CSV quoting: commas, quotes, the odd newline.
     if (r.landmark != SIZE_MAX) {
       title.assign(kLandmarks[r.landmark].name);
@@ -771,12 +777,37 @@ bool write_text(const std::string& path, const std::string& text) {
   return true;
 }
 
+// --exif: one photo in three is stored turned, cycling through orientations 2-8, so every
+// Orientation value occurs in a folder of 21 photos or more.
+int exif_orientation_of(std::size_t photo) { return photo % 3 == 1 ? 2 + static_cast<int>(photo / 3 % 7) : 1; }
+
+// The pixels a camera stores for an upright view `upright` under EXIF Orientation `o`: the
+// inverse of the turn a viewer applies (orientation 6 is shown rotated 90 degrees clockwise, so
+// it is stored rotated 90 degrees counter-clockwise; the mirrorings are their own inverses).
+cv::Mat stored_for_orientation(const cv::Mat& upright, int o) {
+  cv::Mat out;
+  switch (o) {
+    case 2: cv::flip(upright, out, 1); break;
+    case 3: cv::rotate(upright, out, cv::ROTATE_180); break;
+    case 4: cv::flip(upright, out, 0); break;
+    case 5: cv::transpose(upright, out); break;
+    case 6: cv::rotate(upright, out, cv::ROTATE_90_COUNTERCLOCKWISE); break;
+    case 7: cv::flip(upright, out, -1); cv::transpose(out, out); break;
+    case 8: cv::rotate(upright, out, cv::ROTATE_90_CLOCKWISE); break;
+    default: out = upright;
+  }
+  return out;
+}
+
+// --exif: GPSHPositioningError of photo i, 3-48 m in steps of 0.25 m (a phone's fix in a city).
+double horizontal_error_m(std::size_t photo) { return 3.0 + static_cast<double>(photo * 37 % 181) * 0.25; }
+
 int usage(const char* msg) {
   std::fprintf(stderr,
                "gen_photos: %s\n"
                "usage: gen_photos --rows N --seed S --out FILE|- [--format csv|yfcc] [--time-format iso|unix] [--threads T]\n"
                "         [--timelapse-frames N]\n"
-               "         [--images DIR [--image-limit N] [--image-size 500] [--truth FILE]\n"
+               "         [--images DIR [--image-limit N] [--image-size 500] [--exif] [--truth FILE]\n"
                "          [--triplets FILE [--triplet-truth FILE] [--triplet-count 1000] [--hard-fraction 0.5]]\n"
                "          [--split FILE [--query-fraction 0.2]] [--validation FILE [--validation-area S,W,N,E]]]\n",
                msg);
@@ -829,7 +860,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   std::string out = "-", format = "csv", images_dir, truth_path, triplets_path, triplet_truth_path, split_path, validation_path;
   Area validation_area{40.7455, -74.02, 40.7560, -73.96};
-  bool unix_time = false;
+  bool unix_time = false, exif = false;
   std::int64_t image_limit = -1, triplet_count = 1000, timelapse_frames = -1;
   int image_size = 500;
   double hard_fraction = 0.5, query_fraction = 0.2;
@@ -856,6 +887,7 @@ int main(int argc, char** argv) {
       else if (a == "--image-limit") image_limit = parse_whole<std::int64_t>(value());
       else if (a == "--timelapse-frames") timelapse_frames = parse_whole<std::int64_t>(value());
       else if (a == "--image-size") image_size = parse_whole<int>(value());
+      else if (a == "--exif") exif = true;
       else if (a == "--truth") truth_path = value();
       else if (a == "--triplets") triplets_path = value();
       else if (a == "--triplet-truth") triplet_truth_path = value();
@@ -873,6 +905,7 @@ int main(int argc, char** argv) {
   }
   if (rows < 1 || rows > 2000000000) return usage("--rows must be in 1..2e9");
   if (threads < 1 || threads > 1024) return usage("--threads must be in 1..1024");
+  if (images_dir.empty() && exif) return usage("--exif writes EXIF into rendered photos: it needs --images DIR");
   if (images_dir.empty() && (!truth_path.empty() || !triplets_path.empty() || !split_path.empty() || !validation_path.empty() ||
                              image_limit >= 0))
     return usage("--truth, --triplets, --split, --validation and --image-limit describe rendered photos: they need --images DIR");
@@ -970,7 +1003,24 @@ int main(int argc, char** argv) {
                           : gen_photos::Scene();
           const cv::Mat img = gen_photos::render(s.scene >= 0 ? scenes[static_cast<std::size_t>(s.scene)] : street, s.view, s.light,
                                                  width, height, noise);
-          cv::imencode(".jpg", img, jpeg, params);
+          if (!exif) {
+            cv::imencode(".jpg", img, jpeg, params);
+          } else {
+            // Stored turned the other way, so that applying the Orientation tag shows the upright
+            // render; a duplicate upload keeps its original's orientation (the same pixels).
+            const int orientation = exif_orientation_of(static_cast<std::size_t>(info[i].source));
+            cv::imencode(".jpg", stored_for_orientation(img, orientation), jpeg, params);
+            gen_photos::ExifRecord r;
+            r.lat = info[i].at.lat;
+            r.lon = info[i].at.lon;
+            r.h_error_m = horizontal_error_m(i);
+            r.utc_time = info[i].row_time;
+            r.offset_seconds = gen_photos::new_york_offset(r.utc_time);
+            r.artist = info[i].user;
+            r.orientation = orientation;
+            r.little_endian = i % 2 == 1;
+            jpeg = gen_photos::with_exif(jpeg, gen_photos::make_exif_block(r));
+          }
           const std::string path = (fs::path(images_dir) / (std::to_string(i + 1) + ".jpg")).string();
           std::FILE* jf = std::fopen(path.c_str(), "wb");
           if (!jf || std::fwrite(jpeg.data(), 1, jpeg.size(), jf) != jpeg.size() || std::fclose(jf) != 0) {
