@@ -121,6 +121,7 @@ class DecodeById final : public Node {
     decode_.height = static_cast<int>(p.integer("height"));
     decode_.width = static_cast<int>(p.integer("width"));
     decode_.dct_scaling = p.boolean("dct_scaling");
+    decode_.exif_orientation = p.boolean("exif_orientation");
     decode_.max_pixels = static_cast<std::uint64_t>(p.integer("max_pixels"));
     budget_ = std::make_unique<DecodeBudget>(static_cast<std::uint64_t>(p.integer("max_decoding_pixels")));
     decode_.budget = budget_.get();
@@ -317,6 +318,7 @@ NodeType decode_by_id_type() {
                  .doc("error: a missing or undecodable file stops the run naming the photo id and path; skip: drop the "
                       "records (rows) it is in, counted in the log"))
       .param(max_pixels_param())
+      .param(exif_orientation_param())
       .param(max_decoding_pixels_param())
       .param(Param::integer("cache_images").default_value(1024).range(0, 1 << 24).not_fingerprinted()
                  .doc("decoded images kept by id for reuse (least recently used dropped first); 0: none"))

@@ -75,6 +75,7 @@ class FilesReader final : public Node {
     decode_.height = static_cast<int>(p.integer("height"));
     decode_.width = static_cast<int>(p.integer("width"));
     decode_.dct_scaling = p.boolean("dct_scaling");
+    decode_.exif_orientation = p.boolean("exif_orientation");
     decode_.max_pixels = static_cast<std::uint64_t>(p.integer("max_pixels"));
     budget_ = std::make_unique<DecodeBudget>(static_cast<std::uint64_t>(p.integer("max_decoding_pixels")));
     decode_.budget = budget_.get();
@@ -230,6 +231,12 @@ Param max_pixels_param() {
            "(an error naming the file, or skipped with on_bad_image: skip)");
 }
 
+Param exif_orientation_param() {
+  return Param::boolean("exif_orientation").default_value(true)
+      .doc("turn each photo upright as its EXIF Orientation tag says (JPEG APP1 or PNG eXIf), before any resize, "
+           "as PIL's ImageOps.exif_transpose does; false: pixels as stored");
+}
+
 Param max_decoding_pixels_param() {
   return Param::integer("max_decoding_pixels").default_value(kDefaultMaxPixels).range(1, std::int64_t{1} << 40)
       .not_fingerprinted()
@@ -271,6 +278,7 @@ NodeType files_reader_type() {
       .param(Param::choice("on_bad_image", {"error", "skip"}).default_value("error")
                  .doc("error: a missing or undecodable file stops the run naming it; skip: skip it, count logged at the end"))
       .param(max_pixels_param())
+      .param(exif_orientation_param())
       .param(max_decoding_pixels_param())
       .param(Param::integer("chunk").default_value(256).range(1, 1 << 20).not_fingerprinted()
                  .doc("images decoded ahead in parallel"))

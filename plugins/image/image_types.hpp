@@ -37,5 +37,8 @@ NodeType pixel_embedding_type();
 // header pixels decoding at once.
 Param max_pixels_param();
 Param max_decoding_pixels_param();
+// exif_orientation: whether a decode turns the pixels upright by the file's EXIF Orientation tag;
+// image.files_reader and image.decode_by_id both declare it through this one definition.
+Param exif_orientation_param();
 
 }  // namespace embedflow::image

@@ -16,6 +16,7 @@
 #include <embedflow/error.hpp>
 #include <embedflow/log.hpp>
 
+#include "core/exif.hpp"
 #include "core/image_header.hpp"
 #include "core/jpeg.hpp"
 #include "core/ops.hpp"
@@ -209,6 +210,9 @@ cv::Mat decode_image_bytes(const std::vector<unsigned char>& bytes, const Decode
   }
   std::optional<DecodeBudget::Lease> lease;  // held until the decoded (and resized) image is made
   if (o.budget) lease.emplace(o.budget->acquire(size.pixels()));
+  // Orientations 5-8 swap the axes: the stored image is width x height of the upright one.
+  const int orientation = o.exif_orientation ? exif_orientation(bytes.data(), bytes.size()) : 1;
+  const bool swaps_axes = orientation >= 5;
   cv::Mat m;
   JpegHeader header;
   std::string jpeg_error;
@@ -221,7 +225,9 @@ cv::Mat decode_image_bytes(const std::vector<unsigned char>& bytes, const Decode
   if (header.plain) {
     JpegDecodeOptions j;
     j.color = o.color;
-    if (resize && o.dct_scaling) j.reduce = jpeg_reduction(header.width, header.height, o.width, o.height);
+    if (resize && o.dct_scaling)
+      j.reduce = swaps_axes ? jpeg_reduction(header.width, header.height, o.height, o.width)
+                            : jpeg_reduction(header.width, header.height, o.width, o.height);
     m = decode_jpeg(bytes.data(), bytes.size(), j, jpeg_error);
     if (m.empty()) {
       error = cat("corrupt JPEG: ", jpeg_error);
@@ -229,7 +235,9 @@ cv::Mat decode_image_bytes(const std::vector<unsigned char>& bytes, const Decode
     }
   } else {
     try {
-      m = cv::imdecode(bytes, o.color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE);
+      // OpenCV would apply the EXIF orientation itself (PNG eXIf, CMYK JPEGs) but not on the
+      // libjpeg path above; it is applied once, below, for every format alike.
+      m = cv::imdecode(bytes, (o.color ? cv::IMREAD_COLOR : cv::IMREAD_GRAYSCALE) | cv::IMREAD_IGNORE_ORIENTATION);
     } catch (const cv::Exception& e) {
       error = cat("OpenCV cannot decode it: ", e.what());
       return {};
@@ -240,8 +248,24 @@ cv::Mat decode_image_bytes(const std::vector<unsigned char>& bytes, const Decode
     }
     if (o.color) cv::cvtColor(m, m, cv::COLOR_BGR2RGB);
   }
+  if (orientation != 1) m = apply_exif_orientation(m, orientation);
   if (resize && (m.rows != o.height || m.cols != o.width)) m = resize_image(m, cv::Size(o.width, o.height), cv::INTER_LINEAR, true);
   return m;
+}
+
+cv::Mat apply_exif_orientation(const cv::Mat& m, int orientation) {
+  cv::Mat out;
+  switch (orientation) {
+    case 2: cv::flip(m, out, 1); break;                             // mirrored left-right
+    case 3: cv::rotate(m, out, cv::ROTATE_180); break;
+    case 4: cv::flip(m, out, 0); break;                             // mirrored top-bottom
+    case 5: cv::transpose(m, out); break;                           // mirrored along the main diagonal
+    case 6: cv::rotate(m, out, cv::ROTATE_90_CLOCKWISE); break;
+    case 7: cv::transpose(m, out); cv::flip(out, out, -1); break;   // mirrored along the other diagonal
+    case 8: cv::rotate(m, out, cv::ROTATE_90_COUNTERCLOCKWISE); break;
+    default: return m;
+  }
+  return out;
 }
 
 cv::Mat decode_image(const std::string& path, const DecodeOptions& o, std::string& error) {

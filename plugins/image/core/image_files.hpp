@@ -86,7 +86,15 @@ struct DecodeOptions {
   // the reduced image still covers height x width, then resize. Much faster for thumbnails;
   // pixels differ from a full decode + resize by the two filters' difference.
   bool dct_scaling = true;
+  // Turn the pixels upright as the file's EXIF Orientation tag (JPEG APP1 or PNG eXIf) says,
+  // before any resize, as viewers and PIL's ImageOps.exif_transpose do; height x width is the
+  // size of the upright image.
+  bool exif_orientation = true;
 };
+
+// The pixels of `m` turned as EXIF Orientation `orientation` (1..8) says the stored image must be
+// to appear upright (1: as stored; 6: rotated 90 degrees clockwise; ...).
+cv::Mat apply_exif_orientation(const cv::Mat& m, int orientation);
 
 // The largest of 1, 2, 4, 8 that keeps a w x h image at least target_w x target_h.
 int jpeg_reduction(int w, int h, int target_w, int target_h);
