@@ -2,7 +2,8 @@
 // every photo of a folder rendered by gen_photos --exif), the metadata CSV gen_photos wrote for
 // those photos, Python's hashlib for the ids and datetime for the times; photos written by a
 // hand-made TIFF/EXIF writer in Python (struct.pack, no EXIF library) for the fallbacks and every
-// kind of bad input; the header index re-reading only what changed.
+// kind of bad input; HEIC files written with libheif's encoder; gen_photos --exif's turned pixels
+// against its plain render; the header index re-reading only what changed.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
@@ -339,4 +340,116 @@ ok = len(rel) == 14 and all(sizes[r] == os.path.getsize(os.path.join(sys.argv[2]
 print(rel); sys.exit(0 if ok else 1)
 )PY",
                {index.string(), img.string()});
+}
+
+#ifdef EMBEDFLOW_TEST_HAVE_LIBHEIF
+#include <libheif/heif.h>
+
+namespace {
+
+// A 64 x 48 HEIC (HEVC, libheif's encoder) carrying `exif` ("Exif\0\0" + TIFF) as its Exif item.
+void write_heic(const fs::path& path, const std::string& exif) {
+  heif_context* ctx = heif_context_alloc();
+  heif_encoder* encoder = nullptr;
+  REQUIRE(heif_context_get_encoder_for_format(ctx, heif_compression_HEVC, &encoder).code == heif_error_Ok);
+  heif_image* img = nullptr;
+  REQUIRE(heif_image_create(64, 48, heif_colorspace_RGB, heif_chroma_interleaved_RGB, &img).code == heif_error_Ok);
+  REQUIRE(heif_image_add_plane(img, heif_channel_interleaved, 64, 48, 8).code == heif_error_Ok);
+  int stride = 0;
+  std::uint8_t* plane = heif_image_get_plane(img, heif_channel_interleaved, &stride);
+  for (int y = 0; y < 48; ++y)
+    for (int x = 0; x < 64 * 3; ++x) plane[y * stride + x] = static_cast<std::uint8_t>(x + 3 * y);
+  heif_image_handle* handle = nullptr;
+  REQUIRE(heif_context_encode_image(ctx, img, encoder, nullptr, &handle).code == heif_error_Ok);
+  REQUIRE(heif_context_add_exif_metadata(ctx, handle, exif.data(), static_cast<int>(exif.size())).code == heif_error_Ok);
+  REQUIRE(heif_context_write_to_file(ctx, path.c_str()).code == heif_error_Ok);
+  heif_image_handle_release(handle);
+  heif_image_release(img);
+  heif_encoder_release(encoder);
+  heif_context_free(ctx);
+}
+
+}  // namespace
+
+TEST_CASE("geo.photo_folder reads the EXIF of HEIC files through libheif, as exiftool -n does", "[geo][photo_folder][heic]") {
+  REQUIRE(embedflow::geo::heic_supported());
+  const fs::path dir = scratch_dir("photo_folder_heic");
+  fs::create_directories(dir / "photos");
+  check_python(std::string(kExifWriter) + R"PY(
+for name, kw in (("a.exif", dict(lat=48.8584, lon=2.2945, artist="Grace", offset="+01:00", hpe=(650, 100))),
+                 ("b.exif", dict(lat=-22.9519, lon=-43.2105, serial="CAM-7", offset="-03:00", bo="<"))):
+    j = photo(**kw); at = j.index(b"Exif\0\0"); n = struct.unpack(">H", j[at - 2:at])[0]
+    open(sys.argv[1] + "/" + name, "wb").write(j[at:at + n - 2])
+)PY",
+               {dir.string()});
+  write_heic(dir / "photos" / "IMG_1.HEIC", read_file(dir / "a.exif"));
+  write_heic(dir / "photos" / "IMG_2.heic", read_file(dir / "b.exif"));
+  run_folder_graph_ok(dir, "g.yaml", folder_graph(dir / "photos", dir / "out.h5", ", header_index: \"off\""));
+  const Result py = check_python(R"PY(
+import json, subprocess, sys
+from datetime import datetime, timedelta, timezone
+import h5py
+folder, out = sys.argv[1:3]
+tool = json.loads(subprocess.run(["exiftool", "-n", "-json", "-GPS:GPSLatitude", "-GPS:GPSLongitude", "-GPSLatitudeRef",
+    "-GPSLongitudeRef", "-DateTimeOriginal", "-OffsetTimeOriginal", "-Artist", "-SerialNumber", "-GPSHPositioningError", folder],
+    check=True, capture_output=True, text=True).stdout)
+g = h5py.File(out, "r")["photos"]
+rows = {p.decode(): k for k, p in enumerate(g["path"][:])}
+bad = []
+for t in tool:
+    k = rows[t["SourceFile"]]
+    lat = t["GPSLatitude"] * (-1 if t["GPSLatitudeRef"] == "S" else 1)
+    lon = t["GPSLongitude"] * (-1 if t["GPSLongitudeRef"] == "W" else 1)
+    off = t["OffsetTimeOriginal"]; sign = -1 if off[0] == "-" else 1
+    when = int(datetime.strptime(t["DateTimeOriginal"], "%Y:%m:%d %H:%M:%S").replace(
+        tzinfo=timezone(sign * timedelta(hours=int(off[1:3]), minutes=int(off[4:6])))).timestamp())
+    user = t.get("Artist") or t.get("SerialNumber")
+    acc = int(-(-t["GPSHPositioningError"] // 1)) if "GPSHPositioningError" in t else -1
+    if abs(g["lat"][k] - lat) > 1e-9 or abs(g["lon"][k] - lon) > 1e-9: bad.append((t["SourceFile"], "position"))
+    if g["time"][k] != when: bad.append((t["SourceFile"], "time", int(g["time"][k]), when))
+    if g["user"][k].decode() != str(user): bad.append((t["SourceFile"], "user", g["user"][k], user))
+    if g["accuracy"][k] != acc: bad.append((t["SourceFile"], "accuracy", int(g["accuracy"][k]), acc))
+print("checked", len(tool), bad); sys.exit(1 if bad or len(tool) != 2 else 0)
+)PY",
+                                 {(dir / "photos").string(), (dir / "out.h5").string()});
+  CHECK_THAT(py.out, Catch::Contains("checked 2 []"));
+}
+#endif
+
+TEST_CASE("gen_photos --exif stores turned pixels whose Orientation tag (read by exiftool) gives back the upright render",
+          "[geo][photo_folder][gen_photos]") {
+  const fs::path dir = scratch_dir("gen_photos_exif_orientation");
+  for (const bool exif : {false, true}) {
+    std::vector<std::string> args{GEN_PHOTOS, "--rows", "24", "--seed", "8", "--out", (dir / (exif ? "e.csv" : "p.csv")).string(),
+                                  "--images", (dir / (exif ? "exif" : "plain")).string(), "--image-size", "96"};
+    if (exif) args.push_back("--exif");
+    const Result gen = run_process(args);
+    INFO(gen.err);
+    REQUIRE(gen.exit_code == 0);
+  }
+  const Result py = check_python(R"PY(
+import json, subprocess, sys
+import numpy as np
+from PIL import Image, ImageOps
+d = sys.argv[1]
+tool = {t["SourceFile"].rsplit("/", 1)[1]: t.get("Orientation") for t in json.loads(subprocess.run(
+    ["exiftool", "-n", "-json", "-Orientation", d + "/exif"], check=True, capture_output=True, text=True).stdout)}
+bad = []; seen = set(); worst = 0.0
+for i in range(1, 25):
+    name = f"{i}.jpg"; o = tool[name]; seen.add(o)
+    plain = np.asarray(Image.open(f"{d}/plain/{name}").convert("RGB")).astype(float)
+    stored = Image.open(f"{d}/exif/{name}")
+    upright = np.asarray(ImageOps.exif_transpose(stored).convert("RGB")).astype(float)
+    if upright.shape != plain.shape: bad.append(f"{name}: orientation {o} upright shape {upright.shape} != {plain.shape}"); continue
+    diff = np.abs(upright - plain).mean(); worst = max(worst, diff)
+    if diff > 3.5: bad.append(f"{name}: orientation {o}: upright differs from the plain render by {diff:.2f} on average")
+    raw = np.asarray(stored.convert("RGB")).astype(float)
+    if o != 1 and raw.shape == plain.shape and np.abs(raw - plain).mean() < 10: bad.append(f"{name}: orientation {o} but stored upright")
+print("orientations", sorted(seen), "worst mean difference", round(worst, 2))
+if sorted(seen) != list(range(1, 9)): bad.append(f"orientations {sorted(seen)}, not all of 1-8")
+for b in bad: print("PROBLEM:", b)
+sys.exit(1 if bad else 0)
+)PY",
+                                 {dir.string()});
+  CHECK_THAT(py.out, Catch::Contains("orientations [1, 2, 3, 4, 5, 6, 7, 8]"));
 }
