@@ -6,7 +6,11 @@
 if(NOT TARGET embedflow_exif)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(LIBEXIF REQUIRED IMPORTED_TARGET GLOBAL libexif) # Debian: libexif-dev
-  pkg_check_modules(LIBHEIF IMPORTED_TARGET GLOBAL libheif) # Debian: libheif-dev (optional)
+  # EMBEDFLOW_WITH_HEIF=OFF builds as if libheif were absent (to test that build).
+  option(EMBEDFLOW_WITH_HEIF "Read the EXIF of HEIC files through libheif when it is found" ON)
+  if(EMBEDFLOW_WITH_HEIF)
+    pkg_check_modules(LIBHEIF IMPORTED_TARGET GLOBAL libheif) # Debian: libheif-dev (optional)
+  endif()
   add_library(embedflow_exif STATIC ${PROJECT_SOURCE_DIR}/plugins/image/core/exif.cpp)
   target_include_directories(embedflow_exif PUBLIC ${PROJECT_SOURCE_DIR}/plugins/image)
   target_link_libraries(embedflow_exif PUBLIC PkgConfig::LIBEXIF)

@@ -8,7 +8,7 @@
 // (Artist, else BodySerialNumber, else `user`), accuracy i64[B] (GPSHPositioningError in whole
 // metres, rounded up; -1 when absent -- metres here, where the CSV readers give Flickr levels),
 // path str[B] (`dir` joined with the relative path), in relative-path order.
-// Headers are read in parallel (the first 64 KiB of a JPEG or PNG; HEIC's Exif item through
+// Headers are read in parallel (the first 8 KiB of a JPEG or PNG; HEIC's Exif item through
 // libheif) and kept in a header index (an HDF5 file per folder, keyed by relative path, size and
 // mtime), so a re-run reads only new and changed files; `cache: true` replays the whole table
 // while the folder's listing (names, sizes, mtimes) is unchanged.

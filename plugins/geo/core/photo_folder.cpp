@@ -30,7 +30,8 @@ namespace {
 // Bumped whenever the header reader or the index layout changes what a row means, so an index
 // written by an older reader is rebuilt rather than trusted.
 constexpr const char* kIndexFormat = "embedflow-photo-headers/1";
-constexpr std::size_t kFirstRead = 64 * 1024;
+// Most EXIF blocks without a thumbnail fit; a longer one costs one more read of exactly the rest.
+constexpr std::size_t kFirstRead = 8 * 1024;
 constexpr std::size_t kMaxHeaderBytes = 16 * 1024 * 1024;
 
 bool photo_format(const std::string& name, PhotoFormat& format) {

@@ -45,7 +45,7 @@ struct PhotoHeader {
   std::string error;  // status bad: "tag: what is wrong", or the I/O problem
 };
 
-// Reads the EXIF block of one photo: for JPEG and PNG the first 64 KiB, and more only when the
+// Reads the EXIF block of one photo: for JPEG and PNG the first 8 KiB, and more only when the
 // block (or the segments before it) reach further, at most 16 MiB; HEIC through libheif.
 PhotoHeader read_photo_header(const std::filesystem::path& path, PhotoFormat format);
 
