@@ -45,7 +45,19 @@ struct NodeProgress {
 class Runtime;
 class NodeRuntime;
 
-// In-flight accounting of one source (see runtime.hpp).
+// A statistic written by one thread at a time (a serial node's calls follow each other, and
+// oneTBB orders them) needs no read-modify-write; `shared` ones (a parallel node's, a source's,
+// whose pump and side inputs may run at once) do. Readers (the progress line) only load.
+template <class T>
+void bump(std::atomic<T>& counter, bool shared, T by = 1) {
+  if (shared) counter.fetch_add(by, std::memory_order_relaxed);
+  else counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
+// In-flight accounting of one source (see runtime.hpp): the messages descended from its records
+// that are queued or being handled. Every message a node sends carries the source of the message
+// it was handling and is counted here until its receiver has handled it (or holds its outputs
+// for re-sequencing), so a source parks at `cap` without an allocation per record.
 struct SourceState {
   std::atomic<std::int64_t> in_flight{0};
   std::int64_t cap = 64;
@@ -53,23 +65,39 @@ struct SourceState {
   std::atomic<bool> parked{false};
   std::atomic<bool> done{false};
   std::function<void()> wake;
-};
 
-struct Ticket {
-  SourceState* source;
-  explicit Ticket(SourceState* s) : source(s) { source->in_flight.fetch_add(1, std::memory_order_relaxed); }
-  ~Ticket() {
-    std::int64_t n = source->in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
-    if (n <= source->low && !source->done.load(std::memory_order_acquire) &&
-        source->parked.exchange(false, std::memory_order_acq_rel))
-      source->wake();
+  void acquire() { in_flight.fetch_add(1, std::memory_order_relaxed); }
+  void release() {
+    const std::int64_t n = in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
+    if (n <= low && !done.load(std::memory_order_acquire) && parked.exchange(false, std::memory_order_acq_rel)) wake();
   }
 };
-using TicketPtr = std::shared_ptr<Ticket>;
+
+// A handled message's count: released on every exit path, unless something takes it over —
+// the first message sent while handling it, to the same source (a chain passes one count along
+// instead of adding one and releasing one), or outputs held for re-sequencing.
+class HeldCount {
+ public:
+  explicit HeldCount(SourceState* s) : source_(s) {}
+  ~HeldCount() {
+    if (source_) source_->release();
+  }
+  SourceState* take() { return std::exchange(source_, nullptr); }
+  // Counts one message sent for `s`: this count when it is still held for `s`, else a new one.
+  void count_send(SourceState* s) {
+    if (source_ == s) source_ = nullptr;
+    else s->acquire();
+  }
+  HeldCount(const HeldCount&) = delete;
+  HeldCount& operator=(const HeldCount&) = delete;
+
+ private:
+  SourceState* source_;
+};
 
 struct Message {
   RecordPtr record;
-  TicketPtr ticket;
+  SourceState* source = nullptr;  // counted in its in_flight until handled
   std::uint64_t seq = 0;
   std::uint32_t port = 0;  // destination input port
   std::uint32_t edge = 0;  // destination's logical incoming edge
@@ -109,7 +137,6 @@ class Runtime {
   std::mutex error_mutex;
   std::string error;
   int error_code = 0;
-  std::atomic<std::uint64_t> source_records{0};
   std::atomic<std::uint64_t> expected_records{0};
   int threads = 1;
   std::unordered_map<std::string, std::size_t> index_of;  // node id -> index
@@ -223,13 +250,13 @@ class NodeRuntime final : public NodeContext {
     }
     auto concurrency = parallel_ ? flow::unlimited : flow::serial;
     inbox_ = std::make_unique<flow::function_node<Message, flow::continue_msg>>(
-        rt_.tbb_graph, concurrency, [this](Message m) {
+        rt_.tbb_graph, concurrency, [this](const Message& m) {
           on_message(m);
           return flow::continue_msg();
         });
     if (gated_)
       gate_ = std::make_unique<flow::function_node<Message, flow::continue_msg>>(
-          rt_.tbb_graph, flow::serial, [this](Message m) {
+          rt_.tbb_graph, flow::serial, [this](const Message& m) {
             on_gate(m);
             return flow::continue_msg();
           });
@@ -268,7 +295,7 @@ class NodeRuntime final : public NodeContext {
   void open() {
     auto t0 = TraceRecorder::now_ns();
     try {
-      CallTimer timed(*this);
+      CallTimer timed(*this, CallTimer::every_call);
       node_->open(*this);
     } catch (...) {
       rt_.fail(index_, "open", std::current_exception());
@@ -282,7 +309,9 @@ class NodeRuntime final : public NodeContext {
       if (sides_missing_ == 0) pump_->try_put(0);
     } else if (in_edges_.empty()) {
       // Nothing can ever arrive: close right away (a node whose inputs are all optional).
-      inbox_->try_put(Message{nullptr, nullptr, 0, 0, 0, true, 0});
+      Message activation;
+      activation.eos = true;
+      inbox_->try_put(activation);
     }
   }
 
@@ -303,7 +332,7 @@ class NodeRuntime final : public NodeContext {
     st.id = id();
     st.records_in = records_in_.load();
     st.records_out = records_out_.load();
-    st.busy_s = static_cast<double>(busy_ns_.load()) / 1e9;  // exact to the nanosecond, printed short
+    st.busy_s = static_cast<double>(busy_estimate_ns()) / 1e9;
     const double wall_sampled = static_cast<double>(wall_sampled_ns_.load());
     // An estimate: kept to the microsecond, which is all the sampling can claim.
     if (wall_sampled > 0)
@@ -317,32 +346,74 @@ class NodeRuntime final : public NodeContext {
   std::int64_t busy_ns(std::int64_t now) const {
     const std::int64_t running = running_calls_.load(std::memory_order_relaxed);
     const std::int64_t started = running_start_sum_.load(std::memory_order_relaxed);
-    return busy_ns_.load(std::memory_order_relaxed) + std::max<std::int64_t>(0, running * now - started);
+    return busy_estimate_ns() + std::max<std::int64_t>(0, running * now - started);
+  }
+  // Timed calls' wall time, plus the short calls' share estimated from those sampled (CallTimer).
+  std::int64_t busy_estimate_ns() const {
+    const std::uint64_t sampled = sampled_calls_.load(std::memory_order_relaxed);
+    const std::uint64_t short_calls = calls_.load(std::memory_order_relaxed) - timed_calls_.load(std::memory_order_relaxed);
+    const double per_short_call =
+        sampled ? static_cast<double>(sampled_wall_ns_.load(std::memory_order_relaxed)) / static_cast<double>(sampled) : 0;
+    return busy_ns_.load(std::memory_order_relaxed) +
+           static_cast<std::int64_t>(std::llround(per_short_call * static_cast<double>(short_calls)));
   }
   bool parallel() const { return parallel_; }
+  // Records a source (or a replayed node) has emitted.
+  std::uint64_t source_records() const { return source_ ? records_out_.load(std::memory_order_relaxed) : 0; }
   void deliver(const Message& m, bool via_gate) {
     if (via_gate) gate_->try_put(m);
     else inbox_->try_put(m);
   }
 
  private:
-  // Adds the duration of one call into the node's body to its busy time (NodeStats).
+  // Adds the duration of one call into the node's body to its busy time (NodeStats). Two clock
+  // reads and a handful of atomic updates cost about as much as a small node's whole call, so
+  // produce and process calls that the last timed call predicts to be short (under 20 us) are
+  // timed one in 32, picked by Fibonacci hashing of the call's index so that no periodic pattern
+  // in a node's calls (a step every 4th batch) aliases with the sampling; busy time then counts
+  // each untimed short call as the sampled short calls' mean. Calls predicted long, and open,
+  // on_side and close, are timed exactly and count as running while they run (the progress
+  // line's busy share). Thread CPU time costs a system call (about half a microsecond in a VM):
+  // taken on long calls and on every 8th sampled one, for the ratio that scales busy time to CPU
+  // time.
   class CallTimer {
    public:
-    explicit CallTimer(NodeRuntime& n) : n_(n), t0_(TraceRecorder::now_ns()) {
-      // Thread CPU time costs a system call: taken on calls that were long last time and on
-      // every 64th, which is enough for the ratio that scales busy time to CPU time.
-      if (n_.calls_.fetch_add(1, std::memory_order_relaxed) % 64 == 0 ||
-          n_.last_call_ns_.load(std::memory_order_relaxed) > 200000)
+    enum Kind { every_call, sampled };
+    CallTimer(NodeRuntime& n, Kind kind) : n_(n) {
+      if (kind == sampled) {
+        const std::uint64_t call = n_.parallel_ || n_.source_ ? n_.calls_.fetch_add(1, std::memory_order_relaxed)
+                                                              : n_.calls_.load(std::memory_order_relaxed);
+        if (!n_.parallel_ && !n_.source_) n_.calls_.store(call + 1, std::memory_order_relaxed);
+        if (n_.last_call_ns_.load(std::memory_order_relaxed) < kShortCallNs) {
+          if ((call * 0x9E3779B97F4A7C15ull) >> 59 != 0) {  // 31 in 32 short calls go untimed
+            mode_ = Mode::untimed;
+            return;
+          }
+          mode_ = Mode::sample;
+        } else {
+          n_.timed_calls_.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+      t0_ = TraceRecorder::now_ns();
+      if (mode_ == Mode::exact) {
+        n_.running_start_sum_.fetch_add(t0_, std::memory_order_relaxed);
+        n_.running_calls_.fetch_add(1, std::memory_order_relaxed);
         c0_ = thread_cpu_ns();
-      n_.running_start_sum_.fetch_add(t0_, std::memory_order_relaxed);
-      n_.running_calls_.fetch_add(1, std::memory_order_relaxed);
+      } else if (n_.sampled_calls_.load(std::memory_order_relaxed) % 8 == 0) {
+        c0_ = thread_cpu_ns();
+      }
     }
     ~CallTimer() {
+      if (mode_ == Mode::untimed) return;
       const std::int64_t wall = TraceRecorder::now_ns() - t0_;
-      n_.busy_ns_.fetch_add(wall, std::memory_order_relaxed);
-      n_.running_calls_.fetch_sub(1, std::memory_order_relaxed);
-      n_.running_start_sum_.fetch_sub(t0_, std::memory_order_relaxed);
+      if (mode_ == Mode::exact) {
+        n_.busy_ns_.fetch_add(wall, std::memory_order_relaxed);
+        n_.running_calls_.fetch_sub(1, std::memory_order_relaxed);
+        n_.running_start_sum_.fetch_sub(t0_, std::memory_order_relaxed);
+      } else {
+        n_.sampled_wall_ns_.fetch_add(wall, std::memory_order_relaxed);
+        n_.sampled_calls_.fetch_add(1, std::memory_order_relaxed);
+      }
       n_.last_call_ns_.store(wall, std::memory_order_relaxed);
       if (c0_ >= 0) {
         n_.cpu_sampled_ns_.fetch_add(thread_cpu_ns() - c0_, std::memory_order_relaxed);
@@ -353,15 +424,21 @@ class NodeRuntime final : public NodeContext {
     CallTimer& operator=(const CallTimer&) = delete;
 
    private:
+    static constexpr std::int64_t kShortCallNs = 20000;
+    enum class Mode { exact, sample, untimed };
     NodeRuntime& n_;
-    std::int64_t t0_;
+    Mode mode_ = Mode::exact;
+    std::int64_t t0_ = 0;
     std::int64_t c0_ = -1;
   };
 
   class Emit final : public Emitter {
    public:
-    Emit(NodeRuntime& n, std::uint64_t seq, const TicketPtr* ticket, std::vector<Output>* capture)
-        : node_(n), seq_(seq), ticket_(ticket), capture_(capture) {}
+    // `source`: the in-flight count the outputs join (that of the message being handled; a
+    // source node's own for the records it produces).
+    Emit(NodeRuntime& n, std::uint64_t seq, SourceState* source, std::vector<Output>* capture,
+         HeldCount* held = nullptr)
+        : node_(n), seq_(seq), source_(source), capture_(capture), held_(held) {}
     void emit(std::size_t port, RecordPtr record) override {
       if (port >= node_.outs_.size())
         throw Error(cat("emitted on output ", port, " but ", node_.rn_.type->name, " has ", node_.outs_.size(), " outputs"));
@@ -370,32 +447,32 @@ class NodeRuntime final : public NodeContext {
         capture_->push_back(Output{port, std::move(record)});
         return;
       }
-      if (node_.source_) {
-        // Each record a source emits is one message in flight.
-        TicketPtr t = std::make_shared<Ticket>(node_.source_state_.get());
-        node_.rt_.source_records.fetch_add(1, std::memory_order_relaxed);
-        node_.dispatch(port, record, t);
-        ++seq_;
-        return;
-      }
-      node_.dispatch(port, record, ticket_ ? *ticket_ : nullptr);
+      if (node_.source_) ++seq_;
+      node_.dispatch(port, std::move(record), source_, held_);
     }
     std::uint64_t sequence() const override { return seq_; }
 
    private:
     NodeRuntime& node_;
     std::uint64_t seq_;
-    const TicketPtr* ticket_;
+    SourceState* source_;
     std::vector<Output>* capture_;
+    HeldCount* held_;
   };
 
-  void dispatch(std::size_t port, const RecordPtr& record, const TicketPtr& ticket) {
-    records_out_.fetch_add(1, std::memory_order_relaxed);
+  // `held`: the count of the message being handled, which the first message sent may take over.
+  void dispatch(std::size_t port, RecordPtr record, SourceState* source, HeldCount* held = nullptr) {
+    bump(records_out_, source_ || parallel_);
     if (tap_) tap_->on_record(port, record);
-    for (OutEdge& oe : outs_[port]) {
-      Message m;
-      m.record = record;
-      m.ticket = ticket;
+    std::vector<OutEdge>& edges = outs_[port];
+    Message m;
+    m.record = std::move(record);
+    m.source = source;
+    for (OutEdge& oe : edges) {
+      if (source) {
+        if (held) held->count_send(source);
+        else source->acquire();
+      }
       m.seq = oe.sent++;
       m.port = oe.dst_port;
       m.edge = oe.dst_edge;
@@ -415,9 +492,10 @@ class NodeRuntime final : public NodeContext {
       }
   }
 
-  void on_gate(Message& m) {
+  void on_gate(const Message& in) {
+    HeldCount count(in.source);  // the forwarded copy takes the count over
     if (rt_.cancelled.load(std::memory_order_relaxed)) return;
-    if (m.eos) {
+    if (in.eos) {
       if (++gate_eos_ == gate_edges_) {
         Message e;
         e.eos = true;
@@ -426,12 +504,15 @@ class NodeRuntime final : public NodeContext {
       }
       return;
     }
+    Message m = in;
     m.seq = gate_forwarded_++;
     m.edge = 0;
+    count.take();
     inbox_->try_put(m);
   }
 
-  void on_message(Message& m) {
+  void on_message(const Message& m) {
+    HeldCount count(m.source);
     if (rt_.cancelled.load(std::memory_order_relaxed)) return;
     try {
       if (in_edges_.empty()) {  // the activation message of an input-less node
@@ -456,57 +537,61 @@ class NodeRuntime final : public NodeContext {
           if (sides_missing_.load() > 0) {
             // Held until the side value arrives, the record no longer counts as in flight for
             // its source: the source may be what the side value waits for (a trainer needing
-            // all of a stream that also feeds this node), and holding its tickets would stall it.
+            // all of a stream that also feeds this node), and counting it would stall it.
             pending_.push_back(m);
-            pending_.back().ticket.reset();
+            pending_.back().source = nullptr;
             return;
           }
         }
-        process_stream(m);
+        process_stream(m, count);
       }
-      e.processed.fetch_add(1);
+      bump(e.processed, parallel_);
       try_finish();
     } catch (...) {
       rt_.fail(index_, m.eos ? "close" : "process", std::current_exception());
     }
   }
 
-  void process_stream(Message& m) {
-    records_in_.fetch_add(1, std::memory_order_relaxed);
+  // `count` is the message's in-flight count: a parallel node's outputs held for re-sequencing
+  // take it over.
+  void process_stream(const Message& m, HeldCount& count) {
+    bump(records_in_, parallel_);
     auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
     if (!parallel_) {
-      Emit out(*this, m.seq, &m.ticket, nullptr);
-      CallTimer timed(*this);
+      Emit out(*this, m.seq, m.source, nullptr, &count);
+      CallTimer timed(*this, CallTimer::sampled);
       node_->process(m.port, m.record, out);
     } else {
       std::vector<Output> captured;
-      Emit out(*this, m.seq, &m.ticket, &captured);
+      Emit out(*this, m.seq, m.source, &captured);
       {
-        CallTimer timed(*this);
+        CallTimer timed(*this, CallTimer::sampled);
         node_->process(m.port, m.record, out);
       }
-      resequence(m.seq, std::move(captured), m.ticket);
+      resequence(m.seq, std::move(captured), m.source, count);
     }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "process", t0, TraceRecorder::now_ns());
   }
 
-  // Emits a parallel node's outputs in input order: results that arrive early wait in a map.
-  void resequence(std::uint64_t seq, std::vector<Output> outputs, const TicketPtr& ticket) {
+  // Emits a parallel node's outputs in input order: results that arrive early wait in a map,
+  // keeping their message's in-flight count until they are sent.
+  void resequence(std::uint64_t seq, std::vector<Output> outputs, SourceState* source, HeldCount& count) {
     std::lock_guard<std::mutex> lock(reorder_mutex_);
     if (seq != next_seq_) {
-      early_.emplace(seq, std::make_pair(std::move(outputs), ticket));
+      early_.emplace(seq, std::make_pair(std::move(outputs), count.take()));
       return;
     }
-    for (auto& o : outputs) dispatch(o.port, o.record, ticket);
+    for (auto& o : outputs) dispatch(o.port, std::move(o.record), source, &count);
     ++next_seq_;
     for (auto it = early_.find(next_seq_); it != early_.end(); it = early_.find(next_seq_)) {
-      for (auto& o : it->second.first) dispatch(o.port, o.record, it->second.second);
+      HeldCount held(it->second.second);
+      for (auto& o : it->second.first) dispatch(o.port, std::move(o.record), it->second.second, &held);
       early_.erase(it);
       ++next_seq_;
     }
   }
 
-  void on_side_value(InEdge& e, Message& m) {
+  void on_side_value(InEdge& e, const Message& m) {
     std::deque<Message> ready;
     {
       std::lock_guard<std::mutex> lock(side_mutex_);
@@ -515,18 +600,19 @@ class NodeRuntime final : public NodeContext {
       if (first && !side_released_[e.port] && sides_missing_.fetch_sub(1) == 1) ready.swap(pending_);
       side_released_[e.port] = true;
     }
-    Emit out(*this, m.seq, &m.ticket, nullptr);
+    Emit out(*this, m.seq, m.source, nullptr);  // on_side's outputs count afresh
     auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
     {
-      CallTimer timed(*this);
+      CallTimer timed(*this, CallTimer::every_call);
       node_->on_side(e.port, m.record, out);
     }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "side", t0, TraceRecorder::now_ns());
     if (source_ && sides_missing_.load() == 0) pump_->try_put(0);
     // Stream records that waited for this value run now, in arrival order.
     for (Message& p : ready) {
-      process_stream(p);
-      in_edges_[p.edge]->processed.fetch_add(1);
+      HeldCount none(nullptr);  // held records gave their counts back when they were held
+      process_stream(p, none);
+      bump(in_edges_[p.edge]->processed, parallel_);
     }
   }
 
@@ -550,8 +636,9 @@ class NodeRuntime final : public NodeContext {
     if (rn_.type->inputs[e.port].optional) {
       if (source_ && sides_missing_.load() == 0) pump_->try_put(0);
       for (Message& p : ready) {
-        process_stream(p);
-        in_edges_[p.edge]->processed.fetch_add(1);
+        HeldCount none(nullptr);
+        process_stream(p, none);
+        bump(in_edges_[p.edge]->processed, parallel_);
       }
       return;
     }
@@ -571,7 +658,7 @@ class NodeRuntime final : public NodeContext {
     auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
     {
       Emit out(*this, 0, nullptr, nullptr);
-      CallTimer timed(*this);
+      CallTimer timed(*this, CallTimer::every_call);
       node_->close(out);
     }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "close", t0, TraceRecorder::now_ns());
@@ -587,16 +674,16 @@ class NodeRuntime final : public NodeContext {
         if (rt_.stop_requested() || exhausted_) break;
         if (source_state_->in_flight.load(std::memory_order_acquire) >= source_state_->cap) {
           source_state_->parked.store(true, std::memory_order_release);
-          // Re-check: tickets released between the test and the park would not wake us.
+          // Re-check: messages handled between the test and the park would not wake us.
           if (source_state_->in_flight.load(std::memory_order_acquire) >= source_state_->cap) return;
           if (!source_state_->parked.exchange(false)) return;  // a release already re-queued us
           continue;
         }
         auto t0 = rt_.trace ? TraceRecorder::now_ns() : 0;
-        Emit out(*this, produced_, nullptr, nullptr);
+        Emit out(*this, produced_, source_state_.get(), nullptr);
         bool more;
         {
-          CallTimer timed(*this);
+          CallTimer timed(*this, CallTimer::sampled);
           more = node_->produce(out);
         }
         produced_ = out.sequence();
@@ -640,7 +727,7 @@ class NodeRuntime final : public NodeContext {
 
   std::mutex reorder_mutex_;
   std::uint64_t next_seq_ = 0;
-  std::map<std::uint64_t, std::pair<std::vector<Output>, TicketPtr>> early_;
+  std::map<std::uint64_t, std::pair<std::vector<Output>, SourceState*>> early_;
 
   std::shared_ptr<SourceState> source_state_ = std::make_shared<SourceState>();
   bool exhausted_ = false;
@@ -648,8 +735,10 @@ class NodeRuntime final : public NodeContext {
 
   std::atomic<bool> finished_{false};
   std::atomic<std::uint64_t> records_in_{0}, records_out_{0};
-  std::atomic<std::int64_t> busy_ns_{0}, cpu_sampled_ns_{0}, wall_sampled_ns_{0}, last_call_ns_{0};
-  std::atomic<std::uint64_t> calls_{0};
+  // CallTimer's figures: exactly timed calls' wall time; sampled short calls' count and wall time;
+  // produce/process calls made and those of them timed exactly; the CPU-time sample.
+  std::atomic<std::int64_t> busy_ns_{0}, sampled_wall_ns_{0}, cpu_sampled_ns_{0}, wall_sampled_ns_{0}, last_call_ns_{0};
+  std::atomic<std::uint64_t> calls_{0}, timed_calls_{0}, sampled_calls_{0};
   std::atomic<std::int64_t> running_calls_{0}, running_start_sum_{0};
 };
 
@@ -730,7 +819,9 @@ class Progress {
           text += " ETA " + duration(static_cast<double>(r.total - r.done) * span / static_cast<double>(r.done - p.first_done));
       }
     }
-    std::uint64_t n = rt_.source_records.load();
+    std::uint64_t n = 0;
+    for (const auto& node : nodes_)
+      if (node) n += node->source_records();
     std::uint64_t total = rt_.expected_records.load();
     double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
     text += cat(" | ", n, " records ", static_cast<std::uint64_t>(rate), "/s");
@@ -807,8 +898,8 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
       set_progress_sink([&rt](std::string_view id, const ProgressReport& r) { rt.note_progress(id, r); });
   if (!options.trace_path.empty()) rt.trace = std::make_unique<TraceRecorder>();
 
-  // Tickets may outlive the node that issued them (messages left in queues of a cancelled
-  // graph), so source states are kept until every node is gone.
+  // Messages may outlive the node that sent them (left in queues of a cancelled graph), so
+  // source states are kept until every node is gone.
   std::vector<std::shared_ptr<SourceState>> source_states;
   std::vector<std::unique_ptr<NodeRuntime>> nodes(graph.nodes.size());
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
@@ -865,7 +956,8 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
   set_progress_sink(std::move(previous_sink));
 
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-  result.source_records = rt.source_records.load();
+  for (const auto& n : nodes)
+    if (n) result.source_records += n->source_records();
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     NodeStats st;
     if (nodes[i]) {

@@ -7,13 +7,13 @@
 //    parallel node closes exactly when the last of them has been processed;
 //  - order: a parallel node's outputs are re-sequenced by input sequence number, so the stream
 //    downstream is the same whatever the thread count;
-//  - bounded memory: every message a source emits holds a ticket; derived messages inherit it.
-//    A source stops producing while `in_flight` tickets are alive and is woken when they drop
-//    below half, so a fast source before a slow sink blocks (without holding a thread) rather
-//    than dropping or growing.
-//    Caveat: stream records waiting for a side port's first value keep their tickets. If the
-//    side value can only come from the same source, that source stalls at its cap: feed side
-//    ports from another source, or raise that source's in_flight.
+//  - bounded memory: every message carries the source its first record came from, and counts
+//    in that source's in-flight total from when it is sent until its receiver has handled it (a
+//    parallel node's outputs waiting to be re-sequenced keep counting). A source stops producing
+//    while `in_flight` messages are counted and is woken when they drop below half, so a fast
+//    source before a slow sink blocks (without holding a thread) rather than dropping or
+//    growing; no allocation is made per record for it. Stream records held for a side port's
+//    first value stop counting, so a source whose whole stream the side value needs goes on.
 #pragma once
 
 #include <atomic>
