@@ -25,6 +25,7 @@
 //   edges:
 //     - photos.out -> stats.photos
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <unordered_map>
@@ -57,7 +58,9 @@ class PhotoFolderNode final : public Node {
       throw ConfigError(cat("timezone '", p.string("timezone"), "' is not UTC or a fixed offset such as +02:00"));
     const std::string fallback_user = p.string("user");
 
+    const auto t0 = std::chrono::steady_clock::now();
     FolderListing listing = list_photo_folder(root_);
+    const auto t_listed = std::chrono::steady_clock::now();
     const std::vector<FolderEntry>& entries = listing.entries;
     const std::size_t n = entries.size();
 
@@ -98,10 +101,12 @@ class PhotoFolderNode final : public Node {
       }
     });
     if (ctx.stop_requested()) throw Error("interrupted while reading photo headers");
+    const auto t_read = std::chrono::steady_clock::now();
+    const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     if (use_index && (!to_read.empty() || known.size() != reused)) save_header_index(index, root_, entries, headers);
     log_info(id_, root_, ": ", n, " photo files, ", reused, " headers from the index",
               use_index ? cat(" (", index.string(), why_not.empty() ? "" : "; " + why_not, ")") : std::string(" (off)"), ", ",
-              to_read.size(), " read");
+              to_read.size(), " read (listed in ", seconds(t0, t_listed), " s, read in ", seconds(t_listed, t_read), " s)");
 
     // Rows in relative-path order; ids checked for collisions.
     std::unordered_map<std::int64_t, std::size_t> id_rows;
