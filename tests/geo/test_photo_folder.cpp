@@ -151,6 +151,10 @@ for t in tool:
     if abs(g["lat"][k] - float(r["lat"])) > 1e-6 or abs(g["lon"][k] - float(r["lon"])) > 1e-6: problems.append(f"{rel}: position != CSV")
     if int(g["time"][k]) != csv_time: problems.append(f"{rel}: time {g['time'][k]} != CSV {csv_time}")
     if g["user"][k].decode() != r["user"]: problems.append(f"{rel}: user != CSV")
+    # gen_photos writes New York's local time; its offset must be the one the tz database gives.
+    from zoneinfo import ZoneInfo
+    ny = datetime.fromtimestamp(csv_time, ZoneInfo("America/New_York")).utcoffset()
+    if ny != sign * timedelta(hours=int(off[1:3]), minutes=int(off[4:6])): problems.append(f"{rel}: offset {off} != tz database {ny}")
 if list(g["path"][:]) != sorted(g["path"][:]): problems.append("rows not in path order")
 print("checked", len(tool), "photos")
 for p in problems: print("PROBLEM:", p)

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 
 #include <libexif/exif-data.h>
@@ -12,32 +13,27 @@
 namespace gen_photos {
 namespace {
 
-// Days since 1970-01-01 (Howard Hinnant's days_from_civil).
-std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const auto yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-  return era * 146097 + static_cast<std::int64_t>(yoe * 365 + yoe / 4 - yoe / 100 + doy) - 719468;
+// The UTC calendar fields of a unix time, and back (the C library's, no time zone involved).
+std::tm utc_fields(std::int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  return tm;
 }
 
-void civil_from_days(std::int64_t z, int& y, unsigned& m, unsigned& d) {
-  z += 719468;
-  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const auto doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  d = doy - (153 * mp + 2) / 5 + 1;
-  m = mp < 10 ? mp + 3 : mp - 9;
-  y = static_cast<int>(static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2));
+std::int64_t utc_seconds(int year, int month, int day, int hour) {
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  return static_cast<std::int64_t>(::timegm(&tm));
 }
 
-// Day of month of the n-th Sunday of (y, m).
-unsigned nth_sunday(int y, unsigned m, int n) {
-  const std::int64_t first = days_from_civil(y, m, 1);
-  const int weekday = static_cast<int>(((first % 7) + 11) % 7);  // 0 = Sunday (1970-01-01 was a Thursday)
-  return static_cast<unsigned>(1 + (7 - weekday) % 7 + 7 * (n - 1));
+// Day of month of the n-th Sunday of (year, month).
+int nth_sunday(int year, int month, int n) {
+  const int weekday = utc_fields(utc_seconds(year, month, 1, 0)).tm_wday;  // 0 = Sunday
+  return 1 + (7 - weekday) % 7 + 7 * (n - 1);
 }
 
 ExifEntry* add_entry(ExifData* ed, ExifIfd ifd, ExifTag tag, ExifFormat format, unsigned long components) {
@@ -75,12 +71,12 @@ void add_degrees(ExifData* ed, ExifTag tag, double degrees, ExifByteOrder order)
 }  // namespace
 
 int new_york_offset(std::int64_t utc_time) {
-  const std::int64_t day = (utc_time >= 0 ? utc_time : utc_time - 86399) / 86400;
-  int y;
-  unsigned m, d;
-  civil_from_days(day, y, m, d);
-  const std::int64_t start = days_from_civil(y, 3, nth_sunday(y, 3, 2)) * 86400 + 7 * 3600;   // 02:00 EST
-  const std::int64_t end = days_from_civil(y, 11, nth_sunday(y, 11, 1)) * 86400 + 6 * 3600;   // 02:00 EDT
+  const int y = utc_fields(utc_time).tm_year + 1900;
+  // From 2007 (Energy Policy Act of 2005); before, the first Sunday of April to the last of October.
+  const std::int64_t start = y >= 2007 ? utc_seconds(y, 3, nth_sunday(y, 3, 2), 7)   // 02:00 EST
+                                       : utc_seconds(y, 4, nth_sunday(y, 4, 1), 7);
+  const std::int64_t end = y >= 2007 ? utc_seconds(y, 11, nth_sunday(y, 11, 1), 6)   // 02:00 EDT
+                                     : utc_seconds(y, 10, 31 - utc_fields(utc_seconds(y, 10, 31, 0)).tm_wday, 6);
   return utc_time >= start && utc_time < end ? -4 * 3600 : -5 * 3600;
 }
 
@@ -95,15 +91,10 @@ std::vector<unsigned char> make_exif_block(const ExifRecord& r) {
   exif_set_short(o->data, order, static_cast<ExifShort>(r.orientation));
   add_ascii(ed, EXIF_IFD_0, EXIF_TAG_ARTIST, r.artist);
 
-  const std::int64_t local = r.utc_time + r.offset_seconds;
-  const std::int64_t day = (local >= 0 ? local : local - 86399) / 86400;
-  const std::int64_t sec = local - day * 86400;
-  int y;
-  unsigned m, d;
-  civil_from_days(day, y, m, d);
+  const std::tm local = utc_fields(r.utc_time + r.offset_seconds);
   char text[32];
-  std::snprintf(text, sizeof text, "%04d:%02u:%02u %02d:%02d:%02d", y, m, d, static_cast<int>(sec / 3600),
-                static_cast<int>(sec / 60 % 60), static_cast<int>(sec % 60));
+  std::snprintf(text, sizeof text, "%04d:%02d:%02d %02d:%02d:%02d", local.tm_year + 1900, local.tm_mon + 1, local.tm_mday,
+                local.tm_hour, local.tm_min, local.tm_sec);
   add_ascii(ed, EXIF_IFD_EXIF, EXIF_TAG_DATE_TIME_ORIGINAL, text);
   const int off = std::abs(r.offset_seconds);
   std::snprintf(text, sizeof text, "%c%02d:%02d", r.offset_seconds < 0 ? '-' : '+', off / 3600, off / 60 % 60);

@@ -26,8 +26,9 @@ std::vector<unsigned char> make_exif_block(const ExifRecord& r);
 // The JPEG `jpeg` with an APP1 segment holding `block` inserted right after SOI.
 std::vector<unsigned char> with_exif(const std::vector<unsigned char>& jpeg, const std::vector<unsigned char>& block);
 
-// New York's UTC offset at `utc_time` (US daylight saving rules since 2007: -04:00 from the
-// second Sunday of March, 07:00 UTC, to the first Sunday of November, 06:00 UTC; else -05:00).
+// New York's UTC offset at `utc_time`: -04:00 under daylight saving time, else -05:00. US rules:
+// since 2007 from the second Sunday of March (02:00 local) to the first Sunday of November;
+// before, from the first Sunday of April to the last Sunday of October.
 int new_york_offset(std::int64_t utc_time);
 
 }  // namespace gen_photos

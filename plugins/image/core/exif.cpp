@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <vector>
 
@@ -192,7 +193,15 @@ bool parse_exif_datetime(const std::string& s, std::int64_t& out) {
   if (mo < 1 || mo > 12 || d < 1 || d > kDays[mo - 1] || h > 23 || mi > 59 || se > 60) return false;
   const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
   if (mo == 2 && d == 29 && !leap) return false;
-  out = days_from_civil(y, unsigned(mo), unsigned(d)) * 86400 + h * 3600 + mi * 60 + se;
+  // timegm: the calendar arithmetic of the C library, with no time zone involved.
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = se;
+  out = static_cast<std::int64_t>(::timegm(&tm));
   return true;
 }
 
@@ -256,15 +265,6 @@ bool read_gps(TagReader& t, ExifFields& f) {
 }
 
 }  // namespace
-
-std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) {
-  y -= m <= 2;
-  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const auto yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
-}
 
 ExifBlock locate_exif_block(const unsigned char* data, std::size_t size) {
   if (starts_with(data, size, kExifHeader, 6) || is_tiff_header(data, size)) return block_at(0, size);

@@ -61,7 +61,4 @@ bool read_exif_header(const unsigned char* data, std::size_t size, ExifFields& f
 // whose EXIF is damaged is shown as stored, as viewers do).
 int exif_orientation(const unsigned char* data, std::size_t size);
 
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d);
-
 }  // namespace embedflow::image
