@@ -457,3 +457,32 @@ sys.exit(1 if bad else 0)
                                  {dir.string()});
   CHECK_THAT(py.out, Catch::Contains("orientations [1, 2, 3, 4, 5, 6, 7, 8]"));
 }
+
+TEST_CASE("geo.photo_folder with cache: true: the stage cache replays the table until the folder's listing changes",
+          "[geo][photo_folder]") {
+  const fs::path dir = scratch_dir("photo_folder_stage_cache");
+  fs::create_directories(dir / "img");
+  for (const auto& e : fs::directory_iterator(source_dir() + "/tests/geo/data/photo_folder"))
+    fs::copy_file(e.path(), dir / "img" / e.path().filename());
+  const std::string yaml = "nodes:\n  photos: {type: geo.photo_folder, params: {dir: " + (dir / "img").string() +
+                           ", header_index: " + (dir / "index.h5").string() +
+                           "}, cache: true}\n  sink: {type: core.sink, params: {mode: count}}\nedges: [photos.out -> sink.in]\n";
+  write_file(dir / "g.yaml", yaml);
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"run", (dir / "g.yaml").string(), "--no-report", "--out", (dir / "run").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Result r = run_cli(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r;
+  };
+  run({"--rebuild-cache"});
+  CHECK_THAT(run({"--explain-cache", "--dry-run"}).err, Catch::Contains("photos: hit"));
+  fs::copy_file(dir / "img" / "1.jpg", dir / "img" / "added.jpg");
+  const Result plan = run({"--explain-cache", "--dry-run"});
+  CHECK_THAT(plan.err, Catch::Contains("photos: miss"));
+  CHECK_THAT(plan.err, Catch::Contains("directory files=8 listing="));
+  const Result again = run({});
+  CHECK_THAT(again.err, Catch::Contains("9 photo files, 8 headers from the index"));
+  CHECK_THAT(again.err, Catch::Contains(", 1 read"));
+}
