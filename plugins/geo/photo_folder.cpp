@@ -74,15 +74,17 @@ class PhotoFolderNode final : public Node {
       for (auto& [rel, h] : load_header_index(index, why_not)) known.emplace(rel, std::move(h));
     std::vector<PhotoHeader> headers(n);
     std::vector<std::size_t> to_read;
+    std::size_t reused = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      if (!entries[i].problem.empty()) continue;
+      if (!entries[i].problem.empty()) continue;  // found unreadable by the walk: nothing to read
       const auto it = known.find(entries[i].rel_path);
-      if (it != known.end() && it->second.size == entries[i].size && it->second.mtime_ns == entries[i].mtime_ns)
+      if (it != known.end() && it->second.size == entries[i].size && it->second.mtime_ns == entries[i].mtime_ns) {
         headers[i] = std::move(it->second.header);
-      else
+        ++reused;
+      } else {
         to_read.push_back(i);
+      }
     }
-    const std::size_t reused = n - to_read.size();
 
     std::atomic<std::uint64_t> done{0};
     const std::uint64_t total = to_read.size();
@@ -103,6 +105,7 @@ class PhotoFolderNode final : public Node {
     if (ctx.stop_requested()) throw Error("interrupted while reading photo headers");
     const auto t_read = std::chrono::steady_clock::now();
     const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
+    // Rewritten when a header was read or a file the index holds is gone.
     if (use_index && (!to_read.empty() || known.size() != reused)) save_header_index(index, root_, entries, headers);
     log_info(id_, root_, ": ", n, " photo files, ", reused, " headers from the index",
               use_index ? cat(" (", index.string(), why_not.empty() ? "" : "; " + why_not, ")") : std::string(" (off)"), ", ",

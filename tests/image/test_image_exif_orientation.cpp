@@ -102,6 +102,35 @@ TEST_CASE("exif_orientation reads the Orientation tag of JPEG APP1 and PNG eXIf 
     }
 }
 
+TEST_CASE("the EXIF block is found after an XMP APP1 segment and a large APP2; a JPEG without EXIF has orientation 1",
+          "[image][exif]") {
+  const fs::path dir = scratch_dir("exif_orientation_segments");
+  check_python(R"PY(
+import io, struct, sys
+from PIL import Image
+d = sys.argv[1]
+ex = Image.Exif(); ex[0x0112] = 8
+buf = io.BytesIO(); Image.new("RGB", (8, 8), (9, 99, 199)).save(buf, "JPEG", exif=ex.tobytes()); j = buf.getvalue()
+def seg(marker, payload): return b"\xff" + bytes([marker]) + struct.pack(">H", len(payload) + 2) + payload
+xmp = seg(0xE1, b"http://ns.adobe.com/xap/1.0/\0<x:xmpmeta/>")
+icc = seg(0xE2, b"ICC_PROFILE\0\1\1" + bytes(60000))
+open(d + "/xmp_first.jpg", "wb").write(j[:2] + xmp + icc + j[2:])
+assert Image.open(d + "/xmp_first.jpg").getexif()[0x0112] == 8
+plain = io.BytesIO(); Image.new("RGB", (8, 8)).save(plain, "JPEG"); open(d + "/plain.jpg", "wb").write(plain.getvalue())
+)PY",
+               {dir.string()});
+  for (const auto& [name, want] : {std::pair<const char*, int>{"xmp_first.jpg", 8}, {"plain.jpg", 1}}) {
+    std::vector<unsigned char> bytes;
+    std::string error;
+    REQUIRE(image::read_file_bytes((dir / name).string(), bytes, error));
+    INFO(name);
+    CHECK(image::exif_orientation(bytes.data(), bytes.size()) == want);
+    // The block starts past the first 8 KiB here: a reader given only those asks for more.
+    const image::ExifBlock first = image::locate_exif_block(bytes.data(), std::min<std::size_t>(bytes.size(), 8192));
+    CHECK(first.status == (want == 8 ? image::ExifBlock::Status::need_more : image::ExifBlock::Status::absent));
+  }
+}
+
 TEST_CASE("image.files_reader turns all 8 EXIF orientations upright exactly as PIL's exif_transpose, JPEG and PNG",
           "[image][exif]") {
   const fs::path dir = scratch_dir("exif_orientation_files_reader");

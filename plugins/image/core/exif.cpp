@@ -53,13 +53,17 @@ ExifBlock malformed(std::string problem) {
   return b;
 }
 
+std::string hex_byte(unsigned char b) {
+  char h[3];
+  std::snprintf(h, sizeof h, "%02x", b);
+  return h;
+}
+
 ExifBlock locate_in_jpeg(const unsigned char* data, std::size_t size) {
   std::size_t pos = 2;  // after SOI
   for (;;) {
     if (pos + 2 > size) return need(pos + 4);
-    if (data[pos] != 0xFF)
-      return malformed("JPEG: expected a marker at byte " + std::to_string(pos) + ", found 0x" +
-                       [&] { char h[3]; std::snprintf(h, sizeof h, "%02x", data[pos]); return std::string(h); }());
+    if (data[pos] != 0xFF) return malformed("JPEG: expected a marker at byte " + std::to_string(pos) + ", found 0x" + hex_byte(data[pos]));
     const unsigned char marker = data[pos + 1];
     if (marker == 0xFF) {  // fill byte before a marker
       ++pos;
@@ -74,8 +78,9 @@ ExifBlock locate_in_jpeg(const unsigned char* data, std::size_t size) {
     if (marker == 0xDA || marker == 0xD9) return ExifBlock{};
     if (pos + 4 > size) return need(pos + 4);
     const std::size_t length = (std::size_t(data[pos + 2]) << 8) | data[pos + 3];
-    if (length < 2) return malformed("JPEG: segment 0xFF" + std::to_string(marker) + " at byte " + std::to_string(pos) +
-                                     " declares length " + std::to_string(length));
+    if (length < 2)
+      return malformed("JPEG: segment 0xFF" + hex_byte(marker) + " at byte " + std::to_string(pos) + " declares length " +
+                       std::to_string(length));
     const std::size_t payload = pos + 4, end = pos + 2 + length;
     if (marker == 0xE1 && end >= payload + 6 && payload + 6 <= size && starts_with(data + payload, size - payload, kExifHeader, 6)) {
       if (end > size) return need(end);
