@@ -234,6 +234,10 @@ good = photo()
 at = good.index(b"Exif\0\0")
 w("corrupt_tiff.jpg", good[:at + 6] + b"XX" + good[at + 8:])      # the TIFF byte order mark destroyed
 w("truncated.jpg", good[:at + 40])                                 # the file ends inside its APP1 segment
+# IFD0's GPS pointer (big-endian TIFF at at + 6) moved past the end of the block.
+ifd0 = at + 6 + 8; n = struct.unpack(">H", good[ifd0:ifd0 + 2])[0]
+e = next(ifd0 + 2 + 12 * k for k in range(n) if struct.unpack(">H", good[ifd0 + 2 + 12 * k:ifd0 + 4 + 12 * k])[0] == 0x8825)
+w("gps_pointer_out.jpg", good[:e + 8] + struct.pack(">I", 60000) + good[e + 12:])
 w("not_really.heic", b"\0\0\0\x18ftypheic" + os.urandom(200))
 )PY",
                {photos.string()});
@@ -258,6 +262,7 @@ w("not_really.heic", b"\0\0\0\x18ftypheic" + os.urandom(200))
       {"no_time.jpg", "DateTimeOriginal: missing"},
       {"corrupt_tiff.jpg", "EXIF: no TIFF header"},
       {"truncated.jpg", "EXIF: the file ends at byte 46, before its metadata does"},
+      {"gps_pointer_out.jpg", "EXIF: damaged, no GPS tag readable (ExifData: "},
       {"not_really.heic", embedflow::geo::heic_supported() ? "libheif cannot open it" : "this build has no HEIC support"},
       {"pipe.jpg", "is a FIFO, not a regular file"},
       {"dangling.jpg", "symbolic link cannot be followed (No such file or directory)"},
@@ -265,8 +270,8 @@ w("not_really.heic", b"\0\0\0\x18ftypheic" + os.urandom(200))
   };
   // Skip: each counted and the first five named; the good photo still comes out.
   const Result r = run_folder_graph_ok(dir, "g.yaml", folder_graph(photos, out, ", on_bad_image: skip, header_index: \"off\""));
-  CHECK_THAT(r.err, Catch::Contains("1 of 15 photos emitted; 0 without a GPS position skipped, 14 bad files skipped"));
-  CHECK_THAT(r.err, Catch::Contains("skipped 14 bad files (on_bad_image: skip); first ones:"));
+  CHECK_THAT(r.err, Catch::Contains("1 of 16 photos emitted; 0 without a GPS position skipped, 15 bad files skipped"));
+  CHECK_THAT(r.err, Catch::Contains("skipped 15 bad files (on_bad_image: skip); first ones:"));
   check_python("import h5py, sys\ng = h5py.File(sys.argv[1])['photos']\nsys.exit(0 if [p.decode() for p in g['path'][:]] == [sys.argv[2]] else 1)\n",
                {out.string(), p + "good.jpg"});
 

@@ -336,6 +336,10 @@ bool parse_exif_block(const unsigned char* data, std::size_t size, ExifFields& f
     f.orientation = o;
   }
   if (!read_gps(t, f)) return with_log(false);
+  // No GPS tag, and libexif found damage: the position may be in the part it could not read
+  // (a GPS IFD pointer past the block), so this is a damaged file, not a photo without a fix.
+  if (!f.has_gps_tags && !capture.first_corruption.empty())
+    return t.fail("EXIF", "damaged, no GPS tag readable (" + capture.first_corruption + ")");
   if (ExifEntry* e = t.entry(EXIF_IFD_EXIF, EXIF_TAG_DATE_TIME_ORIGINAL)) {
     if (!t.expect(e, "DateTimeOriginal", EXIF_FORMAT_ASCII, 1, true)) return with_log(false);
     const std::string text = ascii_value(e);
