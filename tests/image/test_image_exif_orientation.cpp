@@ -165,3 +165,53 @@ TEST_CASE("image.decode_by_id turns all 8 EXIF orientations upright exactly as P
   const Result py = check_python(kCompare, {dir.string(), (dir / "out").string(), "1"});
   CHECK_THAT(py.out, Catch::Contains("checked 16"));
 }
+
+TEST_CASE("decoding to a smaller size turns before resizing: an oriented JPEG resizes as its upright copy does",
+          "[image][exif]") {
+  // The oracle for the resize: PIL's upright pixels of each JPEG saved as a PNG without EXIF,
+  // decoded and resized by the same node. dct_scaling: false must match exactly (turn, then the
+  // same resize); with DCT reduction (the JPEG decoded at half size, chosen against the upright
+  // size) the two differ only by the reduction's filter.
+  const fs::path dir = scratch_dir("exif_orientation_resize");
+  write_oriented_photos(dir);
+  check_python(R"PY(
+import sys
+from PIL import Image, ImageOps
+d = sys.argv[1]
+rows = ["id,lat,lon,time,user,path"]
+for o in range(1, 9):
+    ImageOps.exif_transpose(Image.open(f"{d}/o{o}.jpg")).convert("RGB").save(f"{d}/upright{o}.png")
+    rows.append(f"{o},40.7,-74.0,2015-06-01T12:00:00,u,o{o}.jpg")
+    rows.append(f"{o + 10},40.7,-74.0,2015-06-01T12:00:00,u,upright{o}.png")
+open(f"{d}/resize.csv", "w").write("\n".join(rows) + "\n")
+)PY",
+               {dir.string()});
+  for (const bool dct : {false, true}) {
+    const std::string yaml = "nodes:\n  photos: {type: geo.csv_photos, params: {path: " + (dir / "resize.csv").string() +
+                             "}}\n  decode: {type: image.decode_by_id, params: {path_field: path, height: 12, width: 20, dct_scaling: " +
+                             (dct ? "true" : "false") + "}}\n  sink: {type: core.sink, params: {mode: count}}\n"
+                             "edges: [photos.out -> decode.in, decode.out -> sink.in]\n";
+    GraphRun run = GraphRunner(plugins(), yaml, "g.yaml").collect("decode").threads(2).run();
+    INFO(run.message());
+    REQUIRE(run.exit_code == 0);
+    const fs::path out = dir / (dct ? "dct" : "exact");
+    dump(run.records("decode"), "id", out);
+    const Result py = check_python(R"PY(
+import sys
+import numpy as np
+out, tolerance = sys.argv[1], float(sys.argv[2])
+def load(i):
+    head, data = open(f"{out}/{i}.raw", "rb").read().split(b"\n", 1)
+    return np.frombuffer(data, np.uint8).reshape(*map(int, head.split())).astype(int)
+worst = 0.0
+for o in range(1, 9):
+    a, b = load(o), load(o + 10)
+    assert a.shape == (12, 20, 3) and b.shape == a.shape, (o, a.shape, b.shape)
+    worst = max(worst, float(np.abs(a - b).mean()))
+print("worst mean difference", worst)
+sys.exit(0 if worst <= tolerance else 1)
+)PY",
+                                   {out.string(), dct ? "6" : "0"});
+    CHECK_THAT(py.out, Catch::Contains("worst mean difference"));
+  }
+}
