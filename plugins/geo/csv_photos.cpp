@@ -54,7 +54,7 @@ NodeType csv_photos_type() {
       .param(Param::choice("time_format", {"auto", "iso8601", "unix"}).default_value("auto")
                  .doc("how the time column is written; auto takes plain numbers as unix seconds"))
       .param(Param::boolean("text").default_value(true).doc("emit the title and description columns"))
-      .output("out", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B], accuracy: i64[B]",
+      .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (when the file has it)")
       .check([](SchemaContext& c) {
         if (c.params().has("bbox")) {

@@ -24,6 +24,8 @@
 //     stats:  {type: geo.pair_stats, params: {out: out/photo_folder_example, histogram_pairs: 100}}
 //   edges:
 //     - photos.out -> stats.photos
+// The table is the one photo_table_source.hpp declares and photo_record() builds for the CSV
+// readers; their PhotoTableSource body is not used, as it streams a CSV file.
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -37,6 +39,7 @@
 #include "geo_types.hpp"
 #include "photo_csv.hpp"
 #include "photo_folder.hpp"
+#include "photo_table_source.hpp"
 
 namespace embedflow::geo {
 namespace {
@@ -218,7 +221,7 @@ NodeType photo_folder_type() {
                  .doc("where the header index is kept (headers keyed by relative path, size and mtime, so a re-run "
                       "reads only changed files): auto = <cache dir>/photo_folder/<hash of the folder>.h5, a file "
                       "path, or off"))
-      .output("out", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B], accuracy: i64[B], path: str[B]",
+      .output("out", cat(kPhotoTableFields, ", path: str[B]"),
               "one batch of photos, in relative-path order (accuracy: metres of horizontal error, -1 when unknown)")
       .check([](SchemaContext& c) {
         int seconds = 0;

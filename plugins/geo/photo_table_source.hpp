@@ -1,4 +1,5 @@
-// The node body geo.csv_photos and geo.yfcc_photos share: a PhotoCsvReader streamed as photo
+// The node body geo.csv_photos and geo.yfcc_photos share (and the photo table's fields, which
+// geo.photo_folder declares too): a PhotoCsvReader streamed as photo
 // record batches, with the rows it dropped or skipped reported once at the end. Each node fills
 // the reader's options from its own parameters (read_options) and inherits the rest.
 #pragma once
@@ -10,6 +11,12 @@
 #include "photo_csv.hpp"
 
 namespace embedflow::geo {
+
+// The fields of the photo table on every photo source's `out` port (geo.csv_photos,
+// geo.yfcc_photos, geo.photo_folder), each emitted by photo_record(); a source adds its optional
+// ones (title, description, path) after these.
+inline constexpr const char* kPhotoTableFields =
+    "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B], accuracy: i64[B]";
 
 class PhotoTableSource : public Node {
  public:

@@ -74,7 +74,7 @@ NodeType yfcc_photos_type() {
       .param(Param::integer("min_accuracy").default_value(16).range(0, 16)
                  .doc("drop rows whose Flickr accuracy level is below this (16 = street level); 0 keeps all geotagged rows"))
       .param(Param::boolean("text").default_value(true).doc("emit the title and description columns, percent-decoded"))
-      .output("out", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B], accuracy: i64[B]",
+      .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (images or image_path)")
       .check([](SchemaContext& c) {
         if (c.params().has("images") && c.params().has("image_path"))
