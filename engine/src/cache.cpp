@@ -78,8 +78,14 @@ class CacheTap final : public OutputTap {
     }
   }
 
-  void on_finish() override {
+  void on_finish(bool whole) override {
     if (!writer_) return;
+    if (!whole) {
+      log_info(node_, "stopped early (every consumer was done): cache entry not written");
+      writer_->abort();
+      writer_.reset();
+      return;
+    }
     // Ctrl-C drains the graph and closes every node, but what this node saw may be cut short:
     // such a stream must never become an entry a later run trusts.
     if (stop_ && stop_->load()) {

@@ -316,6 +316,7 @@ void RunRecorder::finish(const RunResult& result) {
     }
     n["records_in"] = st.records_in;
     n["records_out"] = st.records_out;
+    n["stopped_early"] = st.stopped_early;
     n["wall_s"] = st.busy_s;
     n["cpu_s"] = st.cpu_s;
     if (st.reported_progress) n["progress"] = progress_json(st.last_progress);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -115,6 +116,7 @@ struct OutEdge {
   std::uint32_t dst_port = 0;
   std::uint32_t dst_edge = 0;
   bool via_gate = false;
+  bool side = false;       // into a side input: delivered even to a node done consuming
   std::uint64_t sent = 0;  // written only by the owning node's serialised dispatch
 };
 
@@ -134,6 +136,7 @@ class Runtime {
   flow::graph tbb_graph;
   std::unique_ptr<TraceRecorder> trace;
   std::atomic<bool> cancelled{false};
+  std::atomic<bool> running{false};  // every node open, sources activated
   std::mutex error_mutex;
   std::string error;
   int error_code = 0;
@@ -225,6 +228,8 @@ class NodeRuntime final : public NodeContext {
     return rt_.graph.registry->instantiate(rn_.params.value(param), derive_seed(rn_.seed, param),
                                            cat("node '", id(), "' param '", param, "'"));
   }
+  void done_consuming() override { stop_consuming(false); }
+  bool output_wanted() const override { return !unneeded_.load(std::memory_order_relaxed); }
 
   // --- wiring ------------------------------------------------------------------------------
   void build() {
@@ -289,7 +294,40 @@ class NodeRuntime final : public NodeContext {
     oe.dst_port = dst_port;
     oe.dst_edge = edge;
     oe.via_gate = via_gate;
+    oe.side = dst->rn_.type->inputs[dst_port].side;
     outs_[out_port].push_back(oe);
+    if (!oe.side && std::find(dst->producers_.begin(), dst->producers_.end(), this) == dst->producers_.end())
+      dst->producers_.push_back(this);
+  }
+
+  // --- early stop: consumers done, producers stop -----------------------------------------
+  // This node takes no more stream records; `cut_short`: because its own consumers are done (its
+  // output is then incomplete), not by its own choice. Producers whose every stream consumer is
+  // now done stop in turn.
+  void stop_consuming(bool cut_short) {
+    if (cut_short) cut_short_.store(true);
+    if (consuming_done_.exchange(true)) return;
+    for (NodeRuntime* p : producers_) p->consumer_stopped();
+  }
+
+  void consumer_stopped() {
+    if (unneeded_.load() || closed_.load()) return;  // a node that has closed gave its whole output
+    std::size_t stream_edges = 0;
+    for (const auto& port : outs_)
+      for (const OutEdge& oe : port) {
+        if (oe.side) continue;
+        if (!oe.dst->consuming_done_.load()) return;
+        ++stream_edges;
+      }
+    if (stream_edges == 0 || unneeded_.exchange(true)) return;
+    if (source_) {
+      log_info(id(), "every consumer is done: stopping after ", records_out_.load(), " records");
+      // A parked pump wakes to finish; before the run starts, its first turn finishes instead.
+      if (rt_.running.load()) pump_->try_put(0);
+    } else {
+      log_debug(id(), "every consumer is done: dropping its remaining input");
+      stop_consuming(true);
+    }
   }
 
   void open() {
@@ -338,6 +376,7 @@ class NodeRuntime final : public NodeContext {
     if (wall_sampled > 0)
       st.cpu_s = std::round(st.busy_s * static_cast<double>(cpu_sampled_ns_.load()) / wall_sampled * 1e6) / 1e6;
     st.mode = replaying_ ? "replay" : "run";
+    st.stopped_early = cut_short_.load() || unneeded_.load();
     st.cache_write = tap_ != nullptr;
     return st;
   }
@@ -469,6 +508,7 @@ class NodeRuntime final : public NodeContext {
     m.record = std::move(record);
     m.source = source;
     for (OutEdge& oe : edges) {
+      if (!oe.side && oe.dst->consuming_done_.load(std::memory_order_relaxed)) continue;  // not wanted
       if (source) {
         if (held) held->count_send(source);
         else source->acquire();
@@ -531,6 +571,8 @@ class NodeRuntime final : public NodeContext {
       }
       if (e.side) {
         on_side_value(e, m);
+      } else if (consuming_done_.load(std::memory_order_relaxed)) {
+        // Counted as handled, unprocessed: end of stream still arrives when the producers stop.
       } else {
         if (sides_missing_.load() > 0) {
           std::lock_guard<std::mutex> lock(side_mutex_);
@@ -608,8 +650,13 @@ class NodeRuntime final : public NodeContext {
     }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "side", t0, TraceRecorder::now_ns());
     if (source_ && sides_missing_.load() == 0) pump_->try_put(0);
-    // Stream records that waited for this value run now, in arrival order.
+    // Stream records that waited for this value run now, in arrival order (unless this node is
+    // done consuming).
     for (Message& p : ready) {
+      if (consuming_done_.load()) {
+        bump(in_edges_[p.edge]->processed, parallel_);
+        continue;
+      }
       HeldCount none(nullptr);  // held records gave their counts back when they were held
       process_stream(p, none);
       bump(in_edges_[p.edge]->processed, parallel_);
@@ -637,7 +684,7 @@ class NodeRuntime final : public NodeContext {
       if (source_ && sides_missing_.load() == 0) pump_->try_put(0);
       for (Message& p : ready) {
         HeldCount none(nullptr);
-        process_stream(p, none);
+        if (!consuming_done_.load()) process_stream(p, none);
         bump(in_edges_[p.edge]->processed, parallel_);
       }
       return;
@@ -662,7 +709,8 @@ class NodeRuntime final : public NodeContext {
       node_->close(out);
     }
     if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "close", t0, TraceRecorder::now_ns());
-    if (tap_) tap_->on_finish();
+    if (tap_) tap_->on_finish(!cut_short_.load() && !unneeded_.load());
+    closed_.store(true);
     send_eos();
   }
 
@@ -671,7 +719,7 @@ class NodeRuntime final : public NodeContext {
     try {
       // A bounded quantum, then requeue: other sources sharing the pool get their turn.
       for (int quantum = 0; quantum < 256; ++quantum) {
-        if (rt_.stop_requested() || exhausted_) break;
+        if (rt_.stop_requested() || exhausted_ || unneeded_.load(std::memory_order_relaxed)) break;
         if (source_state_->in_flight.load(std::memory_order_acquire) >= source_state_->cap) {
           source_state_->parked.store(true, std::memory_order_release);
           // Re-check: messages handled between the test and the park would not wake us.
@@ -690,7 +738,7 @@ class NodeRuntime final : public NodeContext {
         if (rt_.trace) rt_.trace->span(static_cast<std::uint32_t>(index_), "produce", t0, TraceRecorder::now_ns());
         if (!more) exhausted_ = true;
       }
-      if (rt_.stop_requested() || exhausted_) {
+      if (rt_.stop_requested() || exhausted_ || unneeded_.load()) {
         if (!finished_.exchange(true)) finish();
         return;
       }
@@ -734,6 +782,11 @@ class NodeRuntime final : public NodeContext {
   std::uint64_t produced_ = 0;
 
   std::atomic<bool> finished_{false};
+  // Early stop: the producers of this node's stream inputs; it takes no more stream records;
+  // every stream consumer of its outputs is done; its output was cut short by that.
+  std::vector<NodeRuntime*> producers_;
+  std::atomic<bool> consuming_done_{false}, unneeded_{false}, cut_short_{false};
+  std::atomic<bool> closed_{false};  // close() has returned: the output is whole
   std::atomic<std::uint64_t> records_in_{0}, records_out_{0};
   // CallTimer's figures: exactly timed calls' wall time; sampled short calls' count and wall time;
   // produce/process calls made and those of them timed exactly; the CPU-time sample.
@@ -943,6 +996,7 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
     std::unique_ptr<Progress> progress;
     if (options.progress && !rt.cancelled) progress = std::make_unique<Progress>(rt, nodes);
     try {
+      rt.running.store(true);
       if (!rt.cancelled)
         for (std::size_t i : graph.order)
           if (nodes[i]) nodes[i]->activate();

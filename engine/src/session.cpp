@@ -23,9 +23,9 @@ class FanOutTap final : public OutputTap {
     first_->on_record(port, record);
     second_->on_record(port, record);
   }
-  void on_finish() override {
-    first_->on_finish();
-    second_->on_finish();
+  void on_finish(bool whole) override {
+    first_->on_finish(whole);
+    second_->on_finish(whole);
   }
 
  private:

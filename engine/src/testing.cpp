@@ -23,7 +23,7 @@ class Collector final : public OutputTap {
   void on_record(std::size_t port, const RecordPtr& record) override {
     if (port < ports_.size() && ports_[port]) ports_[port]->push_back(record);
   }
-  void on_finish() override {}
+  void on_finish(bool) override {}
 
  private:
   std::vector<std::vector<RecordPtr>*> ports_;

@@ -3,9 +3,9 @@
 // order (shuffle: true) or as they came. Downstream nodes see each pass as new records, so an
 // augmenter after it draws fresh augmentations every epoch (its per-record seeds follow the
 // record's place in its input stream), where a trainer replaying its first pass from memory
-// would train on one frozen augmentation for ever. `records` stops after that many records in
-// all (steps x batch size for a trainer with max_steps), so no pass is decoded and augmented
-// for a trainer that has stopped.
+// would train on one frozen augmentation for ever. It stops emitting once every consumer is
+// done (a trainer past max_steps says so), so no pass is decoded and augmented for a trainer
+// that has stopped; `records` stops after that many records in all.
 //
 // Inputs: in   Outputs: out (the records, `epochs` times)
 // Caveats: memory holds one pass (shared records, not copies); a pass is emitted after the whole
@@ -33,6 +33,7 @@ class Epochs final : public Node {
     shuffle_ = p.boolean("shuffle");
     seed_ = ctx.seed();
     id_ = ctx.id();
+    ctx_ = &ctx;
   }
   void process(std::size_t, const RecordPtr& in, Emitter&) override {
     if (held_.size() >= max_)
@@ -51,6 +52,10 @@ class Epochs final : public Node {
       }
       for (std::size_t i : order) {
         if (limit_ > 0 && emitted >= limit_) return;
+        if (!ctx_->output_wanted()) {  // every consumer is done (a trainer past max_steps)
+          log_info(id_, "every consumer is done: stopped after ", emitted, " records, in pass ", pass + 1);
+          return;
+        }
         out.emit(held_[i]);
         ++emitted;
       }
@@ -66,6 +71,7 @@ class Epochs final : public Node {
   bool shuffle_ = true;
   std::uint64_t seed_ = 0;
   std::string id_;
+  NodeContext* ctx_ = nullptr;
   std::vector<RecordPtr> held_;
 };
 

@@ -1,5 +1,5 @@
-// core.limit — passes the first `count` records and drops the rest.
-// Caveat: upstream still produces the dropped records; put the limit as early as possible.
+// core.limit — passes the first `count` records, then says it is done consuming: the rest are
+// dropped, and producers that feed nothing else stop producing.
 //
 // Inputs: in   Outputs: out
 //
@@ -15,15 +15,21 @@ namespace {
 
 class Limit final : public Node {
  public:
-  void open(NodeContext& ctx) override { count_ = ctx.params().integer("count"); }
+  void open(NodeContext& ctx) override {
+    ctx_ = &ctx;
+    count_ = ctx.params().integer("count");
+  }
   void process(std::size_t, const RecordPtr& in, Emitter& out) override {
+    if (count_ == 0) ctx_->done_consuming();
     if (passed_ < count_) {
       ++passed_;
       out.emit(in);
+      if (passed_ == count_) ctx_->done_consuming();
     }
   }
 
  private:
+  NodeContext* ctx_ = nullptr;
   std::int64_t count_ = 0, passed_ = 0;
 };
 
@@ -32,7 +38,7 @@ class Limit final : public Node {
 NodeType limit_type() {
   return NodeTypeBuilder("core.limit")
       .deterministic()
-      .doc("Passes the first `count` records, drops the rest.")
+      .doc("Passes the first `count` records; then it is done consuming, so producers feeding nothing else stop.")
       .param(Param::integer("count").min(0).doc("records to pass"))
       .input("in", "*")
       .output("out", "*")

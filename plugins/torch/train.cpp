@@ -206,7 +206,7 @@ class Train final : public Node {
     try {
       // Even a run resumed at max_steps builds the model: its final snapshot needs it.
       if (!model_->prepared()) setup(*batch);
-      if (done_) return;
+      if (done_) return ctx_->done_consuming();  // resumed at max_steps
       if (epochs_ > 1) replay_.push_back(batch);
       if (index < resume_position_) return;  // trained on before the checkpoint we resumed from
       train_step(*batch, 0, index, out);
@@ -429,7 +429,10 @@ class Train final : public Node {
     if (validator_ && validator_->due(step_)) evaluate(out);  // before the checkpoint, which keeps its result
     if (!checkpoint_dir_.empty() && checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) save_checkpoint();
     if (snapshot_every_ > 0 && step_ % snapshot_every_ == 0 && ctx_->output_connected(1)) emit_snapshot(out);
-    if (max_steps_ > 0 && step_ >= max_steps_) done_ = true;
+    if (max_steps_ > 0 && step_ >= max_steps_) {
+      done_ = true;
+      ctx_->done_consuming();  // the readers and augmenters feeding only this trainer stop
+    }
   }
 
   void flush_metrics(Emitter& out) {

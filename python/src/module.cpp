@@ -321,8 +321,8 @@ py::dict record_to_torch(const RecordPtr& record) {
 // --- stream(): one port's records, in order, through a bounded queue ------------------------
 
 // The tap on the streamed node. The engine calls it serially, on a worker; a full queue blocks
-// that worker, and the records held keep their sources' tickets, so a consumer that stops
-// reading stops the sources at their in_flight cap. Once the consumer has gone, records are
+// that worker, and the message it is handling keeps counting against its sources, so a consumer
+// that stops reading stops the sources at their in_flight cap. Once the consumer has gone, records are
 // dropped so the graph drains.
 class StreamQueue final : public OutputTap {
  public:
@@ -335,7 +335,7 @@ class StreamQueue final : public OutputTap {
     queue_.push_back(record);
     changed.notify_all();
   }
-  void on_finish() override {}
+  void on_finish(bool) override {}
   // The graph thread has ended.
   void finish(RunOutcome outcome, std::exception_ptr failure) {
     std::lock_guard<std::mutex> lock(mutex);

@@ -14,6 +14,11 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+
 #include "cli.hpp"
 #include "embedflow_engine/runtime.hpp"
 
@@ -242,4 +247,103 @@ TEST_CASE("the runtime's allocator policy keeps large freed blocks in the heap f
   void* again = std::malloc(kBlock);
   CHECK(again == block);  // the next batch reuses the same, already mapped pages
   std::free(again);
+}
+
+namespace {
+
+// run.json's entry for each node, by id.
+std::map<std::string, nlohmann::json> node_records(const std::filesystem::path& run_json) {
+  std::ifstream in(run_json);
+  REQUIRE(in);
+  std::map<std::string, nlohmann::json> nodes;
+  const nlohmann::json record = nlohmann::json::parse(in);
+  for (const auto& n : record["nodes"]) nodes[n["id"].get<std::string>()] = n;
+  return nodes;
+}
+
+}  // namespace
+
+TEST_CASE("producers stop when every consumer is done; a branch still listening sees every record; a cut stream is "
+          "not cached") {
+  auto dir = scratch_dir("early-stop");
+  // 100 million records would take minutes: the run ends because the limit stops consuming at
+  // 1000, which stops the map before it and then the range (each waiting messages at most
+  // max_in_flight = 64 behind).
+  write_file(dir / "stop.yaml", R"(vars: {out: out/stop}
+nodes:
+  numbers: {type: core.range, params: {count: 100000000}}
+  scaled:  {type: core.map_affine, params: {scale: 2.0}}
+  first:   {type: core.limit, params: {count: 1000}}
+  show:    {type: core.sink, params: {expect: 1000}}
+edges: [numbers.out -> scaled.in, scaled.out -> first.in, first.out -> show.in]
+)");
+  for (const std::string threads : {"1", "2"}) {
+    Result r = run_cli_in(dir, {"run", "stop.yaml", "--no-report", "--threads", threads}, plugin_dir());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("numbers: every consumer is done: stopping after"));
+    auto nodes = node_records(dir / "out/stop/run.json");
+    CHECK(nodes["numbers"]["stopped_early"] == true);
+    CHECK(nodes["scaled"]["stopped_early"] == true);
+    CHECK(nodes["first"]["stopped_early"] == false);  // it stopped by its own choice
+    CHECK(nodes["show"]["stopped_early"] == false);
+    CHECK(nodes["show"]["records_in"] == 1000);
+    const auto made = nodes["numbers"]["records_out"].get<std::int64_t>();
+    CHECK(made >= 1000);
+    CHECK(made <= 1000 + 2 * 64 + 1);
+  }
+
+  // The same range also feeding a sink that wants everything: it runs to the end, and that
+  // branch sees every record while the limited one stops at 10.
+  write_file(dir / "branch.yaml", R"(vars: {out: out/branch}
+nodes:
+  numbers: {type: core.range, params: {count: 20000}}
+  first:   {type: core.limit, params: {count: 10}}
+  few:     {type: core.sink, params: {expect: 10}}
+  all:     {type: core.sink, params: {expect: 20000}}
+edges: [numbers.out -> first.in, first.out -> few.in, numbers.out -> all.in]
+)");
+  Result branch = run_cli_in(dir, {"run", "branch.yaml", "--no-report", "--threads", "2"}, plugin_dir());
+  INFO(branch.err);
+  REQUIRE(branch.exit_code == 0);
+  auto nodes = node_records(dir / "out/branch/run.json");
+  CHECK(nodes["numbers"]["stopped_early"] == false);
+  CHECK(nodes["numbers"]["records_out"] == 20000);
+  CHECK(nodes["all"]["records_in"] == 20000);
+  // Records the limit no longer wanted were not sent to it.
+  CHECK(nodes["first"]["records_in"].get<std::int64_t>() < 20000);
+
+  // A cached range cut short writes no cache entry, so the next run computes it again.
+  const std::string cache = (dir / "cache").string();
+  for (int run = 0; run < 2; ++run) {
+    Result r = run_cli_in(dir, {"run", "stop.yaml", "--no-report", "--set", "numbers.cache=true", "--cache-dir", cache},
+                          plugin_dir());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.err, Catch::Contains("numbers: stopped early (every consumer was done): cache entry not written"));
+    CHECK(node_records(dir / "out/stop/run.json")["numbers"]["cache"] == "miss");
+  }
+  std::size_t entries = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(cache)) entries += e.path().extension() == ".h5";
+  CHECK(entries == 0);
+
+  // A node that emits from one long close() (core.epochs: 1000 passes of 1000) asks whether its
+  // output is still wanted, and stops soon after the limit was reached (what it emits from
+  // close() is not held back by an in-flight cap, so it runs some passes ahead of the limit).
+  write_file(dir / "epochs.yaml", R"(vars: {out: out/epochs}
+nodes:
+  numbers: {type: core.range, params: {count: 1000}}
+  passes:  {type: core.epochs, params: {epochs: 1000}}
+  first:   {type: core.limit, params: {count: 1500}}
+  show:    {type: core.sink, params: {expect: 1500}}
+edges: [numbers.out -> passes.in, passes.out -> first.in, first.out -> show.in]
+)");
+  Result epochs = run_cli_in(dir, {"run", "epochs.yaml", "--no-report"}, plugin_dir());
+  INFO(epochs.err);
+  REQUIRE(epochs.exit_code == 0);
+  CHECK_THAT(epochs.err, Catch::Contains("passes: every consumer is done: stopped after"));
+  CHECK_THAT(epochs.err, !Catch::Contains("numbers: every consumer is done"));  // it had ended already
+  auto stopped = node_records(dir / "out/epochs/run.json");
+  CHECK(stopped["passes"]["records_out"].get<std::int64_t>() < 100 * 1000);
+  CHECK(stopped["numbers"]["stopped_early"] == false);
 }

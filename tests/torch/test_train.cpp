@@ -161,6 +161,69 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
   CHECK(std::stod(a[15].lr) < 0.05 * 0.1);
 }
 
+TEST_CASE("a 100-epoch reader into a 10-step trainer stops when the trainer does; a branch still listening gets its "
+          "records", "[torch][train][cli]") {
+  const fs::path dir = scratch_dir("torch-early-stop");
+  // 100 epochs of 8 batches. The trainer stops consuming at step 10; the limit at 300 batches.
+  // The reader runs on for the limit, then stops: at most max_in_flight (64) batches, the one in
+  // the trainer's prefetch queue and the one being read past the limit's 300, not 800.
+  write_file(dir / "g.yaml",
+             "# early stop\nseed: 3\nvars: {out: out/early}\nnodes:\n"
+             "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") +
+                 ", fields: [id, label, image], batch_size: 64, shuffle: true, epochs: 100}}\n"
+             "  train: {type: torch.train, params: {" + kSmallCnn +
+                 ", loss: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 1.0}, "
+                 "optimizer: {type: torch.sgd, lr: 0.05}, max_steps: 10, threads: 1}}\n"
+             "  first: {type: core.limit, params: {count: 300}}\n"
+             "  seen:  {type: core.sink, params: {expect: 300}}\n"
+             "edges: [data.out -> train.in, data.out -> first.in, first.out -> seen.in]\n");
+  auto r = run_cli_in(dir, {"run", "g.yaml", "--no-report"}, plugin_dir());
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("data: every consumer is done: stopping after"));
+  // run.json's nodes, read with Python's json module.
+  auto nodes = run_python(R"PY(
+import json, sys
+r = json.load(open(sys.argv[1]))
+for n in r['nodes']:
+    print(n['id'], n['records_in'], n['records_out'], n['stopped_early'])
+print('seconds', r['seconds'], file=sys.stderr)
+)PY",
+                          {(dir / "out/early/run.json").string()});
+  INFO(nodes.out << nodes.err);
+  REQUIRE(nodes.exit_code == 0);
+  std::map<std::string, std::vector<std::string>> by_id;
+  std::istringstream lines(nodes.out);
+  for (std::string id, a, b, c; lines >> id >> a >> b >> c;) by_id[id] = {a, b, c};
+  REQUIRE(by_id.count("data"));
+  const long made = std::stol(by_id["data"][1]);
+  CHECK(made >= 300);
+  CHECK(made <= 300 + 64 + 2);
+  CHECK(by_id["data"][2] == "True");
+  CHECK(by_id["seen"][0] == "300");
+  CHECK(by_id["train"][2] == "False");
+  CHECK(std::stol(by_id["train"][0]) < 300);  // batches past step 10 were not sent to it
+  CHECK_THAT(r.err, Catch::Contains("trained 10 steps"));
+
+  // Without the branch, the reader stops right after the trainer's 10th step.
+  write_file(dir / "alone.yaml",
+             "# early stop\nseed: 3\nvars: {out: out/alone}\nnodes:\n"
+             "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") +
+                 ", fields: [id, label, image], batch_size: 64, shuffle: true, epochs: 100}}\n"
+             "  train: {type: torch.train, params: {" + kSmallCnn +
+                 ", loss: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 1.0}, "
+                 "optimizer: {type: torch.sgd, lr: 0.05}, max_steps: 10, threads: 1}}\n"
+             "edges: [data.out -> train.in]\n");
+  auto alone = run_cli_in(dir, {"run", "alone.yaml", "--no-report"}, plugin_dir());
+  INFO(alone.err);
+  REQUIRE(alone.exit_code == 0);
+  auto counts = run_python("import json, sys\nprint(*[n['records_out'] for n in json.load(open(sys.argv[1]))['nodes'] "
+                           "if n['id'] == 'data'])",
+                           {(dir / "out/alone/run.json").string()});
+  REQUIRE(counts.exit_code == 0);
+  CHECK(std::stol(counts.out) <= 10 + 64 + 2);
+}
+
 TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on the whole batch", "[torch][train][cli]") {
   fs::path dir = scratch_dir("torch-data-parallel");
   // A per-pair loss and no batch norm: the ranks' weighted slice means are the batch mean exactly.

@@ -34,7 +34,10 @@ class OutputTap {
  public:
   virtual ~OutputTap() = default;
   virtual void on_record(std::size_t port, const RecordPtr& record) = 0;
-  virtual void on_finish() = 0;  // the node closed cleanly: commit
+  // The node closed cleanly. `whole`: it produced its whole output; false when it was stopped
+  // early because every consumer was done (NodeContext::done_consuming), so a cache must not
+  // keep what it saw as the node's output.
+  virtual void on_finish(bool whole) = 0;
 };
 
 struct NodePlan {
@@ -67,6 +70,9 @@ struct NodeStats {
   double cpu_s = 0;
   std::string mode = "run";  // run, replay (from its cache), skip (not needed: all consumers replay)
   bool cache_write = false;  // ran with a cache tap: a miss whose output is being stored
+  // Stopped before its input or its own production ended, because every consumer of its output
+  // was done (NodeContext::done_consuming): its output is a prefix, and was not cached.
+  bool stopped_early = false;
   ProgressReport last_progress;  // the node's latest report (done = 0 when it made none)
   bool reported_progress = false;
 };

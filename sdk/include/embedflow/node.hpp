@@ -70,6 +70,17 @@ class NodeContext {
   virtual const Registry& registry() const = 0;
   // Instantiates the component given in a `component` parameter.
   virtual std::unique_ptr<Component> make_component(const std::string& param) const = 0;
+  // Says this node wants no more stream records (a trainer past max_steps, a limit past its
+  // count). Records still on their way to it are dropped unprocessed and its close() runs when
+  // its inputs end, as usual; side inputs are still delivered. Upstream, a node whose every
+  // stream consumer is done stops too — a source produces no more, a node in between drops its
+  // inputs — and their output counts as cut short: their stage caches are not written. As in
+  // GStreamer and MediaPipe, work nobody will read is not done.
+  virtual void done_consuming() {}
+  // False once every stream consumer of this node's outputs is done consuming (true while any
+  // is live, and for a node with no outputs connected): a node that emits from one long call,
+  // such as core.epochs's close(), checks it to stop early.
+  virtual bool output_wanted() const { return true; }
   template <class T>
   std::unique_ptr<T> component(const std::string& param) const {
     return component_cast<T>(make_component(param), cat("node '", id(), "': component '", param, "'"));
