@@ -69,8 +69,11 @@ struct SourceState {
 
   void acquire() { in_flight.fetch_add(1, std::memory_order_relaxed); }
   void release() {
-    const std::int64_t n = in_flight.fetch_sub(1, std::memory_order_acq_rel) - 1;
-    if (n <= low && !done.load(std::memory_order_acquire) && parked.exchange(false, std::memory_order_acq_rel)) wake();
+    // Sequentially consistent with the pump's park (store parked, then load in_flight): of the
+    // two, at least one sees the other's write, so a wake-up is never lost. The load of parked
+    // comes first because the source is rarely parked and an exchange is a locked write.
+    const std::int64_t n = in_flight.fetch_sub(1) - 1;
+    if (n <= low && parked.load() && !done.load(std::memory_order_acquire) && parked.exchange(false)) wake();
   }
 };
 
@@ -408,7 +411,7 @@ class NodeRuntime final : public NodeContext {
   // Adds the duration of one call into the node's body to its busy time (NodeStats). Two clock
   // reads and a handful of atomic updates cost about as much as a small node's whole call, so
   // produce and process calls that the last timed call predicts to be short (under 20 us) are
-  // timed one in 32, picked by Fibonacci hashing of the call's index so that no periodic pattern
+  // timed one in 64, picked by Fibonacci hashing of the call's index so that no periodic pattern
   // in a node's calls (a step every 4th batch) aliases with the sampling; busy time then counts
   // each untimed short call as the sampled short calls' mean. Calls predicted long, and open,
   // on_side and close, are timed exactly and count as running while they run (the progress
@@ -420,11 +423,13 @@ class NodeRuntime final : public NodeContext {
     enum Kind { every_call, sampled };
     CallTimer(NodeRuntime& n, Kind kind) : n_(n) {
       if (kind == sampled) {
-        const std::uint64_t call = n_.parallel_ || n_.source_ ? n_.calls_.fetch_add(1, std::memory_order_relaxed)
-                                                              : n_.calls_.load(std::memory_order_relaxed);
-        if (!n_.parallel_ && !n_.source_) n_.calls_.store(call + 1, std::memory_order_relaxed);
+        // Only a parallel node's process calls overlap (a source's produce calls come from its
+        // serial pump; on_side and close are timed as every_call).
+        const std::uint64_t call = n_.parallel_ ? n_.calls_.fetch_add(1, std::memory_order_relaxed)
+                                                : n_.calls_.load(std::memory_order_relaxed);
+        if (!n_.parallel_) n_.calls_.store(call + 1, std::memory_order_relaxed);
         if (n_.last_call_ns_.load(std::memory_order_relaxed) < kShortCallNs) {
-          if ((call * 0x9E3779B97F4A7C15ull) >> 59 != 0) {  // 31 in 32 short calls go untimed
+          if ((call * 0x9E3779B97F4A7C15ull) >> 58 != 0) {  // 63 in 64 short calls go untimed
             mode_ = Mode::untimed;
             return;
           }
@@ -721,9 +726,9 @@ class NodeRuntime final : public NodeContext {
       for (int quantum = 0; quantum < 256; ++quantum) {
         if (rt_.stop_requested() || exhausted_ || unneeded_.load(std::memory_order_relaxed)) break;
         if (source_state_->in_flight.load(std::memory_order_acquire) >= source_state_->cap) {
-          source_state_->parked.store(true, std::memory_order_release);
+          source_state_->parked.store(true);  // sequentially consistent: see SourceState::release
           // Re-check: messages handled between the test and the park would not wake us.
-          if (source_state_->in_flight.load(std::memory_order_acquire) >= source_state_->cap) return;
+          if (source_state_->in_flight.load() >= source_state_->cap) return;
           if (!source_state_->parked.exchange(false)) return;  // a release already re-queued us
           continue;
         }
