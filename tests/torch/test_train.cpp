@@ -167,16 +167,19 @@ TEST_CASE("a 100-epoch reader into a 10-step trainer stops when the trainer does
   // 100 epochs of 8 batches. The trainer stops consuming at step 10; the limit at 300 batches.
   // The reader runs on for the limit, then stops: at most max_in_flight (64) batches, the one in
   // the trainer's prefetch queue and the one being read past the limit's 300, not 800.
-  write_file(dir / "g.yaml",
-             "# early stop\nseed: 3\nvars: {out: out/early}\nnodes:\n"
-             "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") +
-                 ", fields: [id, label, image], batch_size: 64, shuffle: true, epochs: 100}}\n"
-             "  train: {type: torch.train, params: {" + kSmallCnn +
-                 ", loss: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 1.0}, "
-                 "optimizer: {type: torch.sgd, lr: 0.05}, max_steps: 10, threads: 1}}\n"
-             "  first: {type: core.limit, params: {count: 300}}\n"
-             "  seen:  {type: core.sink, params: {expect: 300}}\n"
-             "edges: [data.out -> train.in, data.out -> first.in, first.out -> seen.in]\n");
+  auto graph = [&](const std::string& out, const std::string& nodes, const std::string& edges) {
+    return "# early stop\nseed: 3\nvars: {out: " + out + "}\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") +
+           ", fields: [id, label, image], batch_size: 64, shuffle: true, epochs: 100}}\n"
+           "  train: {type: torch.train, params: {" + kSmallCnn +
+           ", loss: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 1.0}, "
+           "optimizer: {type: torch.sgd, lr: 0.05}, max_steps: 10, threads: 1}}\n" + nodes +
+           "edges: [data.out -> train.in" + edges + "]\n";
+  };
+  write_file(dir / "g.yaml", graph("out/early",
+                                   "  first: {type: core.limit, params: {count: 300}}\n"
+                                   "  seen:  {type: core.sink, params: {expect: 300}}\n",
+                                   ", data.out -> first.in, first.out -> seen.in"));
   auto r = run_cli_in(dir, {"run", "g.yaml", "--no-report"}, plugin_dir());
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -206,14 +209,7 @@ print('seconds', r['seconds'], file=sys.stderr)
   CHECK_THAT(r.err, Catch::Contains("trained 10 steps"));
 
   // Without the branch, the reader stops right after the trainer's 10th step.
-  write_file(dir / "alone.yaml",
-             "# early stop\nseed: 3\nvars: {out: out/alone}\nnodes:\n"
-             "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") +
-                 ", fields: [id, label, image], batch_size: 64, shuffle: true, epochs: 100}}\n"
-             "  train: {type: torch.train, params: {" + kSmallCnn +
-                 ", loss: {type: torch.all_pairs_contrastive, mu: 0.5, margin: 1.0}, "
-                 "optimizer: {type: torch.sgd, lr: 0.05}, max_steps: 10, threads: 1}}\n"
-             "edges: [data.out -> train.in]\n");
+  write_file(dir / "alone.yaml", graph("out/alone", "", ""));
   auto alone = run_cli_in(dir, {"run", "alone.yaml", "--no-report"}, plugin_dir());
   INFO(alone.err);
   REQUIRE(alone.exit_code == 0);
