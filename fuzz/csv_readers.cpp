@@ -25,6 +25,25 @@ void geo_photo_csv(const std::string& path) {
   }
 }
 
+// geo.csv_photos with a `columns` mapping onto other header names, ids hashed from text and each
+// time format, as a researcher's own table is read: the header matching, the mapped columns and
+// every time parser (auto's per-value detection included) see the fuzzed bytes.
+void geo_photo_csv_mapped(const std::string& path) {
+  using embedflow::geo::TimeFormat;
+  for (TimeFormat format : {TimeFormat::automatic, TimeFormat::iso8601, TimeFormat::exif, TimeFormat::unix_seconds}) {
+    embedflow::geo::CsvReadOptions options;
+    options.skip_bad_rows = true;
+    options.time_format = format;
+    options.id_from = embedflow::geo::IdSource::hash;
+    options.columns = {{"id", "photo_id"}, {"time", "taken"}, {"user", "owner"}};
+    try {
+      embedflow::geo::CsvReadStats stats;
+      (void)embedflow::geo::read_photos_csv(path, options, &stats);
+    } catch (const embedflow::Error&) {
+    }
+  }
+}
+
 // The YFCC100M layouts as geo.yfcc_photos reads them: tab-separated, unquoted, header-less (the
 // first row's column count picks the layout), percent-encoded text, rows without coordinates
 // counted rather than bad.
@@ -57,6 +76,7 @@ struct Reader {
 const Reader kReaders[] = {
     {"sdk.read_csv_table", sdk_table},
     {"geo.csv_photos", geo_photo_csv},
+    {"geo.csv_photos (columns, id_from: hash, each time_format)", geo_photo_csv_mapped},
     {"geo.yfcc_photos", geo_yfcc},
 };
 

@@ -4,8 +4,14 @@
 // user str[B], accuracy i64[B] (-1 when the file has no accuracy column), title str[B] and
 // description str[B] (when text: true), path str[B] (when the file has a path column).
 // Columns are found by header name (id, lat, lon, time, user required; accuracy, title,
-// description, path optional; `image` is another name for path); fields follow RFC 4180
-// quoting, so titles may hold commas, quotes and newlines. Times are ISO 8601 (an offset is honoured; none means UTC) or unix seconds.
+// description, path optional; `image` is another name for path), or under the file's own names
+// through `columns: {id: photo_id, time: taken, user: owner}` (fields left out keep their
+// default names; a name the header lacks is an error naming the file, the header line and the
+// closest header name). Fields follow RFC 4180 quoting, so titles may hold commas, quotes and
+// newlines. Times (`time_format`) are ISO 8601, EXIF "YYYY:MM:DD HH:MM:SS[+HH:MM]" or unix
+// seconds (integer or fractional, rounded down); an offset is honoured, none means UTC; auto
+// decides per value and refuses 8- or 14-digit numbers that are also compact dates. Ids are
+// integers, or with `id_from: hash` the SHA-256 id geo.photo_folder gives paths, of the id text.
 // Caveats: a malformed row stops the run with file:line unless on_bad_row: skip, which skips
 // and counts it (logged at the end with the first few locations). Rows outside `bbox` or below
 // `min_accuracy` are dropped and counted. The `path` parameter is relative to the working
@@ -17,6 +23,10 @@
 //     stats:  {type: geo.pair_stats, params: {out: out/csv_photos_example, histogram_pairs: 1000}}
 //   edges:
 //     - photos.out -> stats.photos
+#include <algorithm>
+#include <cctype>
+#include <map>
+
 #include "embedflow/embedflow.hpp"
 #include "geo_types.hpp"
 #include "photo_table_source.hpp"
@@ -28,9 +38,49 @@ class CsvPhotosNode final : public PhotoTableSource {
  protected:
   void read_options(const Params& p, CsvReadOptions& o) override {
     const std::string& tf = p.string("time_format");
-    o.time_format = tf == "unix" ? TimeFormat::unix_seconds : tf == "iso8601" ? TimeFormat::iso8601 : TimeFormat::automatic;
+    o.time_format = tf == "unix"                     ? TimeFormat::unix_seconds
+                    : tf == "iso" || tf == "iso8601" ? TimeFormat::iso8601
+                    : tf == "exif"                   ? TimeFormat::exif
+                                                     : TimeFormat::automatic;
+    o.id_from = p.string("id_from") == "hash" ? IdSource::hash : IdSource::column;
+    if (p.has("columns"))
+      for (const auto& [field, name] : p.value("columns").as_map()) o.columns.emplace_back(field, name.as_string());
   }
 };
+
+}  // namespace
+
+namespace {
+
+// The `columns` map, checked at load: a map from a known field (with a suggestion for a typo) to
+// a non-empty header name, no header name read as two fields. Whether the file has the header
+// names is known only when it is opened (the reader's error names the header line).
+void check_columns(SchemaContext& c) {
+  const Value& v = c.params().value("columns");
+  if (!v.is_map()) {
+    c.error(cat("columns: expected a map from field (id, lat, lon, time, user, ...) to header name, got ", v.str()), "columns");
+    return;
+  }
+  std::map<std::string, std::string> taken;  // lower-case header name -> field
+  for (const auto& [field, name] : v.as_map()) {
+    const auto& fields = photo_csv_fields();
+    if (std::find(fields.begin(), fields.end(), field) == fields.end()) {
+      const std::string hint = closest_match(field, fields);
+      c.error(cat("columns: unknown field '", field, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+                  " (fields: id, lat, lon, time, user, accuracy, title, description, path)"),
+              "columns");
+      continue;
+    }
+    if (!name.is_string() || name.as_string().empty()) {
+      c.error(cat("columns: field '", field, "' needs a header name (a string), got ", name.str()), "columns");
+      continue;
+    }
+    std::string key = name.as_string();
+    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    auto [it, fresh] = taken.emplace(key, field);
+    if (!fresh) c.error(cat("columns: fields '", it->second, "' and '", field, "' both read column '", name.as_string(), "'"), "columns");
+  }
+}
 
 }  // namespace
 
@@ -51,12 +101,22 @@ NodeType csv_photos_type() {
                  .doc("[min_lon, min_lat, max_lon, max_lat]: rows outside are dropped and counted"))
       .param(Param::integer("min_accuracy").default_value(0).range(0, 16)
                  .doc("drop rows whose Flickr accuracy level is below this (16 = street level); 0 keeps all"))
-      .param(Param::choice("time_format", {"auto", "iso8601", "unix"}).default_value("auto")
-                 .doc("how the time column is written; auto takes plain numbers as unix seconds"))
+      .param(Param::choice("time_format", {"auto", "iso", "iso8601", "exif", "unix"}).default_value("auto")
+                 .doc("how the time column is written: iso (ISO 8601; iso8601 is the same), exif (YYYY:MM:DD HH:MM:SS, "
+                      "optional +HH:MM), unix (seconds, integer or fractional); auto decides per value and refuses "
+                      "8- or 14-digit numbers that are also compact dates"))
+      .param(Param::any("columns").optional()
+                 .doc("the file's header names for the reader's fields, e.g. {id: photo_id, time: taken, user: owner} "
+                      "(fields: id, lat, lon, time, user, accuracy, title, description, path); fields left out keep "
+                      "their default names"))
+      .param(Param::choice("id_from", {"column", "hash"}).default_value("column")
+                 .doc("column: the id column holds 64-bit integers; hash: the id is the first 63 bits of SHA-256 of "
+                      "the id text, as geo.photo_folder derives ids from paths (for string or hex ids)"))
       .param(Param::boolean("text").default_value(true).doc("emit the title and description columns"))
       .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (when the file has it)")
       .check([](SchemaContext& c) {
+        if (c.params().has("columns")) check_columns(c);
         if (c.params().has("bbox")) {
           const auto b = c.params().numbers("bbox");
           if (b.size() != 4) c.error(cat("bbox needs 4 numbers [min_lon, min_lat, max_lon, max_lat], got ", b.size()), "bbox");

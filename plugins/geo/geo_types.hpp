@@ -13,5 +13,6 @@ NodeType yfcc_photos_type();
 NodeType photo_folder_type();
 NodeType position_embedding_type();
 NodeType pair_precision_type();
+NodeType spatial_split_type();
 
 }  // namespace embedflow::geo

@@ -15,6 +15,7 @@ void register_types(embedflow::Registry& r) {
   r.add(embedflow::geo::photo_folder_type());
   r.add(embedflow::geo::position_embedding_type());
   r.add(embedflow::geo::pair_precision_type());
+  r.add(embedflow::geo::spatial_split_type());
 }
 }  // namespace
 

@@ -9,7 +9,9 @@
 
 #include "embedflow/csv.hpp"
 #include "embedflow/error.hpp"
+#include "embedflow/params.hpp"
 #include "geodesy.hpp"
+#include "photo_id.hpp"
 
 namespace embedflow::geo {
 
@@ -87,7 +89,22 @@ bool parse_unix(std::string_view s, std::int64_t& out) {
   return true;
 }
 
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+bool parse_iso(std::string_view s, std::int64_t& out);
+
+// The ISO 8601 basic forms YYYYMMDD and YYYYMMDDhhmmss, read through the extended form.
+bool parse_iso_basic(std::string_view s, std::int64_t& out) {
+  if (!all_digits(s) || (s.size() != 8 && s.size() != 14)) return false;
+  std::string extended = cat(s.substr(0, 4), "-", s.substr(4, 2), "-", s.substr(6, 2));
+  if (s.size() == 14) extended += cat("T", s.substr(8, 2), ":", s.substr(10, 2), ":", s.substr(12, 2));
+  return parse_iso(extended, out);
+}
+
 bool parse_iso(std::string_view s, std::int64_t& out) {
+  if (all_digits(s)) return parse_iso_basic(s, out);
   std::size_t i = 0;
   int y, mo, d, h = 0, mi = 0, sec = 0;
   if (!digits(s, i, 4, y) || i >= s.size() || s[i++] != '-' || !digits(s, i, 2, mo) || i >= s.size() ||
@@ -133,6 +150,21 @@ bool parse_iso(std::string_view s, std::int64_t& out) {
   out = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
         mi * 60 + sec - offset;
   return true;
+}
+
+// "YYYY:MM:DD HH:MM:SS" with an optional offset: the date's colons are the only difference from
+// ISO 8601's "YYYY-MM-DD HH:MM:SS+02:00", so it is read by parse_iso once they are replaced.
+bool looks_exif(std::string_view s) {
+  return s.size() >= 19 && all_digits(s.substr(0, 4)) && s[4] == ':' && s[7] == ':' && s[10] == ' ';
+}
+
+bool parse_exif(std::string_view s, std::int64_t& out) {
+  if (!looks_exif(s)) return false;
+  std::string iso(s);
+  iso[4] = iso[7] = '-';
+  // The offset may follow the time directly or after one space.
+  if (iso.size() > 20 && iso[19] == ' ' && (iso[20] == '+' || iso[20] == '-')) iso.erase(19, 1);
+  return parse_iso(iso, out);
 }
 
 // Percent-decoding as in application/x-www-form-urlencoded text ('+' is a space); a '%' not
@@ -183,15 +215,30 @@ FixedColumns yfcc_columns(YfccLayout layout) {
   return c;
 }
 
+bool time_is_ambiguous(std::string_view text) {
+  text = trim(text);
+  std::int64_t unused;
+  return parse_iso_basic(text, unused);
+}
+
 bool parse_time(std::string_view text, TimeFormat format, std::int64_t& out) {
   text = trim(text);
   if (text.empty()) return false;
   switch (format) {
     case TimeFormat::unix_seconds: return parse_unix(text, out);
     case TimeFormat::iso8601: return parse_iso(text, out);
-    case TimeFormat::automatic: return looks_numeric(text) ? parse_unix(text, out) : parse_iso(text, out);
+    case TimeFormat::exif: return parse_exif(text, out);
+    case TimeFormat::automatic:
+      if (looks_numeric(text)) return !time_is_ambiguous(text) && parse_unix(text, out);
+      return looks_exif(text) ? parse_exif(text, out) : parse_iso(text, out);
   }
   return false;
+}
+
+const std::vector<std::string>& photo_csv_fields() {
+  static const std::vector<std::string> fields = {"id",       "lat",   "lon",         "time", "user",
+                                                  "accuracy", "title", "description", "path"};
+  return fields;
 }
 
 PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
@@ -225,23 +272,66 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
     if (!read_record(header, line)) throw DataError(cat(path_, ": empty file, expected a header row"));
     if (!record_problem_.empty()) throw DataError(cat(path_, ":", line, ": header row: ", record_problem_));
     n_columns_ = static_cast<int>(header.size());
+    auto lower = [](std::string name) {
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      return name;
+    };
+    std::vector<std::string> names;  // lower case, for matching
     for (int c = 0; c < n_columns_; ++c) {
       std::string name(trim(header[c]));
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
       if (c == 0 && name.size() >= 3 && name.compare(0, 3, "\xEF\xBB\xBF") == 0) name.erase(0, 3);  // UTF-8 BOM
-      int* slot = nullptr;
-      if (name == "id") slot = &col_id_;
-      else if (name == "lat" || name == "latitude") slot = &col_lat_;
-      else if (name == "lon" || name == "lng" || name == "longitude") slot = &col_lon_;
-      else if (name == "time" || name == "datetaken" || name == "date_taken") slot = &col_time_;
-      else if (name == "user" || name == "owner") slot = &col_user_;
-      else if (name == "accuracy") slot = &col_accuracy_;
-      else if (name == "title") slot = &col_title_;
-      else if (name == "description") slot = &col_description_;
-      else if (name == "path" || name == "image") slot = &col_path_;
-      if (slot) {
-        if (*slot >= 0) throw DataError(cat(path_, ":", line, ": column '", name, "' appears twice in the header"));
-        *slot = c;
+      header_.push_back(name);
+      names.push_back(lower(name));
+    }
+    // Each field's default header names, in photo_csv_fields() order.
+    struct FieldColumn {
+      const char* field;
+      int* col;
+      std::vector<const char*> defaults;
+      bool mapped = false;
+    };
+    FieldColumn slots[] = {{"id", &col_id_, {"id"}},
+                           {"lat", &col_lat_, {"lat", "latitude"}},
+                           {"lon", &col_lon_, {"lon", "lng", "longitude"}},
+                           {"time", &col_time_, {"time", "datetaken", "date_taken"}},
+                           {"user", &col_user_, {"user", "owner"}},
+                           {"accuracy", &col_accuracy_, {"accuracy"}},
+                           {"title", &col_title_, {"title"}},
+                           {"description", &col_description_, {"description"}},
+                           {"path", &col_path_, {"path", "image"}}};
+    std::vector<const char*> claimed(n_columns_, nullptr);  // column -> the field a mapping gave it
+    for (const auto& [field, wanted] : options_.columns) {
+      FieldColumn* slot = nullptr;
+      for (auto& f : slots)
+        if (field == f.field) slot = &f;
+      if (!slot) {
+        const std::string hint = closest_match(field, photo_csv_fields());
+        throw DataError(cat(path_, ": columns: unknown field '", field, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+                            " (fields: id, lat, lon, time, user, accuracy, title, description, path)"));
+      }
+      const std::string want = lower(std::string(trim(wanted)));
+      const auto it = std::find(names.begin(), names.end(), want);
+      if (it == names.end()) {
+        const std::string hint = closest_match(want, names);
+        std::string listed;
+        for (const auto& h : header_) listed += (listed.empty() ? "" : ", ") + h;
+        throw DataError(cat(path_, ":", line, ": columns maps '", field, "' to '", wanted, "', but the header has no such column",
+                            hint.empty() ? "" : cat("; did you mean '", header_[std::find(names.begin(), names.end(), hint) - names.begin()], "'?"),
+                            " (header: ", listed, ")"));
+      }
+      const int c = static_cast<int>(it - names.begin());
+      if (claimed[c]) throw DataError(cat(path_, ":", line, ": columns maps both '", claimed[c], "' and '", field, "' to column '", header_[c], "'"));
+      claimed[c] = slot->field;
+      *slot->col = c;
+      slot->mapped = true;
+    }
+    for (int c = 0; c < n_columns_; ++c) {
+      if (claimed[c]) continue;
+      for (auto& f : slots) {
+        if (f.mapped || std::find_if(f.defaults.begin(), f.defaults.end(), [&](const char* d) { return names[c] == d; }) == f.defaults.end())
+          continue;
+        if (*f.col >= 0) throw DataError(cat(path_, ":", line, ": column '", names[c], "' appears twice in the header"));
+        *f.col = c;
       }
     }
     const std::pair<const char*, int> required[] = {
@@ -249,7 +339,8 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
     for (const auto& [name, col] : required)
       if (col < 0)
         throw DataError(cat(path_, ":", line, ": header has no '", name,
-                            "' column (needs id, lat, lon, time, user; optional accuracy, title, description, path)"));
+                            "' column (needs id, lat, lon, time, user; optional accuracy, title, description, path; "
+                            "columns: {", name, ": <header name>} reads it under another name)"));
     if (options_.min_accuracy > 0 && col_accuracy_ < 0)
       throw DataError(cat(path_, ":", line, ": min_accuracy is set but the header has no 'accuracy' column"));
   }
@@ -284,6 +375,12 @@ void PhotoCsvReader::use_layout(const FixedColumns& l) {
   n_columns_ = l.n_columns;
   col_id_ = l.id; col_lat_ = l.lat; col_lon_ = l.lon; col_time_ = l.time; col_user_ = l.user;
   col_accuracy_ = l.accuracy; col_title_ = l.title; col_description_ = l.description; col_marker_ = l.marker;
+}
+
+std::string PhotoCsvReader::column_label(int col, const char* field) const {
+  if (header_.empty()) return field;
+  if (header_[col] == field) return cat(field);
+  return cat(field, " (column '", header_[col], "')");
 }
 
 std::string PhotoCsvReader::image_path(const std::vector<std::string_view>& f, std::int64_t id) const {
@@ -474,7 +571,15 @@ bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
     }
     std::int64_t id, t, acc = -1;
     double lat, lon;
-    if (!parse_int(f[col_id_], id)) { bad_row(line, cat("id '", f[col_id_], "' is not an integer")); continue; }
+    if (options_.id_from == IdSource::hash) {
+      const std::string_view text = trim(f[col_id_]);
+      if (text.empty()) { bad_row(line, cat(column_label(col_id_, "id"), " is empty")); continue; }
+      id = photo_id(text);
+    } else if (!parse_int(f[col_id_], id)) {
+      bad_row(line, cat(column_label(col_id_, "id"), " '", f[col_id_], "' is not an integer",
+                        header_.empty() ? "" : " (id_from: hash derives ids from text)"));
+      continue;
+    }
     if (col_marker_ >= 0) {
       const std::string_view m = trim(f[col_marker_]);
       if (m != "0" && m != "1") { bad_row(line, cat("photo/video marker '", m, "' is not 0 or 1")); continue; }
@@ -485,22 +590,30 @@ bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
       continue;
     }
     if (!parse_double(f[col_lat_], lat) || lat < -90 || lat > 90) {
-      bad_row(line, cat("lat '", f[col_lat_], "' is not a latitude in [-90, 90]"));
+      bad_row(line, cat(column_label(col_lat_, "lat"), " '", f[col_lat_], "' is not a latitude in [-90, 90]"));
       continue;
     }
     if (!parse_double(f[col_lon_], lon) || lon < -180 || lon > 180) {
-      bad_row(line, cat("lon '", f[col_lon_], "' is not a longitude in [-180, 180]"));
+      bad_row(line, cat(column_label(col_lon_, "lon"), " '", f[col_lon_], "' is not a longitude in [-180, 180]"));
       continue;
     }
     if (!parse_time(f[col_time_], options_.time_format, t)) {
-      bad_row(line, cat("time '", f[col_time_], "' is not ",
-                        options_.time_format == TimeFormat::unix_seconds ? "unix seconds"
-                        : options_.time_format == TimeFormat::iso8601    ? "an ISO 8601 date-time"
-                                                                         : "ISO 8601 or unix seconds"));
+      const std::string_view text = trim(f[col_time_]);
+      const std::string label = column_label(col_time_, "time");
+      if (options_.time_format == TimeFormat::automatic && time_is_ambiguous(text))
+        bad_row(line, cat(label, " '", text, "' is ambiguous: unix seconds or the compact date-time ",
+                          text.substr(0, 4), "-", text.substr(4, 2), "-", text.substr(6, 2),
+                          " (time_format: unix or iso decides)"));
+      else
+        bad_row(line, cat(label, " '", text, "' is not ",
+                          options_.time_format == TimeFormat::unix_seconds ? "unix seconds"
+                          : options_.time_format == TimeFormat::iso8601    ? "an ISO 8601 date-time"
+                          : options_.time_format == TimeFormat::exif       ? "an EXIF date-time YYYY:MM:DD HH:MM:SS[+HH:MM]"
+                                                                           : "ISO 8601, an EXIF date-time or unix seconds"));
       continue;
     }
     if (col_accuracy_ >= 0 && !trim(f[col_accuracy_]).empty() && !parse_int(f[col_accuracy_], acc)) {
-      bad_row(line, cat("accuracy '", f[col_accuracy_], "' is not an integer"));
+      bad_row(line, cat(column_label(col_accuracy_, "accuracy"), " '", f[col_accuracy_], "' is not an integer"));
       continue;
     }
     if (options_.bbox && !options_.bbox->contains(lat, lon)) { ++stats_.outside_bbox; continue; }

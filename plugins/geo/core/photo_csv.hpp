@@ -1,5 +1,7 @@
 // Reading photo metadata from CSV: RFC 4180 quoting (titles and descriptions hold commas,
-// quotes and newlines), columns found by header name, times as ISO 8601 or unix seconds.
+// quotes and newlines), columns found by header name (the reader's own names, or the file's
+// names through a mapping), times as ISO 8601, EXIF date-times or unix seconds, ids as integers
+// or hashed from text.
 // The same reader takes header-less, tab-separated layouts with fixed column positions (the
 // YFCC100M metadata file). It is plain C++ so tests and benchmarks use it without a graph.
 #pragma once
@@ -30,12 +32,28 @@ struct PhotoColumns {
   void reserve(std::size_t n);
 };
 
-enum class TimeFormat { automatic, iso8601, unix_seconds };
+enum class TimeFormat { automatic, iso8601, exif, unix_seconds };
 
-// Parses "2013-06-14", "2013-06-14T12:34:56", "2013-06-14 12:34:56.250Z", "...+02:00" (times
-// without an offset are taken as UTC) or, for unix_seconds, an integer (a fraction is
-// truncated). automatic picks unix seconds when the text is a plain number. False on bad text.
+// Parses, into unix seconds (UTC):
+//   iso8601       "2013-06-14", "2013-06-14T12:34:56", "2013-06-14 12:34:56.250Z", "...+02:00"
+//   exif          "2013:06:14 12:34:56", optionally followed by an offset "+02:00" (the EXIF
+//                 DateTimeOriginal text with its OffsetTimeOriginal appended)
+//   unix_seconds  an integer or a decimal fraction of seconds (rounded down to the second)
+// Times without an offset are taken as UTC. automatic decides per value by its shape: a plain
+// number is unix seconds, "YYYY:MM:DD ..." is EXIF, anything else ISO 8601; a value that reads
+// as two things (time_is_ambiguous) is refused. False on bad or ambiguous text.
 bool parse_time(std::string_view text, TimeFormat format, std::int64_t& out);
+
+// True for the numbers automatic refuses: 8 or 14 digits that also spell a valid calendar date
+// YYYYMMDD or date-time YYYYMMDDhhmmss (20130614 is 1970-08-22 as unix seconds, or 2013-06-14).
+bool time_is_ambiguous(std::string_view text);
+
+// How a photo's id is read: the id column as a 64-bit integer, or photo_id() (core/photo_id.hpp)
+// of the column's text, for ids that are not integers (Flickr ids kept as strings, hex digests).
+enum class IdSource { column, hash };
+
+// The fields a header-row file is read into, in the order the reader documents them.
+const std::vector<std::string>& photo_csv_fields();
 
 struct BBox {
   double min_lon, min_lat, max_lon, max_lat;
@@ -73,6 +91,11 @@ struct CsvReadOptions {
   std::optional<BBox> bbox;              // rows outside are dropped and counted
   std::int64_t min_accuracy = 0;         // rows with a lower accuracy level are dropped
   TimeFormat time_format = TimeFormat::automatic;
+  IdSource id_from = IdSource::column;
+  // Header files only: (field, header name) pairs naming the file's column for a field of
+  // photo_csv_fields(); a field left out is found under its default names. A header name the
+  // file lacks is an error naming the file, the header line and the closest header name.
+  std::vector<std::pair<std::string, std::string>> columns;
   bool keep_text = true;                 // false: title/description are not materialised
   char delimiter = ',';
   bool quoting = true;                   // RFC 4180 quotes; false: '"' is an ordinary character
@@ -138,6 +161,8 @@ class PhotoCsvReader {
   void bad_row(int line, const std::string& reason);
   void use_layout(const FixedColumns& layout);
   std::string image_path(const std::vector<std::string_view>& fields, std::int64_t id) const;
+  // "column 'taken' (time)" for messages: the file's header name and the field it is read as.
+  std::string column_label(int col, const char* field) const;
 
   std::string path_;
   CsvReadOptions options_;
@@ -153,6 +178,7 @@ class PhotoCsvReader {
   int col_id_ = -1, col_lat_ = -1, col_lon_ = -1, col_time_ = -1, col_user_ = -1;
   int col_accuracy_ = -1, col_title_ = -1, col_description_ = -1, col_path_ = -1, col_marker_ = -1;
   std::string layout_name_;
+  std::vector<std::string> header_;  // the header row's names as written ("" for fixed layouts)
   std::string csv_dir_;  // the CSV's folder, for relative paths in a path column
   // image_template split into literal text and columns: column -1 is the parsed id.
   std::vector<std::pair<std::string, int>> image_template_;

@@ -247,16 +247,6 @@ PhotoHeader read_photo_header(const fs::path& path, PhotoFormat format) {
 #endif
 }
 
-std::int64_t photo_id(const std::string& rel_path) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (EVP_Digest(rel_path.data(), rel_path.size(), digest, &n, EVP_sha256(), nullptr) != 1 || n < 8)
-    throw Error("SHA-256 failed (OpenSSL)");
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | digest[i];
-  return static_cast<std::int64_t>(v & 0x7fffffffffffffffULL);
-}
-
 fs::path default_header_index(const fs::path& root) {
   fs::path cache;
   if (const char* d = std::getenv("EMBEDFLOW_CACHE_DIR"); d && *d) cache = d;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/exif.hpp"
+#include "photo_id.hpp"
 
 namespace embedflow::geo {
 
@@ -52,10 +53,7 @@ PhotoHeader read_photo_header(const std::filesystem::path& path, PhotoFormat for
 // True when this build reads HEIC files (libheif was found at configure time).
 bool heic_supported();
 
-// The photo id: the first 8 bytes of SHA-256 of the UTF-8 relative path ('/'-separated), read
-// big-endian, with the top bit cleared (a non-negative i64). In Python:
-//   int.from_bytes(hashlib.sha256(rel.encode()).digest()[:8], "big") & (2**63 - 1)
-std::int64_t photo_id(const std::string& rel_path);
+// The photo id is photo_id() of the UTF-8 relative path ('/'-separated): core/photo_id.hpp.
 
 // The header index: one HDF5 stream file per folder holding each file's header read, keyed by
 // relative path, size and mtime, so that a re-run reads only new or changed files.
