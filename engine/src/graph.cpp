@@ -118,9 +118,13 @@ void prune_disabled(GraphSpec& spec, const Registry& registry) {
 }  // namespace
 
 ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diagnostic>& problems) {
-  apply_vars(spec, problems);
-  prune_disabled(spec, registry);
   ResolvedGraph g;
+  if (!apply_vars(spec, problems)) {  // expansion past its budget: reported once, nothing further
+    g.spec = std::move(spec);
+    g.registry = &registry;
+    return g;
+  }
+  prune_disabled(spec, registry);
   g.spec = std::move(spec);
   g.registry = &registry;
   std::map<std::string, std::size_t> index;

@@ -348,12 +348,51 @@ namespace embedflow::engine {
 
 namespace {
 
-// Substitutes in place; returns false (after reporting) when a name is unknown.
+// Text that variables expand to, counted over the whole graph: a variable may name another
+// twice ("${b}${b}", b: "${c}${c}", ...), so 30 short lines could otherwise double into a
+// gigabyte. Past kMaxYamlBytes (as for YAML aliases) substitution stops with one problem.
+struct ExpansionBudget {
+  std::size_t bytes = 0;
+  bool exceeded = false;
+};
+
+// Bytes of text in a value (scalars' text, map keys), counted until `limit`.
+std::size_t text_bytes(const Value& v, std::size_t limit) {
+  if (v.is_list()) {
+    std::size_t n = 0;
+    for (const auto& item : v.as_list())
+      if ((n += text_bytes(item, limit - std::min(n, limit))) > limit) break;
+    return n;
+  }
+  if (v.is_map()) {
+    std::size_t n = 0;
+    for (const auto& [k, item] : v.as_map())
+      if ((n += k.size() + text_bytes(item, limit - std::min(n, limit))) > limit) break;
+    return n;
+  }
+  return v.is_string() ? v.as_string().size() : 8;
+}
+
+// Adds `n` expanded bytes; false (reported once, at `where`) past the budget.
+bool spend(ExpansionBudget& budget, std::size_t n, const SourceLocation& where, const std::string& node,
+           std::vector<Diagnostic>& problems) {
+  if (budget.exceeded) return false;
+  budget.bytes += n;
+  if (budget.bytes <= kMaxYamlBytes) return true;
+  budget.exceeded = true;
+  problems.push_back(Diagnostic{where, node, cat("variables expand to more than ", kMaxYamlBytes,
+                                                 " bytes of text (variables naming variables more than once "
+                                                 "multiply); substitution stopped here")});
+  return false;
+}
+
+// Substitutes in place; reports unknown names and text past the budget.
 void substitute(Value& v, const std::map<std::string, const Value*>& vars, const std::string& node,
-                std::vector<Diagnostic>& problems) {
+                std::vector<Diagnostic>& problems, ExpansionBudget& budget) {
+  if (budget.exceeded) return;
   if (v.is_list()) {
     Value::List items = v.as_list();
-    for (auto& item : items) substitute(item, vars, node, problems);
+    for (auto& item : items) substitute(item, vars, node, problems, budget);
     SourceLocation w = v.where();
     v = Value::list(std::move(items));
     v.at(w);
@@ -362,7 +401,7 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
   if (v.is_map()) {
     for (const auto& [k, item] : Value::Map(v.as_map())) {
       Value copy = item;
-      substitute(copy, vars, node, problems);
+      substitute(copy, vars, node, problems, budget);
       v.set(k, copy);
     }
     return;
@@ -394,13 +433,16 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
       return;
     }
     if (open == 0 && close == text.size() - 1) {  // the whole value: keep the variable's type
+      if (!spend(budget, text_bytes(*it->second, kMaxYamlBytes + 1), v.where(), node, problems)) return;
       SourceLocation w = v.where();
       v = *it->second;
       v.at(w);
       return;
     }
+    const std::string value = it->second->is_string() ? it->second->as_string() : it->second->str();
+    if (!spend(budget, open - pos + value.size(), v.where(), node, problems)) return;
     out += text.substr(pos, open - pos);
-    out += it->second->is_string() ? it->second->as_string() : it->second->str();
+    out += value;
     pos = close + 1;
   }
   SourceLocation w = v.where();
@@ -428,7 +470,7 @@ void referenced_vars(const Value& v, std::vector<std::string>& names) {
 // ones it names, depth first; a cycle is a problem naming its members, located at the variable.
 // A chain deeper than kMaxVariableDepth is a problem too (and keeps the recursion bounded).
 constexpr std::size_t kMaxVariableDepth = 64;
-void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
+void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems, ExpansionBudget& budget) {
   std::map<std::string, Value*> by_name;
   for (auto& [name, v] : spec.vars) by_name[name] = &v;
   std::map<std::string, int> state;  // 1 resolving, 2 done
@@ -461,7 +503,7 @@ void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
     if (state[name] == 1) {
       std::map<std::string, const Value*> vars;
       for (const auto& [n, v] : by_name) vars[n] = v;
-      substitute(*it->second, vars, "", problems);
+      substitute(*it->second, vars, "", problems, budget);
     }
     path.pop_back();
     state[name] = 2;
@@ -471,18 +513,20 @@ void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
 
 }  // namespace
 
-void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
-  resolve_vars(spec, problems);
+bool apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
+  ExpansionBudget budget;
+  resolve_vars(spec, problems, budget);
   std::map<std::string, const Value*> vars;
   for (const auto& [name, v] : spec.vars) vars[name] = &v;
-  substitute(spec.out, vars, "", problems);
+  substitute(spec.out, vars, "", problems, budget);
   for (auto& n : spec.nodes) {
-    substitute(n.params, vars, n.id, problems);
-    substitute(n.cache, vars, n.id, problems);
-    substitute(n.enabled, vars, n.id, problems);
-    if (!n.enabled.is_null() && !n.enabled.is_boolean())
+    substitute(n.params, vars, n.id, problems, budget);
+    substitute(n.cache, vars, n.id, problems, budget);
+    substitute(n.enabled, vars, n.id, problems, budget);
+    if (!budget.exceeded && !n.enabled.is_null() && !n.enabled.is_boolean())
       problems.push_back(Diagnostic{n.enabled.where(), n.id, cat("enabled must be true or false, got ", n.enabled.str())});
   }
+  return !budget.exceeded;
 }
 
 }  // namespace embedflow::engine

@@ -461,6 +461,20 @@ TEST_CASE("a graph whose variables repeat a long string through aliases is a loc
                        Catch::Contains("kMaxYamlBytes"));
 }
 
+TEST_CASE("variables naming variables twice, thirty deep, are a located error, not a gigabyte") {
+  // Found by fuzzing: each variable twice the one before, so 32 bytes at the bottom would be
+  // 32 GB at the top. Substitution stops past kMaxYamlBytes with one problem at the variable.
+  std::string yaml = "vars:\n  v0: \"" + std::string(32, 'x') + "\"\n";
+  for (int i = 1; i <= 30; ++i)
+    yaml += "  v" + std::to_string(i) + ": \"${v" + std::to_string(i - 1) + "}${v" + std::to_string(i - 1) + "}\"\n";
+  yaml += "nodes:\n  a: {type: core.range, params: {count: 1}}\n  s: {type: core.sink, params: {mode: \"${v30}\"}}\n"
+          "edges: [a -> s]\n";
+  auto p = problems_of(yaml);
+  REQUIRE(p.size() == 1);
+  // v19 is the first to pass 16 MiB (32 x 2^19 bytes), on line 21.
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:21:") && Catch::Contains("variables expand to more than 16777216 bytes"));
+}
+
 TEST_CASE("a graph file holding bytes that are not UTF-8 is refused at their line, before the YAML parser sees them") {
   // Found by fuzzing: a 354-byte graph whose flow map held a run of 0xa0 bytes kept yaml-cpp
   // busy for a minute and gigabytes. Invalid UTF-8 is located instead, at once.

@@ -67,8 +67,9 @@ GraphSpec parse_graph_text(const std::string& text, const std::string& file_name
 void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<Diagnostic>& problems);
 
 // Replaces "${name}" in every node's params, cache and enabled by the graph's vars. Unknown
-// names are problems located at the value.
-void apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems);
+// names are problems located at the value. Returns false when the expansion passed
+// kMaxYamlBytes and stopped (reported once): the graph is then not checked further.
+bool apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems);
 
 // The graph as a YAML graph file that reproduces it: seed, max_in_flight, out, every node's
 // type, params (as given, variables substituted), cache, enabled and in_flight, and the edges;
