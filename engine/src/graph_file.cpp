@@ -348,40 +348,42 @@ namespace embedflow::engine {
 
 namespace {
 
-// Text that variables expand to, counted over the whole graph: a variable may name another
-// twice ("${b}${b}", b: "${c}${c}", ...), so 30 short lines could otherwise double into a
-// gigabyte. Past kMaxYamlBytes (as for YAML aliases) substitution stops with one problem.
+// What variables expand to, counted over the whole graph: a variable may name another twice
+// ("${b}${b}", or [${b}, ${b}] with b: [${c}, ${c}], ...), so 30 short lines could otherwise
+// double into gigabytes. Past kMaxYamlBytes of text or kMaxYamlValues values (the budgets of
+// YAML aliases) substitution stops with one problem.
 struct ExpansionBudget {
-  std::size_t bytes = 0;
+  std::size_t bytes = 0, values = 0;
   bool exceeded = false;
+  bool over() const { return bytes > kMaxYamlBytes || values > kMaxYamlValues; }
 };
 
-// Bytes of text in a value (scalars' text, map keys), counted until `limit`.
-std::size_t text_bytes(const Value& v, std::size_t limit) {
+// Adds the text (scalars, map keys) and values of `v` to `size`, stopping once it is over.
+void add_size(const Value& v, ExpansionBudget& size) {
+  ++size.values;
   if (v.is_list()) {
-    std::size_t n = 0;
     for (const auto& item : v.as_list())
-      if ((n += text_bytes(item, limit - std::min(n, limit))) > limit) break;
-    return n;
+      if (add_size(item, size), size.over()) return;
+  } else if (v.is_map()) {
+    for (const auto& [k, item] : v.as_map()) {
+      size.bytes += k.size();
+      if (add_size(item, size), size.over()) return;
+    }
+  } else {
+    size.bytes += v.is_string() ? v.as_string().size() : 8;
   }
-  if (v.is_map()) {
-    std::size_t n = 0;
-    for (const auto& [k, item] : v.as_map())
-      if ((n += k.size() + text_bytes(item, limit - std::min(n, limit))) > limit) break;
-    return n;
-  }
-  return v.is_string() ? v.as_string().size() : 8;
 }
 
-// Adds `n` expanded bytes; false (reported once, at `where`) past the budget.
-bool spend(ExpansionBudget& budget, std::size_t n, const SourceLocation& where, const std::string& node,
-           std::vector<Diagnostic>& problems) {
+// Adds an expansion of `bytes` and `values`; false (reported once, at `where`) past the budget.
+bool spend(ExpansionBudget& budget, std::size_t bytes, std::size_t values, const SourceLocation& where,
+           const std::string& node, std::vector<Diagnostic>& problems) {
   if (budget.exceeded) return false;
-  budget.bytes += n;
-  if (budget.bytes <= kMaxYamlBytes) return true;
+  budget.bytes += bytes;
+  budget.values += values;
+  if (!budget.over()) return true;
   budget.exceeded = true;
-  problems.push_back(Diagnostic{where, node, cat("variables expand to more than ", kMaxYamlBytes,
-                                                 " bytes of text (variables naming variables more than once "
+  problems.push_back(Diagnostic{where, node, cat("variables expand to more than ", kMaxYamlBytes, " bytes of text or ",
+                                                 kMaxYamlValues, " values (variables naming variables more than once "
                                                  "multiply); substitution stopped here")});
   return false;
 }
@@ -433,14 +435,16 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
       return;
     }
     if (open == 0 && close == text.size() - 1) {  // the whole value: keep the variable's type
-      if (!spend(budget, text_bytes(*it->second, kMaxYamlBytes + 1), v.where(), node, problems)) return;
+      ExpansionBudget size;
+      add_size(*it->second, size);
+      if (!spend(budget, size.bytes, size.values, v.where(), node, problems)) return;
       SourceLocation w = v.where();
       v = *it->second;
       v.at(w);
       return;
     }
     const std::string value = it->second->is_string() ? it->second->as_string() : it->second->str();
-    if (!spend(budget, open - pos + value.size(), v.where(), node, problems)) return;
+    if (!spend(budget, open - pos + value.size(), 0, v.where(), node, problems)) return;
     out += text.substr(pos, open - pos);
     out += value;
     pos = close + 1;
