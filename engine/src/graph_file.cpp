@@ -350,12 +350,13 @@ namespace {
 
 // What variables expand to, counted over the whole graph: a variable may name another twice
 // ("${b}${b}", or [${b}, ${b}] with b: [${c}, ${c}], ...), so 30 short lines could otherwise
-// double into gigabytes. Past kMaxYamlBytes of text or kMaxYamlValues values (the budgets of
-// YAML aliases) substitution stops with one problem.
+// double into gigabytes. Past 1 MiB of text or 10,000 values — a graph's variables expand to
+// kilobytes — substitution stops with one problem.
+constexpr std::size_t kMaxExpansionBytes = 1u << 20, kMaxExpansionValues = 10'000;
 struct ExpansionBudget {
   std::size_t bytes = 0, values = 0;
   bool exceeded = false;
-  bool over() const { return bytes > kMaxYamlBytes || values > kMaxYamlValues; }
+  bool over() const { return bytes > kMaxExpansionBytes || values > kMaxExpansionValues; }
 };
 
 // Adds the text (scalars, map keys) and values of `v` to `size`, stopping once it is over.
@@ -382,8 +383,8 @@ bool spend(ExpansionBudget& budget, std::size_t bytes, std::size_t values, const
   budget.values += values;
   if (!budget.over()) return true;
   budget.exceeded = true;
-  problems.push_back(Diagnostic{where, node, cat("variables expand to more than ", kMaxYamlBytes, " bytes of text or ",
-                                                 kMaxYamlValues, " values (variables naming variables more than once "
+  problems.push_back(Diagnostic{where, node, cat("variables expand to more than ", kMaxExpansionBytes, " bytes of text or ",
+                                                 kMaxExpansionValues, " values (variables naming variables more than once "
                                                  "multiply); substitution stopped here")});
   return false;
 }

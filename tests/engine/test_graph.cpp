@@ -463,7 +463,7 @@ TEST_CASE("a graph whose variables repeat a long string through aliases is a loc
 
 TEST_CASE("variables naming variables twice, thirty deep, are a located error, not a gigabyte") {
   // Found by fuzzing: each variable twice the one before, so 32 bytes at the bottom would be
-  // 32 GB at the top. Substitution stops past kMaxYamlBytes with one problem at the variable.
+  // 32 GB at the top. Substitution stops past 1 MiB with one problem at the variable.
   std::string yaml = "vars:\n  v0: \"" + std::string(32, 'x') + "\"\n";
   for (int i = 1; i <= 30; ++i)
     yaml += "  v" + std::to_string(i) + ": \"${v" + std::to_string(i - 1) + "}${v" + std::to_string(i - 1) + "}\"\n";
@@ -471,11 +471,11 @@ TEST_CASE("variables naming variables twice, thirty deep, are a located error, n
           "edges: [a -> s]\n";
   auto p = problems_of(yaml);
   REQUIRE(p.size() == 1);
-  // v19 is the first to pass 16 MiB (32 x 2^19 bytes), on line 21.
-  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:21:") && Catch::Contains("variables expand to more than 16777216 bytes"));
+  // v15 is the first to pass 1 MiB (32 x 2^15 bytes), on line 17.
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:17:") && Catch::Contains("variables expand to more than 1048576 bytes"));
 
   // The same with lists: each variable a list naming the one before twice. Found by the fuzzer
-  // too: 2^24 small values took 790 MB. Past 100,000 values (v17 holds 2^17) it stops.
+  // too: 2^24 small values took 790 MB. Past 10,000 values it stops.
   yaml = "vars:\n  v0: 1\n";
   for (int i = 1; i <= 24; ++i)
     yaml += "  v" + std::to_string(i) + ": [\"${v" + std::to_string(i - 1) + "}\", \"${v" + std::to_string(i - 1) + "}\"]\n";
@@ -483,7 +483,7 @@ TEST_CASE("variables naming variables twice, thirty deep, are a located error, n
           "edges: [a -> s]\n";
   p = problems_of(yaml);
   REQUIRE(p.size() == 1);
-  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:") && Catch::Contains("or 100000 values"));
+  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:") && Catch::Contains("or 10000 values"));
 }
 
 TEST_CASE("a graph file holding bytes that are not UTF-8 is refused at their line, before the YAML parser sees them") {
