@@ -117,7 +117,9 @@ void prune_disabled(GraphSpec& spec, const Registry& registry) {
 
 }  // namespace
 
-ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diagnostic>& problems) {
+namespace {
+
+ResolvedGraph resolve_named(GraphSpec spec, const Registry& registry, std::vector<Diagnostic>& problems) {
   ResolvedGraph g;
   if (!apply_vars(spec, problems)) {  // expansion past its budget: reported once, nothing further
     g.spec = std::move(spec);
@@ -348,6 +350,15 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
       rn.output_schemas = std::move(checked.outputs);
     }
   }
+  return g;
+}
+
+}  // namespace
+
+ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diagnostic>& problems) {
+  const std::size_t first = problems.size();
+  ResolvedGraph g = resolve_named(std::move(spec), registry, problems);
+  name_override_origins(g.spec, problems, first);
   return g;
 }
 

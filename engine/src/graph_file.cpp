@@ -292,6 +292,7 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
     for (auto& [name, v] : spec.vars)
       if (name == key) {
         v = value;
+        spec.var_origins[name] = where.file;
         return;
       }
     std::vector<std::string> names;
@@ -390,12 +391,19 @@ bool spend(ExpansionBudget& budget, std::size_t bytes, std::size_t values, const
 }
 
 // Substitutes in place; reports unknown names and text past the budget.
+// Where values from overrides land: the overridden variables and the uses found so far.
+struct OverrideTrail {
+  const std::map<std::string, std::string>& origins;
+  std::vector<GraphSpec::OverrideUse>* uses;  // null: not recorded (variables resolving)
+  std::vector<std::string> used;              // the overridden variables substituted, in order
+};
+
 void substitute(Value& v, const std::map<std::string, const Value*>& vars, const std::string& node,
-                std::vector<Diagnostic>& problems, ExpansionBudget& budget) {
+                std::vector<Diagnostic>& problems, ExpansionBudget& budget, OverrideTrail& trail) {
   if (budget.exceeded) return;
   if (v.is_list()) {
     Value::List items = v.as_list();
-    for (auto& item : items) substitute(item, vars, node, problems, budget);
+    for (auto& item : items) substitute(item, vars, node, problems, budget, trail);
     SourceLocation w = v.where();
     v = Value::list(std::move(items));
     v.at(w);
@@ -404,7 +412,7 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
   if (v.is_map()) {
     for (const auto& [k, item] : Value::Map(v.as_map())) {
       Value copy = item;
-      substitute(copy, vars, node, problems, budget);
+      substitute(copy, vars, node, problems, budget, trail);
       v.set(k, copy);
     }
     return;
@@ -425,6 +433,10 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
       return;
     }
     std::string name = text.substr(open + 2, close - open - 2);
+    if (auto o = trail.origins.find(name); o != trail.origins.end()) {
+      trail.used.push_back(name);
+      if (trail.uses) trail.uses->push_back({v.where(), name, o->second});
+    }
     auto it = vars.find(name);
     if (it == vars.end()) {
       std::vector<std::string> names;
@@ -508,7 +520,10 @@ void resolve_vars(GraphSpec& spec, std::vector<Diagnostic>& problems, ExpansionB
     if (state[name] == 1) {
       std::map<std::string, const Value*> vars;
       for (const auto& [n, v] : by_name) vars[n] = v;
-      substitute(*it->second, vars, "", problems, budget);
+      OverrideTrail trail{spec.var_origins, nullptr, {}};
+      substitute(*it->second, vars, "", problems, budget, trail);
+      // A variable made from an overridden one carries the override on (`ckpt: "${out}/ckpt"`).
+      if (!trail.used.empty() && !spec.var_origins.count(name)) spec.var_origins[name] = spec.var_origins.at(trail.used.front());
     }
     path.pop_back();
     state[name] = 2;
@@ -523,15 +538,34 @@ bool apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems) {
   resolve_vars(spec, problems, budget);
   std::map<std::string, const Value*> vars;
   for (const auto& [name, v] : spec.vars) vars[name] = &v;
-  substitute(spec.out, vars, "", problems, budget);
+  spec.override_uses.clear();
+  OverrideTrail trail{spec.var_origins, &spec.override_uses, {}};
+  substitute(spec.out, vars, "", problems, budget, trail);
   for (auto& n : spec.nodes) {
-    substitute(n.params, vars, n.id, problems, budget);
-    substitute(n.cache, vars, n.id, problems, budget);
-    substitute(n.enabled, vars, n.id, problems, budget);
+    substitute(n.params, vars, n.id, problems, budget, trail);
+    substitute(n.cache, vars, n.id, problems, budget, trail);
+    substitute(n.enabled, vars, n.id, problems, budget, trail);
     if (!budget.exceeded && !n.enabled.is_null() && !n.enabled.is_boolean())
       problems.push_back(Diagnostic{n.enabled.where(), n.id, cat("enabled must be true or false, got ", n.enabled.str())});
   }
   return !budget.exceeded;
+}
+
+void name_override_origins(const GraphSpec& spec, std::vector<Diagnostic>& problems, std::size_t first) {
+  if (spec.override_uses.empty()) return;
+  for (std::size_t i = first; i < problems.size(); ++i) {
+    Diagnostic& d = problems[i];
+    if (!d.where.known() || d.where.line == 0) continue;
+    std::string origins, uses;
+    for (const auto& u : spec.override_uses) {
+      if (u.at.file != d.where.file || u.at.line != d.where.line || u.at.column != d.where.column) continue;
+      if (origins.find(u.origin) == std::string::npos) origins += (origins.empty() ? "" : ", ") + u.origin;
+      uses += cat(uses.empty() ? "" : ", ", "${", u.var, "}");
+    }
+    if (origins.empty()) continue;
+    d.message += cat(" (", uses, " at ", d.where.str(), ")");
+    d.where = SourceLocation{origins, 0, 0};
+  }
 }
 
 }  // namespace embedflow::engine

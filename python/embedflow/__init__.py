@@ -16,7 +16,10 @@ failed while running; located the same way).
 """
 import atexit
 import json
+import math
+import numbers
 import os
+import re
 import weakref
 
 from . import _embedflow
@@ -39,12 +42,33 @@ def set_log_level(level):
 
 def _sets(values):
     """{"node.param": value} (or a list of "node.param=value") -> --set assignments. Values are
-    written as YAML flow text, so numbers, booleans, lists and maps keep their types."""
+    written as YAML flow text that reads back as the same Python value: a str stays a string
+    (quoted when YAML would read it as something else: "007", "1e3", "null", "yes, no"), an int
+    an integer, a float a number (100.0 too), a bool a boolean, None null, lists and dicts keep
+    their items' types."""
+    return [assignment for assignment, _ in _labelled_sets(values)]
+
+
+def _labelled_sets(values):
+    """(assignment, how the user wrote it) pairs: a problem with an override names it the Python
+    way, set={'steps': 'abc'}, rather than as --set steps=abc."""
     if values is None:
         return []
     if isinstance(values, (list, tuple)):
-        return [str(v) for v in values]
-    return [f"{k}={_yaml_value(v)}" for k, v in values.items()]
+        return [(str(v), f"set=[{str(v)!r}]") for v in values]
+    return [(f"{k}={_yaml_value(v)}", f"set={{{k!r}: {v!r}}}") for k, v in values.items()]
+
+
+# A string is written bare only when it is plain text YAML cannot read as anything else (a word,
+# a path, a dotted type name); otherwise double-quoted with JSON's escapes, which YAML shares.
+_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./-]*\Z")
+_RESERVED = {"null", "true", "false", "yes", "no", "on", "off", "y", "n", "inf", "nan"}
+
+
+def _yaml_string(s):
+    if _PLAIN.match(s) and s.lower() not in _RESERVED:
+        return s
+    return json.dumps(s, ensure_ascii=False)
 
 
 def _yaml_value(v):
@@ -52,11 +76,53 @@ def _yaml_value(v):
         return "true" if v else "false"
     if v is None:
         return "null"
-    if isinstance(v, (int, float)):
-        return repr(v)
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        if math.isnan(f):
+            return ".nan"
+        if math.isinf(f):
+            return ".inf" if f > 0 else "-.inf"
+        return repr(f)  # always has a '.', an 'e' or both: read back as a number, not an integer
     if isinstance(v, str):
-        return v
-    return json.dumps(v)  # JSON is YAML flow syntax
+        return _yaml_string(v)
+    if isinstance(v, os.PathLike):
+        return _yaml_string(os.fspath(v))
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_yaml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_yaml_string(str(k))}: {_yaml_value(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"set= values are str, int, float, bool, None, lists or dicts of them; got {type(v).__name__} {v!r}")
+
+
+def _name_sets(problems, labels):
+    """Problems located at an override ("--set steps=abc") name it as it was given in Python."""
+    out = []
+    for p in problems:
+        label = labels.get(p.get("file") or "")
+        if label is not None:
+            p = dict(p, file=label, text=label + p["text"][len(p["file"]):])
+        out.append(p)
+    return out
+
+
+def _graph_errors_named(labels):
+    """A context manager turning GraphError's override locations into their Python form."""
+    return _Renaming(labels)
+
+
+class _Renaming:
+    def __init__(self, labels):
+        self.labels = labels
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if isinstance(exc, GraphError) and self.labels:
+            raise GraphError(_name_sets(exc.problems, self.labels)) from None
+        return False
 
 
 def _plugin_path(extra):
@@ -81,7 +147,9 @@ class Graph:
     def __init__(self, path, set=None, seed=None, threads=0, plugin_path=None, out=None, cache_dir=None,
                  no_cache=False):
         self.path = os.fspath(path)
-        self.sets = _sets(set)
+        labelled = _labelled_sets(set)
+        self.sets = [assignment for assignment, _ in labelled]
+        self._set_labels = {f"--set {assignment}": label for assignment, label in labelled}
         self.seed = _seed(seed)
         if not isinstance(threads, int) or threads < 0:
             raise ValueError(f"threads must be a non-negative int, got {threads!r}")
@@ -93,14 +161,15 @@ class Graph:
 
     def validate(self):
         """Every problem, as dicts (file, line, column, node, message, text); [] when valid."""
-        return _embedflow.validate(self.path, self.sets, self.seed, self.plugin_path)
+        return _name_sets(_embedflow.validate(self.path, self.sets, self.seed, self.plugin_path), self._set_labels)
 
     def run(self, report=False):
         """Runs the graph to its end; returns its run record (run.json as a dict, with
         "record_dir" added). Raises GraphError when invalid, NodeError when a node fails,
         KeyboardInterrupt when interrupted (the graph is drained first)."""
-        outcome = _embedflow.run(self.path, self.sets, self.seed, self.plugin_path, self.threads, self.out,
-                                 self.cache_dir, self.no_cache, report)
+        with _graph_errors_named(self._set_labels):
+            outcome = _embedflow.run(self.path, self.sets, self.seed, self.plugin_path, self.threads, self.out,
+                                     self.cache_dir, self.no_cache, report)
         if outcome["exit_code"] == 130:
             raise KeyboardInterrupt
         if outcome["exit_code"] != 0:
@@ -115,8 +184,9 @@ class Graph:
         output) as dicts of read-only numpy views (as_torch=True: torch tensors over the same
         memory, through DLPack), while the graph runs. String fields are str or lists of str.
         At most `capacity` records wait in the queue."""
-        stream = Stream(_embedflow.Stream(self.path, output, self.sets, self.seed, self.plugin_path, capacity,
-                                          as_torch, self.threads, self.out, self.cache_dir, self.no_cache))
+        with _graph_errors_named(self._set_labels):
+            stream = Stream(_embedflow.Stream(self.path, output, self.sets, self.seed, self.plugin_path, capacity,
+                                              as_torch, self.threads, self.out, self.cache_dir, self.no_cache))
         _open_streams.add(stream)
         return stream
 
@@ -198,11 +268,13 @@ def sweep(graph, grid=None, points=None, seeds=None, jobs=1, threads=0, out=None
         seeds = ",".join(str(int(s)) for s in seeds)
     cli = os.environ.get("EMBEDFLOW_CLI") or os.path.normpath(
         os.path.join(os.path.dirname(os.path.abspath(__file__)), _CLI_RELATIVE))
-    text = _embedflow.sweep(os.fspath(graph), axes, listed, "" if seeds is None else str(seeds), int(jobs), int(threads),
-                            "" if out is None else os.fspath(out), _sets(set), select or "", _sets(then),
-                            os.fspath(cache_dir) if cache_dir else "", bool(report), _plugin_path(plugin_path), cli,
-                            bool(quiet), list(baselines or []),
-                            [f"{metric}:{row}" for metric, row in (against or {}).items()])
+    labels = {f"--set {assignment}": label for assignment, label in _labelled_sets(set)}
+    with _graph_errors_named(labels):
+        text = _embedflow.sweep(os.fspath(graph), axes, listed, "" if seeds is None else str(seeds), int(jobs),
+                                int(threads), "" if out is None else os.fspath(out), _sets(set), select or "",
+                                _sets(then), os.fspath(cache_dir) if cache_dir else "", bool(report),
+                                _plugin_path(plugin_path), cli, bool(quiet), list(baselines or []),
+                                [f"{metric}:{row}" for metric, row in (against or {}).items()])
     return json.loads(text)
 
 

@@ -59,8 +59,8 @@ def test_run_of_an_invalid_graph_raises_graph_error_with_location(ef, graphs, tm
     assert "problems found" in str(e)
     with pytest.raises(ef.GraphError) as info:
         ef.run(graphs / "numbers.yaml", set={"batches.size": 0}, out=tmp_path)
-    # an override's problem is located at the override
-    assert info.value.node == "batches" and info.value.file == "--set batches.size=0"
+    # an override's problem is located at the override, as it was given in Python
+    assert info.value.node == "batches" and info.value.file == "set={'batches.size': 0}"
 
 
 def test_missing_graph_file(ef, tmp_path):
@@ -152,3 +152,43 @@ def test_sweep_bad_input_raises_graph_error(ef, graphs, tmp_path):
     with pytest.raises(ef.GraphError, match="nothing to sweep"):
         ef.sweep(graphs / "numbers.yaml", out=tmp_path / "sw", report=False, quiet=True)
     assert not (tmp_path / "sw" / "sweep.json").exists()
+
+
+@pytest.mark.parametrize("name", ["007", "1e3", "null", "yes", "true", "~", "a b: c", "[x]", "-1", "it's \"quoted\"\n"])
+def test_a_str_override_stays_a_string(ef, graphs, tmp_path, name):
+    # The variable is part of a longer string: YAML's reading of "007" as 7 would name the file "7".
+    ef.run(graphs / "typed.yaml", set={"dir": str(tmp_path), "name": name}, out=tmp_path / "r")
+    assert (tmp_path / name).is_file()
+
+
+def test_number_overrides_keep_their_types(ef, graphs, tmp_path):
+    record = ef.run(graphs / "typed.yaml", set={"dir": str(tmp_path), "start": 100.0, "count": 2}, out=tmp_path / "r")
+    assert "start=100.0" in record["overrides"] and "count=2" in record["overrides"]
+    assert (tmp_path / "numbers.txt").read_text().count("\n") == 2
+    assert "100" in (tmp_path / "numbers.txt").read_text()
+    # an int where a number is accepted widens, as in a graph file
+    ef.run(graphs / "typed.yaml", set={"dir": str(tmp_path), "start": 100}, out=tmp_path / "r")
+
+
+def test_overrides_are_written_as_yaml_that_reads_back_the_same(ef):
+    assert ef._embedflow is not None
+    y = ef._yaml_value
+    assert y("007") == '"007"' and y("same") == "same" and y("data/photos") == "data/photos"
+    assert y(100.0) == "100.0" and y(1e20) == "1e+20" and y(float("inf")) == ".inf" and y(float("nan")) == ".nan"
+    assert y(True) == "true" and y(0) == "0" and y(None) == "null"
+    assert y(["007", 1, 2.5, False, None, {"k": "x y"}]) == '["007", 1, 2.5, false, null, {k: "x y"}]'
+    with pytest.raises(TypeError):
+        y(object())
+
+
+def test_an_override_of_the_wrong_type_is_an_error_naming_the_set(ef, graphs, tmp_path):
+    with pytest.raises(ef.GraphError) as info:
+        ef.run(graphs / "typed.yaml", set={"dir": str(tmp_path), "count": 2.5}, out=tmp_path / "r")
+    e = info.value
+    assert e.file == "set={'count': 2.5}" and e.node == "numbers"
+    assert "parameter 'count' expects an integer, got number 2.5" in str(e)
+    assert "typed.yaml:7:" in str(e)  # the graph line of the ${count} it went to
+    # a str stays a string, so "3" is not an integer either
+    problems = ef.validate(graphs / "typed.yaml", set={"count": "3"})
+    assert len(problems) == 1 and problems[0]["file"] == "set={'count': '3'}"
+    assert problems[0]["text"].startswith("set={'count': '3'}: node 'numbers': parameter 'count' expects an integer")

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,16 @@ struct GraphSpec {
   std::vector<NodeSpec> nodes;
   std::vector<EdgeSpec> edges;
   std::vector<std::string> disabled;  // filled by resolve(): nodes left out by `enabled: false`
+  // Where overridden variables went, so a problem with such a value names the override as well as
+  // the graph line: `var_origins` (by apply_override) maps a variable to the override that set it
+  // ("--set steps=abc"); apply_vars adds the variables that take text from one, and records every
+  // place a value from an override was substituted in `override_uses`.
+  struct OverrideUse {
+    SourceLocation at;   // the "${name}" in the graph file
+    std::string var, origin;
+  };
+  std::map<std::string, std::string> var_origins;
+  std::vector<OverrideUse> override_uses;
 
   const NodeSpec* node(const std::string& id) const;
   NodeSpec* node(const std::string& id);
@@ -70,6 +81,11 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
 // names are problems located at the value. Returns false when the expansion passed
 // kMaxYamlBytes and stopped (reported once): the graph is then not checked further.
 bool apply_vars(GraphSpec& spec, std::vector<Diagnostic>& problems);
+
+// Problems in `problems` from index `first` on that are located at a "${name}" whose value came
+// from an override are located at the override instead ("--set steps=abc: node 'train': ..."),
+// the graph line they were found at added to the message ("(${steps} at g.yaml:12:12)").
+void name_override_origins(const GraphSpec& spec, std::vector<Diagnostic>& problems, std::size_t first = 0);
 
 // The graph as a YAML graph file that reproduces it: seed, max_in_flight, out, every node's
 // type, params (as given, variables substituted), cache, enabled and in_flight, and the edges;

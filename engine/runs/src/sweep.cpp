@@ -45,15 +45,19 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\n") - b + 1);
 }
 
-// Splits at `sep` outside (), [], {} and quotes: YAML flow values keep their commas.
+// Splits at `sep` outside (), [], {} and quotes: YAML flow values keep their commas. Inside
+// double quotes a backslash escapes the next character ("a \"b, c\"" is one value).
 std::vector<std::string> split_top_level(const std::string& text, char sep) {
   std::vector<std::string> out;
   std::string cur;
   int depth = 0;
   char quote = 0;
+  bool escaped = false;
   for (char c : text) {
     if (quote) {
-      if (c == quote) quote = 0;
+      if (escaped) escaped = false;
+      else if (quote == '"' && c == '\\') escaped = true;
+      else if (c == quote) quote = 0;
     } else if (c == '"' || c == '\'') {
       quote = c;
     } else if (c == '(' || c == '[' || c == '{') {
