@@ -88,6 +88,8 @@ fs::path write_checkpoint(const fs::path& dir, const CheckpointContent& c, torch
   a.write("epoch_loss", torch::tensor({p.epoch_loss_sum, static_cast<double>(p.epoch_loss_steps),
                                        static_cast<double>(p.loss_epoch)}, torch::kFloat64),
           /*is_buffer=*/true);
+  if (!c.input_size.empty())
+    a.write("input_size", torch::tensor(c.input_size, torch::kInt64), /*is_buffer=*/true);
   if (c.extra) c.extra(a);
   fs::create_directories(dir);
   fs::path file = dir / (name.empty() ? checkpoint_name(p.step) : name), tmp = file;
@@ -132,6 +134,12 @@ CheckpointReader::CheckpointReader(const fs::path& file) : what_(file.string()) 
   torch::serialize::InputArchive model;
   if (archive_.try_read("model", model)) read_state(model, what_);
   if (has_live_model()) read_state(live_, what_ + " (live_model)");
+}
+
+std::vector<std::int64_t> checkpoint_input_size(torch::serialize::InputArchive& archive) {
+  torch::Tensor t;
+  if (!archive.try_read("input_size", t, true) || t.dim() != 1 || t.scalar_type() != torch::kInt64) return {};
+  return std::vector<std::int64_t>(t.data_ptr<std::int64_t>(), t.data_ptr<std::int64_t>() + t.numel());
 }
 
 bool CheckpointReader::has_live_model() {

@@ -53,6 +53,7 @@ struct CheckpointContent {
   TrainProgress progress;
   NamedTensors model;                     // what snapshots export: with averaging, the average
   std::optional<NamedTensors> live_model;  // with averaging: the weights training continues from
+  std::vector<std::int64_t> input_size;   // C, H, W of the model's images (empty: unknown); export reads it
   // Entries other parts of the trainer keep (model selection's "validation"), written last.
   std::function<void(torch::serialize::OutputArchive&)> extra;
 };
@@ -64,6 +65,10 @@ struct CheckpointContent {
 std::filesystem::path write_checkpoint(const std::filesystem::path& dir, const CheckpointContent& content,
                                        torch::optim::Optimizer& optimizer, std::int64_t keep,
                                        const std::string& name = "");
+
+// The input size (C, H, W) a checkpoint records (`input_size`); empty for checkpoints written
+// before torch.train recorded it.
+std::vector<std::int64_t> checkpoint_input_size(torch::serialize::InputArchive& archive);
 
 // A checkpoint opened to resume from: its header (spec, progress) when opened, the tensors once the
 // trainer has built its model and optimizer.

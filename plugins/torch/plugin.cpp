@@ -11,6 +11,7 @@ namespace embedflow::torchfam {
 void register_types(Registry& r) {
   r.add(train_type());
   r.add(embed_type());
+  r.add(export_type());
   // models
   r.add(small_cnn_type());
   r.add(resnet18_type());

@@ -46,6 +46,7 @@ ComponentType warmup_type();    // torch.warmup
 // Nodes
 NodeType train_type();  // torch.train  train.cpp
 NodeType embed_type();  // torch.embed  embed.cpp
+NodeType export_type();  // torch.export export.cpp
 
 // Every type above, one r.add line each (plugin.cpp): the plugin registers them with the engine
 // through it. Nodes that rebuild a model from a snapshot's spec text use the graph's registry

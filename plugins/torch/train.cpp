@@ -53,6 +53,10 @@
 //   one engine thread (`embedflow run --threads 1`) and LibTorch the cores (`threads`): the
 //   engine thread works while the step's threads compute, and no second oneTBB worker competes
 //   with them (docs/torch.md, "Threads and prefetch").
+// Export (export: PATH): at the end, the model is written as a TorchScript module whose forward
+//   maps f32 [N,C,H,W] images in [0,1] to the embeddings torch.embed computes, with the weights the
+//   final snapshot carries (the best evaluation's with validation, the weight average with
+//   ema_decay); export_mean/export_std put an input normalisation inside it (export.hpp).
 // Caveats: the model's device decides where tensors go; checkpoints restore the CPU RNG only.
 //
 //   seed: 1
@@ -82,6 +86,7 @@
 #include "checkpoint.hpp"
 #include "cpu_allocator.hpp"
 #include "distributed.hpp"
+#include "export.hpp"
 #include "loss.hpp"
 #include "metrics_log.hpp"
 #include "model.hpp"
@@ -158,6 +163,9 @@ class Train final : public Node {
     bucket_mb_ = p.number("bucket_mb");
     prefetch_ = p.integer("prefetch");
     if (!p.string("checkpoint_dir").empty()) checkpoint_dir_ = p.string("checkpoint_dir");
+    export_path_ = p.string("export");
+    export_.mean = p.numbers("export_mean");
+    export_.std = p.numbers("export_std");
     device_ = model_->device();
     const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
                                                         p.number("rendezvous_timeout"), ctx.id());
@@ -250,6 +258,7 @@ class Train final : public Node {
     if (validator_ && validator_->last_step() != step_) evaluate(out);
     if (!checkpoint_dir_.empty() && last_checkpoint_ != step_) save_checkpoint();
     if (ctx_->output_connected(1) && (validator_ || last_snapshot_ != step_)) emit_snapshot(out, true);
+    if (!export_path_.empty() && primary_) export_model();
     if (log_) log_->plot(history_);
     log_info(ctx_->id(), "trained ", step_, " steps", resumed_from_ > 0 ? cat(" (resumed at step ", resumed_from_, ")") : "",
              history_.empty() ? "" : cat("; last loss ", history_.back().loss));
@@ -318,6 +327,7 @@ class Train final : public Node {
       throw DataError(cat("the first batch has no image field (", loss_name_, " needs one of them; batch: ",
                           first.describe(), ")"));
     torch::Tensor sample = image_input(to_tensor(first.get(field)));
+    if (sample.dim() == 4) input_size_ = {sample.size(1), sample.size(2), sample.size(3)};
     model_->prepare(sample.narrow(0, 0, std::min<std::int64_t>(2, sample.size(0))));
     model_->to(device_);
     params_ = model_->trainable_parameters();
@@ -489,6 +499,27 @@ class Train final : public Node {
     last_snapshot_ = step_;
   }
 
+  // The TorchScript module of the weights the final snapshot carries, through the archive
+  // torch.embed would read them from.
+  void export_model() {
+    if (input_size_.size() != 3)
+      throw DataError(cat("export: the training images are not [N,C,H,W] batches; nothing to trace"));
+    const Record snapshot = validator_ && validator_->has_best() ? validator_->best_snapshot(spec_text_)
+                                                                 : make_snapshot(exported_state(), spec_text_, step_, epoch_);
+    const Array& w = snapshot.get("weights");
+    const std::string what = cat("node '", ctx_->id(), "' model of step ", snapshot.get("step").as_int(0));
+    torch::serialize::InputArchive archive;
+    load_archive(archive, w.raw(), static_cast<std::size_t>(w.nbytes()), what);
+    export_.input_size = input_size_;
+    export_.step = snapshot.get("step").as_int(0);
+    export_.source = cat("torch.train node '", ctx_->id(), "'");
+    set_torch_threads(threads_, ctx_->threads(), ctx_->id());
+    const std::int64_t dim =
+        export_torchscript(spec_text_, archive, what, export_, ctx_->registry(), ctx_->seed(), export_path_);
+    log_info(ctx_->id(), "exported the model of step ", export_.step, " as TorchScript to ", export_path_.string(),
+             " (embedding_dim ", dim, ")");
+  }
+
   // An evaluation on the validation set: a new best is kept as best.pt; patience may stop training.
   void evaluate(Emitter& out) {
     set_torch_threads(threads_, ctx_->threads(), ctx_->id());
@@ -512,6 +543,7 @@ class Train final : public Node {
     c.schedule_spec = spec_to_text(ctx_->params().value("schedule"));
     c.progress = progress();
     c.model = exported_state();
+    c.input_size = input_size_;
     if (average_) c.live_model = model_->state();
     if (validator_) c.extra = [this](torch::serialize::OutputArchive& a) { validator_->save(a); };
     const fs::path file = write_checkpoint(checkpoint_dir_, c, *optimizer_, keep_, name);
@@ -609,7 +641,9 @@ class Train final : public Node {
                snapshot_every_ = 0;
   bool shuffle_replay_ = true;
   double clip_norm_ = 0, clip_value_ = 0;
-  fs::path checkpoint_dir_, resume_path_;
+  fs::path checkpoint_dir_, resume_path_, export_path_;
+  ExportOptions export_;
+  std::vector<std::int64_t> input_size_;  // C, H, W of the first batch's images
   std::unique_ptr<CheckpointReader> checkpoint_;
   std::unique_ptr<MetricsLog> log_;
   std::vector<RecordPtr> replay_;
@@ -664,6 +698,16 @@ NodeType train_type() {
           "newest checkpoints kept; 0: all"))
       .param(Param::string("resume").default_value("").doc(
           "continue from a checkpoint: a file path, or auto (the newest in checkpoint_dir, if any); empty: start fresh"))
+      .param(Param::path("export").default_value("").not_fingerprinted().doc(
+          "TorchScript file written at the end (e.g. out/model.ts.pt): forward(images f32[N,C,H,W] in [0,1]) gives "
+          "the embeddings torch.embed computes from the final snapshot's weights (the best evaluation's with "
+          "validation, the average with ema_decay); input size, channel order, mean/std and embedding_dim are in "
+          "its extra file embedflow.json and its attributes; empty: none"))
+      .param(Param::numbers("export_mean").default_value(std::vector<double>{}).not_fingerprinted().doc(
+          "export: per-channel mean the module subtracts before the model (with export_std), when the training "
+          "images were normalised upstream; empty: none"))
+      .param(Param::numbers("export_std").default_value(std::vector<double>{}).not_fingerprinted().doc(
+          "export: per-channel std the module divides by (with export_mean)"))
       .param(Param::integer("world_size").default_value(1).min(0).not_fingerprinted().doc(
           "data-parallel ranks over c10d's Gloo process group (each runs this graph and trains on its slice of every "
           "batch); 0: the WORLD_SIZE environment variable (torchrun's), 1 if unset"))
@@ -713,6 +757,8 @@ NodeType train_type() {
         }
         if (p.number("ema_decay") >= 1.0)
           c.error(cat("ema_decay must be below 1 (got ", p.number("ema_decay"), "); 0 switches averaging off"), "ema_decay");
+        if (p.numbers("export_mean").empty() != p.numbers("export_std").empty())
+          c.error("export_mean and export_std go together (give both or neither)", "export_mean");
         if (p.string("resume") == "auto" && p.string("checkpoint_dir").empty())
           c.error("resume: auto looks for checkpoints in checkpoint_dir, which is not set", "resume");
         if (schedule_needs_total(p.value("schedule")) && p.integer("max_steps") == 0)
