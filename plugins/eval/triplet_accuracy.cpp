@@ -9,12 +9,22 @@
 // Outputs: metrics  method str[] (`name`, default the node id), accuracy f64[], evaluated i64[],
 //                   ... (one record at end of stream; keep method and triplet_accuracy with
 //                   core.select before an eval.report that also gets retrieval records, whose
-//                   `evaluated` counts queries)
+//                   `evaluated` counts queries); with judged triplets also undecided, both,
+//                   neither i64[]
 //
 // Groups: with `groups` (a CSV whose rows follow the triplet file's, row for row, as gen_photos'
 // triplet truth file does), the accuracy of each value of its `group_column` is reported too, as
 // triplet_accuracy_<value> (eval.report shows _easy and _hard), so a table can tell the easy
 // half of a test from the hard one.
+//
+// Judged triplets: instead of the `triplets` file, port `triplets` takes image.judged_triplets'
+// record(s) (query, a, b image ids, judgement A / B / both / neither). A means the query is
+// more like A (A is the positive), B that it is more like B; both and neither are undecided:
+// they are not scored, and are counted as undecided (both, neither) in the metrics record, the
+// JSON and the published results table. Only decided triplets count in `evaluated`.
+//
+// Results: publishes the table "triplet accuracy" (one row, the method: accuracy, evaluated,
+// ties, missing, and with judged triplets undecided, both, neither).
 //
 // Caveats: ties count as disagreement and are reported. Triplets naming an id that never
 // arrived are counted as `missing`; if none can be evaluated the node fails.
@@ -27,6 +37,8 @@
 #include <cblas.h>
 
 #include <map>
+
+#include <embedflow/results.hpp>
 
 #include <embedflow/csv.hpp>
 #include <embedflow/features.hpp>
@@ -44,10 +56,16 @@ class TripletAccuracy final : public Node {
  public:
   void open(NodeContext& ctx) override {
     const Params& p = ctx.params();
-    path_ = p.string("triplets");
-    std::string format = p.string("format");
-    if (format == "auto") format = path_.size() >= 4 && path_.substr(path_.size() - 4) == ".csv" ? "csv" : "wang";
-    triplets_ = format == "csv" ? read_triplet_csv(path_) : read_wang_triplets(path_);
+    ctx_ = &ctx;
+    judged_ = ctx.input_connected(kJudged);
+    if (!judged_) {
+      path_ = p.string("triplets");
+      std::string format = p.string("format");
+      if (format == "auto") format = path_.size() >= 4 && path_.substr(path_.size() - 4) == ".csv" ? "csv" : "wang";
+      triplets_ = format == "csv" ? read_triplet_csv(path_) : read_wang_triplets(path_);
+    } else {
+      path_ = "port 'triplets'";
+    }
     if (p.has("groups")) read_groups(p.string("groups"), p.string("group_column"));
     spec_.kind = parse_distance(p.string("distance"));
     spec_.gamma = p.number("gamma");
@@ -56,11 +74,16 @@ class TripletAccuracy final : public Node {
     method_ = p.has("name") ? p.string("name") : ctx.id();
     features_.what = "embeddings";
   }
-  void process(std::size_t, const RecordPtr& batch, Emitter&) override {
+  void process(std::size_t port, const RecordPtr& batch, Emitter&) override {
+    if (port == kJudged) return add_judged(*batch);
     features_.append(*batch, false);
     if (!features_.has_id) throw DataError("embeddings need an 'id' field to match the triplet file's ids");
   }
   void close(Emitter& out) override {
+    if (judged_ && triplets_.empty() && both_ + neither_ == 0) throw DataError("port 'triplets' delivered no triplets");
+    if (judged_ && triplets_.empty())
+      throw DataError(cat("all ", both_ + neither_, " judged triplets are undecided (", both_, " both, ", neither_,
+                          " neither): none can be scored"));
     const IdIndex ids = index_ids(features_.id);
     const TripletScore s = score_triplets(triplets_, ids, features_.view(), spec_);
     if (s.evaluated == 0)
@@ -68,12 +91,16 @@ class TripletAccuracy final : public Node {
                           s.first_missing, "' is not among the ", ids.size(), " embeddings"));
     if (s.missing > 0)
       log_warning(name_, s.missing, " of ", s.total, " triplets name ids that never arrived (e.g. '", s.first_missing, "')");
-    log_info(name_, "triplet accuracy ", percent(s.accuracy()), "% on ", s.evaluated, " triplets");
+    log_info(name_, "triplet accuracy ", percent(s.accuracy()), "% on ", s.evaluated, " triplets",
+             judged_ ? cat("; ", both_ + neither_, " undecided (", both_, " both, ", neither_, " neither) not scored") : "");
+    publish(s);
     if (!out_.empty()) {
       JsonWriter j;
       j.begin_object().field("triplets", path_).field("distance", distance_name(spec_.kind));
       j.field("accuracy", s.accuracy()).field("evaluated", s.evaluated).field("agree", s.agree);
-      j.field("ties", s.ties).field("missing", s.missing).field("total", s.total).end_object();
+      j.field("ties", s.ties).field("missing", s.missing).field("total", s.total);
+      if (judged_) j.field("undecided", both_ + neither_).field("both", both_).field("neither", neither_);
+      j.end_object();
       write_text_atomic(out_ + ".json", j.str() + "\n");
     }
     Record r;
@@ -90,6 +117,11 @@ class TripletAccuracy final : public Node {
     r.set("agree", Array::scalar<std::int64_t>(s.agree));
     r.set("ties", Array::scalar<std::int64_t>(s.ties));
     r.set("missing", Array::scalar<std::int64_t>(s.missing));
+    if (judged_) {
+      r.set("undecided", Array::scalar<std::int64_t>(both_ + neither_));
+      r.set("both", Array::scalar<std::int64_t>(both_));
+      r.set("neither", Array::scalar<std::int64_t>(neither_));
+    }
     out.emit(0, std::move(r));
   }
 
@@ -110,6 +142,56 @@ class TripletAccuracy final : public Node {
     }
   }
 
+  static constexpr std::size_t kJudged = 1;
+
+  // image.judged_triplets' record: A and B judgements become (query, positive, negative)
+  // triplets; both and neither are counted.
+  void add_judged(const Record& r) {
+    const Array &q = r.get("query"), &a = r.get("a"), &b = r.get("b"), &j = r.get("judgement");
+    const Array* line = r.find("line");
+    const std::int64_t n = q.numel();
+    if (a.numel() != n || b.numel() != n || j.numel() != n)
+      throw DataError(cat("port 'triplets': query, a, b and judgement differ in length: ", r.describe()));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::string v = j.string_at(i);
+      const int at = line ? static_cast<int>(line->as_int(i)) : 0;
+      const std::string qi = std::to_string(q.as_int(i)), ai = std::to_string(a.as_int(i)), bi = std::to_string(b.as_int(i));
+      if (v == "A" || v == "a") triplets_.push_back({qi, ai, bi, at});
+      else if (v == "B" || v == "b") triplets_.push_back({qi, bi, ai, at});
+      else if (v == "both") ++both_;
+      else if (v == "neither") ++neither_;
+      else throw DataError(cat("port 'triplets': judgement '", v, "' (triplet ", i, ") is not one of A, B, both, neither"));
+    }
+  }
+
+  void publish(const TripletScore& s) const {
+    ResultTable t;
+    t.title = "triplet accuracy";
+    t.columns = {{"accuracy", "accuracy", "%", 100.0, true},
+                 {"evaluated", "triplets scored", "", 1.0, true},
+                 {"ties", "ties", "", 1.0, false},
+                 {"missing", "missing", "", 1.0, false}};
+    ResultRow row{method_,
+                  {{"accuracy", s.accuracy()},
+                   {"evaluated", static_cast<double>(s.evaluated)},
+                   {"ties", static_cast<double>(s.ties)},
+                   {"missing", static_cast<double>(s.missing)}},
+                  {}};
+    if (judged_) {
+      t.columns.push_back({"undecided", "undecided", "", 1.0, false});
+      t.columns.push_back({"both", "both", "", 1.0, false});
+      t.columns.push_back({"neither", "neither", "", 1.0, false});
+      row.values.push_back({"undecided", static_cast<double>(both_ + neither_)});
+      row.values.push_back({"both", static_cast<double>(both_)});
+      row.values.push_back({"neither", static_cast<double>(neither_)});
+    }
+    t.rows.push_back(std::move(row));
+    publish_results(*ctx_, t);
+  }
+
+  NodeContext* ctx_ = nullptr;
+  bool judged_ = false;
+  std::int64_t both_ = 0, neither_ = 0;
   std::string path_, out_, name_, method_;
   std::vector<Triplet> triplets_;
   std::map<std::string, std::vector<Triplet>> groups_;
@@ -123,7 +205,8 @@ NodeType triplet_accuracy_type() {
   return NodeTypeBuilder("eval.triplet_accuracy")
       .doc("Fraction of human-labelled (query, positive, negative) triplets the embedding orders correctly.")
       .example("acc: {type: eval.triplet_accuracy, params: {triplets: data/triplets.csv, out: out/triplets}}")
-      .param(Param::path("triplets").doc("Wang et al. triplet file, or a CSV query,positive,negative of ids"))
+      .param(Param::path("triplets").optional().doc(
+          "Wang et al. triplet file, or a CSV query,positive,negative of ids; not with port triplets connected"))
       .param(Param::choice("format", {"auto", "wang", "csv"}).default_value("auto").doc("auto: csv for *.csv, else wang"))
       .param(Param::choice("distance", distance_names()).default_value("euclidean").doc("measure compared"))
       .param(Param::number("gamma").default_value(1.0).min(0).doc("kernel width"))
@@ -133,8 +216,22 @@ NodeType triplet_accuracy_type() {
       .param(Param::path("out").optional().doc("write <out>.json"))
       .param(Param::string("name").optional().doc("method name in the metrics record (eval.report's row; default: the node id)"))
       .input("in", "embedding: f32[B,D]", "embeddings with an id field (i64 or str)")
+      .optional_input("triplets", "query: i64[T], a: i64[T], b: i64[T], judgement: str[T]",
+                      "judged triplets of image ids (image.judged_triplets): A and B scored, both and neither counted as undecided")
       .output("metrics", "method: str[], accuracy: f64[], triplet_accuracy: f64[], evaluated: i64[]", "one record at end of stream")
       .check([](SchemaContext& c) {
+        const bool judged = c.connected("triplets");
+        if (judged == c.params().has("triplets"))
+          c.error(judged ? "give the triplets either as the triplets file or on port triplets, not both"
+                         : "needs the triplets file (parameter triplets) or judged triplets on port triplets",
+                  "triplets");
+        if (judged && c.params().has("groups"))
+          c.error("groups follow the triplets file row for row; they do not apply to judged triplets on port triplets", "groups");
+        if (judged) {
+          PortSchema out = c.output("metrics");
+          for (const char* f : {"undecided", "both", "neither"}) out.add(FieldSchema{f, DType::i64, std::vector<Dim>{}});
+          c.set_output("metrics", out);
+        }
         // The groups the file names become declared fields, so core.select and eval.report can
         // name them at load. A file that cannot be read here is reported when the node opens.
         if (!c.params().has("groups")) return;

@@ -23,10 +23,7 @@
 //     stats:  {type: geo.pair_stats, params: {out: out/csv_photos_example, histogram_pairs: 1000}}
 //   edges:
 //     - photos.out -> stats.photos
-#include <algorithm>
-#include <cctype>
-#include <map>
-
+#include "embedflow/csv.hpp"
 #include "embedflow/embedflow.hpp"
 #include "geo_types.hpp"
 #include "photo_table_source.hpp"
@@ -47,40 +44,6 @@ class CsvPhotosNode final : public PhotoTableSource {
       for (const auto& [field, name] : p.value("columns").as_map()) o.columns.emplace_back(field, name.as_string());
   }
 };
-
-}  // namespace
-
-namespace {
-
-// The `columns` map, checked at load: a map from a known field (with a suggestion for a typo) to
-// a non-empty header name, no header name read as two fields. Whether the file has the header
-// names is known only when it is opened (the reader's error names the header line).
-void check_columns(SchemaContext& c) {
-  const Value& v = c.params().value("columns");
-  if (!v.is_map()) {
-    c.error(cat("columns: expected a map from field (id, lat, lon, time, user, ...) to header name, got ", v.str()), "columns");
-    return;
-  }
-  std::map<std::string, std::string> taken;  // lower-case header name -> field
-  for (const auto& [field, name] : v.as_map()) {
-    const auto& fields = photo_csv_fields();
-    if (std::find(fields.begin(), fields.end(), field) == fields.end()) {
-      const std::string hint = closest_match(field, fields);
-      c.error(cat("columns: unknown field '", field, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
-                  " (fields: id, lat, lon, time, user, accuracy, title, description, path)"),
-              "columns");
-      continue;
-    }
-    if (!name.is_string() || name.as_string().empty()) {
-      c.error(cat("columns: field '", field, "' needs a header name (a string), got ", name.str()), "columns");
-      continue;
-    }
-    std::string key = name.as_string();
-    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    auto [it, fresh] = taken.emplace(key, field);
-    if (!fresh) c.error(cat("columns: fields '", it->second, "' and '", field, "' both read column '", name.as_string(), "'"), "columns");
-  }
-}
 
 }  // namespace
 
@@ -116,7 +79,7 @@ NodeType csv_photos_type() {
       .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (when the file has it)")
       .check([](SchemaContext& c) {
-        if (c.params().has("columns")) check_columns(c);
+        if (c.params().has("columns")) check_column_map(c, "columns", photo_csv_fields());
         if (c.params().has("bbox")) {
           const auto b = c.params().numbers("bbox");
           if (b.size() != 4) c.error(cat("bbox needs 4 numbers [min_lon, min_lat, max_lon, max_lat], got ", b.size()), "bbox");

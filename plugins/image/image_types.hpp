@@ -25,6 +25,7 @@ NodeType augment_type();
 NodeType decode_by_id_type();
 NodeType pair_join_type();
 NodeType triplet_join_type();
+NodeType judged_triplets_type();
 NodeType class_batches_type();
 NodeType pk_batches_type();
 NodeType batch_pairs_type();

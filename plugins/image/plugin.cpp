@@ -24,6 +24,7 @@ void register_types(embedflow::Registry& r) {
   r.add(decode_by_id_type());
   r.add(pair_join_type());
   r.add(triplet_join_type());
+  r.add(judged_triplets_type());
   r.add(class_batches_type());
   r.add(pk_batches_type());
   r.add(batch_pairs_type());

@@ -3,13 +3,16 @@
 #include "embedflow/file_kind.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "embedflow/error.hpp"
+#include "embedflow/node.hpp"
 
 namespace embedflow {
 
@@ -163,6 +166,33 @@ CsvTable read_csv_table(const std::string& path, const std::string& what) {
   });
   if (!have_header) throw DataError(cat(path, ": empty ", what, " (no header row)"));
   return t;
+}
+
+void check_column_map(SchemaContext& c, const std::string& param, const std::vector<std::string>& fields) {
+  std::string listed;
+  for (const auto& f : fields) listed += (listed.empty() ? "" : ", ") + f;
+  const Value& v = c.params().value(param);
+  if (!v.is_map()) {
+    c.error(cat(param, ": expected a map from field (", listed, ") to header name, got ", v.str()), param);
+    return;
+  }
+  std::map<std::string, std::string> taken;  // lower-case header name -> field
+  for (const auto& [field, name] : v.as_map()) {
+    if (std::find(fields.begin(), fields.end(), field) == fields.end()) {
+      const std::string hint = closest_match(field, fields);
+      c.error(cat(param, ": unknown field '", field, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"), " (fields: ", listed, ")"),
+              param);
+      continue;
+    }
+    if (!name.is_string() || name.as_string().empty()) {
+      c.error(cat(param, ": field '", field, "' needs a header name (a string), got ", name.str()), param);
+      continue;
+    }
+    std::string key = name.as_string();
+    std::transform(key.begin(), key.end(), key.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    auto [it, fresh] = taken.emplace(key, field);
+    if (!fresh) c.error(cat(param, ": fields '", it->second, "' and '", field, "' both read column '", name.as_string(), "'"), param);
+  }
 }
 
 }  // namespace embedflow

@@ -10,6 +10,8 @@
 
 namespace embedflow {
 
+class SchemaContext;
+
 // The whole file as bytes. Throws ConfigError "<path>: cannot open <what> (<strerror>)": a file
 // that is not there is a wrong path in the graph, not bad data.
 std::string read_file_text(const std::string& path, const std::string& what);
@@ -55,5 +57,12 @@ struct CsvTable {
 // DataError "<path>:<line>: unterminated quoted field" and DataError
 // "<path>: empty <what> (no header row)" when the file holds no row at all.
 CsvTable read_csv_table(const std::string& path, const std::string& what = "CSV file");
+
+// A reader's `columns` parameter, checked at graph load: a map from the reader's fields
+// (`fields`, listed in messages) to the file's header names. Reports, at the parameter, a value
+// that is not a map, an unknown field (with the nearest field), a name that is not a non-empty
+// string, and two fields reading one header name (compared case-insensitively). Whether the file
+// has the names is known only when it is opened.
+void check_column_map(SchemaContext& c, const std::string& param, const std::vector<std::string>& fields);
 
 }  // namespace embedflow
