@@ -22,6 +22,8 @@
 
 #include "embedflow/atomic_file.hpp"
 #include "embedflow/log.hpp"
+#include "embedflow_engine/log_summary.hpp"
+#include "embedflow_engine/progress_eta.hpp"
 #include "embedflow_engine/trace.hpp"
 
 namespace embedflow::engine {
@@ -801,11 +803,16 @@ class NodeRuntime final : public NodeContext {
 };
 
 // Progress line on a terminal, drawn below the log (progress.hpp: set_status_line):
-//   12s | bound by train (97% busy): 45/600 steps 7% loss 0.213 lr 0.001 ETA 2m10s | 23040 records 1920/s
-// The bounding stage is the node busiest over the last seconds, its busy time divided by the
-// threads it can use (1 for a serial node, every worker for a parallel one): a stage that is busy
-// all the time holds up everything before it (sources park at their in-flight cap) and starves
-// everything after it.
+//   12s ETA 2m10s (train) | bound by train (97% busy): 45/600 steps 7% loss 0.213 lr 0.001 | 23040 records 1920/s
+// The ETA is the bounding stage's, in progress_eta.hpp's sense: of the nodes reporting a known
+// total (a trainer's steps, an evaluator's queries), the one whose own ETA is largest; with none,
+// the line has no ETA. Source records are counted and rated but never give an ETA: a source's
+// count is often unknown, and a trainer ends at its step count whatever waits upstream.
+// "Bound by" names the node busiest over the last seconds, its busy time divided by the threads
+// it can use (1 for a serial node, every worker for a parallel one): a stage that is busy all the
+// time holds up everything before it (sources park at their in-flight cap) and starves
+// everything after it. The two may differ (a decoder may be busiest while a trainer's steps are
+// what the run waits for).
 class Progress {
  public:
   Progress(Runtime& rt, const std::vector<std::unique_ptr<NodeRuntime>>& nodes)
@@ -857,14 +864,23 @@ class Progress {
 
   std::string line(double secs, double dt) {
     std::size_t bound = bounding_node(dt);
+    std::vector<NodeProgress> progress;
+    {
+      std::lock_guard<std::mutex> lock(rt_.progress_mutex);
+      progress = rt_.progress;
+    }
+    std::vector<StageProgress> stages(progress.size());
+    for (std::size_t i = 0; i < progress.size(); ++i) {
+      const NodeProgress& p = progress[i];
+      stages[i] = StageProgress{p.reported, p.first_done, p.latest.done, p.latest.total,
+                                static_cast<double>(p.first_ns) * 1e-9, static_cast<double>(p.latest_ns) * 1e-9};
+    }
     std::string text = duration(secs);
+    const RunEta eta = run_eta(stages);
+    if (eta.known()) text += cat(" ETA ", duration(eta.seconds), " (", rt_.graph.nodes[eta.stage].id(), ")");
     if (bound < nodes_.size()) {
       text += cat(" | bound by ", rt_.graph.nodes[bound].id(), " (", static_cast<int>(100 * share_[bound]), "% busy)");
-      NodeProgress p;
-      {
-        std::lock_guard<std::mutex> lock(rt_.progress_mutex);
-        p = rt_.progress[bound];
-      }
+      const NodeProgress& p = progress[bound];
       if (p.reported) {
         const ProgressReport& r = p.latest;
         text += cat(": ", r.done);
@@ -872,19 +888,13 @@ class Progress {
         text += " " + (r.unit.empty() ? std::string("items") : r.unit);
         if (r.total) text += cat(" ", (100 * std::min(r.done, r.total)) / r.total, "%");
         for (const auto& [name, v] : r.metrics) text += " " + name + " " + number(v);
-        double span = static_cast<double>(p.latest_ns - p.first_ns) * 1e-9;
-        if (r.total > r.done && r.done > p.first_done && span > 0)
-          text += " ETA " + duration(static_cast<double>(r.total - r.done) * span / static_cast<double>(r.done - p.first_done));
       }
     }
     std::uint64_t n = 0;
     for (const auto& node : nodes_)
       if (node) n += node->source_records();
-    std::uint64_t total = rt_.expected_records.load();
     double rate = secs > 0 ? static_cast<double>(n) / secs : 0;
     text += cat(" | ", n, " records ", static_cast<std::uint64_t>(rate), "/s");
-    if (total > 0 && rate > 0 && n <= total)
-      text += cat(" ", (100 * n) / total, "% ETA ", duration(static_cast<double>(total - n) / rate));
     // A line wider than the terminal wraps, and "\r" then redraws only its last part.
     winsize ws{};
     std::size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 160;
@@ -991,7 +1001,10 @@ RunResult run_graph(const ResolvedGraph& graph, const RunOptions& options) {
       if (plan && plan->mode == NodePlan::Mode::replay) continue;
       nodes[e.from.node]->connect(e.from.port, nodes[e.to.node].get(), static_cast<std::uint32_t>(e.to.port));
     }
-    // Open in topological order so a node may rely on its producers being ready.
+    // Open in topological order so a node may rely on its producers being ready. What the nodes
+    // log meanwhile is held and printed when all are open, an info line that several logged word
+    // for word printed once naming them (log_summary.hpp).
+    LogSummaryScope summary;
     for (std::size_t i : graph.order) {
       if (!nodes[i] || rt.cancelled) continue;
       nodes[i]->open();
