@@ -97,12 +97,17 @@ def _yaml_value(v):
 
 
 def _name_sets(problems, labels):
-    """Problems located at an override ("--set steps=abc") name it as it was given in Python."""
+    """Problems located at an override ("--set steps=abc", or several: "--set a=1, --set b=2")
+    name it as it was given in Python."""
     out = []
     for p in problems:
-        label = labels.get(p.get("file") or "")
-        if label is not None:
-            p = dict(p, file=label, text=label + p["text"][len(p["file"]):])
+        where = p.get("file") or ""
+        if where.startswith("--set "):
+            named = where
+            for origin in sorted(labels, key=len, reverse=True):
+                named = named.replace(origin, labels[origin])
+            if named != where and p["text"].startswith(where):
+                p = dict(p, file=named, text=named + p["text"][len(where):])
         out.append(p)
     return out
 

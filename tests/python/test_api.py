@@ -192,3 +192,11 @@ def test_an_override_of_the_wrong_type_is_an_error_naming_the_set(ef, graphs, tm
     problems = ef.validate(graphs / "typed.yaml", set={"count": "3"})
     assert len(problems) == 1 and problems[0]["file"] == "set={'count': '3'}"
     assert problems[0]["text"].startswith("set={'count': '3'}: node 'numbers': parameter 'count' expects an integer")
+
+
+def test_a_problem_from_two_overrides_names_both(ef):
+    labels = {"--set dir=": "set={'dir': ''}", "--set dir=a": "set={'dir': 'a'}", "--set name=b": "set={'name': 'b'}"}
+    problem = {"file": "--set dir=a, --set name=b", "text": "--set dir=a, --set name=b: node 'show': bad path"}
+    named = ef._name_sets([problem], labels)[0]
+    assert named["file"] == "set={'dir': 'a'}, set={'name': 'b'}"
+    assert named["text"] == "set={'dir': 'a'}, set={'name': 'b'}: node 'show': bad path"
