@@ -32,6 +32,9 @@ NodeType batch_pairs_type();
 // Embeddings without training (baselines).
 NodeType color_histogram_type();
 NodeType pixel_embedding_type();
+// Near-duplicate photos: perceptual hashes and their removal.
+NodeType phash_type();
+NodeType near_duplicates_type();
 
 // The decode budgets every node that decodes image files declares alike (files_reader,
 // decode_by_id): max_pixels, checked against each file's header, and max_decoding_pixels, the

@@ -30,6 +30,8 @@ void register_types(embedflow::Registry& r) {
   r.add(batch_pairs_type());
   r.add(color_histogram_type());
   r.add(pixel_embedding_type());
+  r.add(phash_type());
+  r.add(near_duplicates_type());
 }
 }  // namespace
 
