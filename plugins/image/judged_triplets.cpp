@@ -87,8 +87,9 @@ class JudgedTriplets final : public Node {
     const std::size_t end = std::min(file_.paths.size(), next_ + batch_);
     std::vector<std::int64_t> ids;
     for (std::size_t i = next_; i < end; ++i) ids.push_back(static_cast<std::int64_t>(i));
+    const auto n = static_cast<std::int64_t>(ids.size());
     Record r;
-    r.set("id", Array::from_vector<std::int64_t>({static_cast<std::int64_t>(ids.size())}, std::move(ids)));
+    r.set("id", Array::from_vector<std::int64_t>({n}, std::move(ids)));
     r.set("path", Array::strings(std::vector<std::string>(file_.paths.begin() + static_cast<std::ptrdiff_t>(next_),
                                                           file_.paths.begin() + static_cast<std::ptrdiff_t>(end))));
     next_ = end;
