@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <opencv2/core.hpp>
 
@@ -28,5 +29,11 @@ bool phash_file(const std::string& path, const DecodeOptions& o, std::uint64_t& 
 DecodeOptions phash_decode_options(DecodeOptions o);
 
 inline int hamming(std::uint64_t a, std::uint64_t b) { return __builtin_popcountll(a ^ b); }
+
+// For each position k, the positions m < k whose hashes are within max_bits of hash[k],
+// ascending: every pair compared once (a 64-bit XOR and popcount), in parallel (oneTBB). The scan
+// is compiled twice, with and without the POPCNT instruction, and picks the first when the CPU
+// has it (without it, a popcount is a library call, five times slower).
+std::vector<std::vector<std::uint32_t>> hamming_neighbours_before(const std::vector<std::uint64_t>& hash, int max_bits);
 
 }  // namespace embedflow::image
