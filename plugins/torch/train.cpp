@@ -328,6 +328,9 @@ class Train final : public Node {
                           first.describe(), ")"));
     torch::Tensor sample = image_input(to_tensor(first.get(field)));
     if (sample.dim() == 4) input_size_ = {sample.size(1), sample.size(2), sample.size(3)};
+    // Normalisation values that do not fit the images fail now rather than after training.
+    if (!export_path_.empty() && input_size_.size() == 3)
+      check_export_normalization(export_.mean, export_.std, input_size_[0], cat("node '", ctx_->id(), "'"));
     model_->prepare(sample.narrow(0, 0, std::min<std::int64_t>(2, sample.size(0))));
     model_->to(device_);
     params_ = model_->trainable_parameters();
