@@ -872,7 +872,9 @@ class Progress {
     std::vector<StageProgress> stages(progress.size());
     for (std::size_t i = 0; i < progress.size(); ++i) {
       const NodeProgress& p = progress[i];
-      stages[i] = StageProgress{p.reported, p.first_done, p.latest.done, p.latest.total,
+      // A node that has ended (a trainer stopped early, short of its steps) bounds nothing.
+      const bool running = p.reported && nodes_[i] && !nodes_[i]->finished();
+      stages[i] = StageProgress{running, p.first_done, p.latest.done, p.latest.total,
                                 static_cast<double>(p.first_ns) * 1e-9, static_cast<double>(p.latest_ns) * 1e-9};
     }
     std::string text = duration(secs);

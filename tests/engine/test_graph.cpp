@@ -324,12 +324,14 @@ TEST_CASE("component contracts: a downstream size mismatch is found at validatio
 }
 
 TEST_CASE("component contracts: input channels and consumed fields are checked at the parameter") {
-  // The encoder takes 3 channels; the batches have 1. Located at the model parameter (where the
-  // variable is used).
+  // The encoder takes 3 channels; the batches have 1. Located at the override, and at the model
+  // parameter where the variable is used.
   auto p = problems_of(kContractGraph, {"model={type: testing.encoder, dim: 8, channels: 3}"});
   REQUIRE(p.size() == 1);
-  CHECK_THAT(p[0], Catch::StartsWith("g.yaml:7:14: ") && Catch::Contains("node 'train': param 'model': testing.encoder reads in: "
-                                                                        "field 'image' dim 1: expects 3, upstream gives 1"));
+  CHECK_THAT(p[0], Catch::StartsWith("--set model={type: testing.encoder, dim: 8, channels: 3}: ") &&
+                       Catch::Contains("node 'train': param 'model': testing.encoder reads in: "
+                                       "field 'image' dim 1: expects 3, upstream gives 1") &&
+                       Catch::EndsWith("(${model} at g.yaml:7:14)"));
   // A label loss fed pair batches: neither label nor pair_labels, and no image.
   p = problems_of(kContractGraph, {"loss={type: testing.label_loss}"});
   std::string all = joined(p);
@@ -499,4 +501,35 @@ TEST_CASE("a graph file holding bytes that are not UTF-8 is refused at their lin
   const auto nul = problems_of(std::string("nodes:\n  a: {type: core.range}\n\0", 32));
   REQUIRE(nul.size() == 1);
   CHECK_THAT(nul[0], Catch::StartsWith("g.yaml:3:1: NUL byte"));
+}
+
+TEST_CASE("a problem with an overridden variable names the override as well as the graph line") {
+  const std::string yaml = R"(vars: {n: 4, count: "${n}"}
+nodes:
+  numbers: {type: core.range, params: {count: "${count}"}}
+  save:    {type: testing.progress, params: {total: "${n}"}}
+edges:
+  - numbers.out -> save.in
+)";
+  auto p = problems_of(yaml, {"n=abc"});
+  REQUIRE(p.size() == 2);
+  // Through a variable made from the overridden one, and directly.
+  CHECK_THAT(p[0], Catch::StartsWith("--set n=abc: node 'numbers': parameter 'count' expects an integer, got string abc") &&
+                       Catch::EndsWith("(${count} at g.yaml:3:47)"));
+  CHECK_THAT(p[1], Catch::StartsWith("--set n=abc: node 'save': parameter 'total' expects an integer") &&
+                       Catch::EndsWith("(${n} at g.yaml:4:53)"));
+  // The same value written in the file is located at the file alone.
+  auto written = problems_of(R"(vars: {n: abc}
+nodes:
+  numbers: {type: core.range, params: {count: "${n}"}}
+)");
+  REQUIRE(written.size() == 1);
+  CHECK_THAT(written[0], Catch::StartsWith("g.yaml:3:") && !Catch::Contains("--set"));
+  // A problem elsewhere in a node that uses an override is located at the file alone.
+  auto other = problems_of(R"(vars: {n: 4}
+nodes:
+  numbers: {type: core.range, params: {count: -1, step: "${n}"}}
+)", {"n=3"});
+  REQUIRE(other.size() == 1);
+  CHECK_THAT(other[0], Catch::StartsWith("g.yaml:3:") && !Catch::Contains("--set"));
 }

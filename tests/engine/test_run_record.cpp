@@ -228,6 +228,8 @@ TEST_CASE("progress reports stream to metrics.jsonl and run.json; node JSON carr
   CHECK(r.err.find("bound by train") != std::string::npos);
   CHECK(r.err.find("/40 steps") != std::string::npos);
   CHECK(r.err.find("loss ") != std::string::npos);
+  CHECK(r.err.find(" ETA ") != std::string::npos);  // from the trainer's steps, the one known total
+  CHECK(r.err.find(" (train) | bound by") != std::string::npos);
   for (int step : {10, 20, 30, 40}) {
     const std::string line = "[info] train: step " + std::to_string(step) + "\n";
     const auto at = r.err.find(line);

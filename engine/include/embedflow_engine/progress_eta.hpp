@@ -5,16 +5,17 @@
 // stops at its step count or earlier, however many records wait upstream. So the ETA is taken
 // only from nodes that report a known total (a trainer's steps, an evaluator's queries):
 //
-//   a stage's own ETA = (total - done) / its rate, the rate being the units it has done since its
-//   first report over the time since then;
+//   a stage's own ETA = (total - done) / its rate, the rate being the units done from its first
+//   report to its latest over the time between them;
 //   the bounding stage = the unfinished stage with a known total whose own ETA is largest: every
 //   other such stage ends before it, so the run cannot end sooner.
 //
-// A stage with a known total but no rate yet (one report, or no progress since its first) gives
-// no ETA; when no stage has both, the line shows no ETA rather than a guess. Stages that have
-// not reported at all (an evaluator waiting for its trainer) are not counted, so the ETA is the
-// time to the end of the work under way: a run whose later stages start after it may take
-// longer, and a trainer that stops early (early stopping) ends sooner.
+// A node that has ended counts no more (a trainer that stopped early stays short of its total):
+// the runtime passes it as not reporting. A stage with a known total but no rate yet (one
+// report, or no progress since its first) gives no ETA; when no stage has both, the line shows
+// no ETA rather than a guess. Stages that have not reported at all (an evaluator waiting for its
+// trainer) are not counted, so the ETA is the time to the end of the work under way: a run whose
+// later stages start after it may take longer, and a trainer that stops early ends sooner.
 #pragma once
 
 #include <cstddef>
