@@ -23,8 +23,9 @@
 // they are not scored, and are counted as undecided (both, neither) in the metrics record, the
 // JSON and the published results table. Only decided triplets count in `evaluated`.
 //
-// Results: publishes the table "triplet accuracy" (one row, the method: accuracy, evaluated,
-// ties, missing, and with judged triplets undecided, both, neither).
+// Results: with judged triplets, publishes the table "triplet accuracy" (one row, the method:
+// accuracy, evaluated, ties, missing, undecided, both, neither). With a triplets file it
+// publishes none: eval.report's table carries triplet_accuracy, as before.
 //
 // Caveats: ties count as disagreement and are reported. Triplets naming an id that never
 // arrived are counted as `missing`; if none can be evaluated the node fails.
@@ -93,7 +94,7 @@ class TripletAccuracy final : public Node {
       log_warning(name_, s.missing, " of ", s.total, " triplets name ids that never arrived (e.g. '", s.first_missing, "')");
     log_info(name_, "triplet accuracy ", percent(s.accuracy()), "% on ", s.evaluated, " triplets",
              judged_ ? cat("; ", both_ + neither_, " undecided (", both_, " both, ", neither_, " neither) not scored") : "");
-    publish(s);
+    if (judged_) publish(s);
     if (!out_.empty()) {
       JsonWriter j;
       j.begin_object().field("triplets", path_).field("distance", distance_name(spec_.kind));
@@ -164,28 +165,23 @@ class TripletAccuracy final : public Node {
     }
   }
 
+  // The results table of judged triplets, with their undecided counts.
   void publish(const TripletScore& s) const {
     ResultTable t;
     t.title = "triplet accuracy";
-    t.columns = {{"accuracy", "accuracy", "%", 100.0, true},
-                 {"evaluated", "triplets scored", "", 1.0, true},
-                 {"ties", "ties", "", 1.0, false},
-                 {"missing", "missing", "", 1.0, false}};
-    ResultRow row{method_,
-                  {{"accuracy", s.accuracy()},
-                   {"evaluated", static_cast<double>(s.evaluated)},
-                   {"ties", static_cast<double>(s.ties)},
-                   {"missing", static_cast<double>(s.missing)}},
-                  {}};
-    if (judged_) {
-      t.columns.push_back({"undecided", "undecided", "", 1.0, false});
-      t.columns.push_back({"both", "both", "", 1.0, false});
-      t.columns.push_back({"neither", "neither", "", 1.0, false});
-      row.values.push_back({"undecided", static_cast<double>(both_ + neither_)});
-      row.values.push_back({"both", static_cast<double>(both_)});
-      row.values.push_back({"neither", static_cast<double>(neither_)});
-    }
-    t.rows.push_back(std::move(row));
+    t.columns = {{"accuracy", "accuracy", "%", 100.0, true},   {"evaluated", "triplets scored", "", 1.0, true},
+                 {"ties", "ties", "", 1.0, false},             {"missing", "missing", "", 1.0, false},
+                 {"undecided", "undecided", "", 1.0, false},   {"both", "both", "", 1.0, false},
+                 {"neither", "neither", "", 1.0, false}};
+    t.rows.push_back({method_,
+                      {{"accuracy", s.accuracy()},
+                       {"evaluated", static_cast<double>(s.evaluated)},
+                       {"ties", static_cast<double>(s.ties)},
+                       {"missing", static_cast<double>(s.missing)},
+                       {"undecided", static_cast<double>(both_ + neither_)},
+                       {"both", static_cast<double>(both_)},
+                       {"neither", static_cast<double>(neither_)}},
+                      {}});
     publish_results(*ctx_, t);
   }
 
