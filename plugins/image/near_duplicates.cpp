@@ -70,6 +70,7 @@ class NearDuplicates final : public Node {
     out_dir_ = p.has("out") ? p.string("out") : std::string();
     mosaic_groups_ = static_cast<std::size_t>(p.integer("mosaic_groups"));
     path_field_ = p.string("path_field");
+    root_ = p.string("root");
   }
 
   void process(std::size_t, const RecordPtr& in, Emitter&) override { parts_.push_back(in); }
@@ -233,7 +234,9 @@ class NearDuplicates final : public Node {
         const std::size_t i = rows[r][c];
         const int x = kGap + static_cast<int>(c) * (kCell + kGap), y = kGap + static_cast<int>(r) * (kCell + kCaption + kGap);
         std::string error;
-        const cv::Mat thumb = decode_image(paths->string_at(static_cast<std::int64_t>(i)), o, error);
+        std::filesystem::path file = paths->string_at(static_cast<std::int64_t>(i));
+        if (!root_.empty() && file.is_relative()) file = std::filesystem::path(root_) / file;
+        const cv::Mat thumb = decode_image(file.string(), o, error);
         if (!thumb.empty()) thumb.copyTo(canvas(cv::Rect(x, y, kCell, kCell)));
         else cv::rectangle(canvas, cv::Rect(x, y, kCell, kCell), cv::Scalar(200, 200, 200), cv::FILLED);
         const std::string caption = c == 0 ? std::string("kept") : cat("d=", dist[i]);
@@ -249,7 +252,7 @@ class NearDuplicates final : public Node {
   bool use_metres_ = false;
   double max_metres_ = 0;
   std::size_t batch_size_ = 0, mosaic_groups_ = 0;
-  std::string out_dir_, path_field_;
+  std::string out_dir_, path_field_, root_;
   std::vector<RecordPtr> parts_;
 };
 
@@ -281,6 +284,8 @@ NodeType near_duplicates_type() {
                  .doc("groups drawn in the mosaic, largest first"))
       .param(Param::string("path_field").default_value("path").not_fingerprinted()
                  .doc("the column holding each photo's image file, for the mosaic's thumbnails"))
+      .param(Param::path("root").default_value("").not_fingerprinted()
+                 .doc("prefix for relative paths in the mosaic (as image.phash's root); empty: as given"))
       .input("in", "id: i64[B], phash: i64[B]", "the photo table with image.phash's phash, in batches")
       .output("out", "id: i64[B], phash: i64[B]", "the representatives: the input table minus the removed rows, in input order")
       .output("groups", "id: i64[N], representative: i64[N], hamming: i64[N]",
