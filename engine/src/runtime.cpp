@@ -361,6 +361,7 @@ class NodeRuntime final : public NodeContext {
   void release_sources() { source_state_->done.store(true); }
   std::shared_ptr<SourceState> source_state() const { return source_state_; }
   bool finished() const { return finished_.load(); }
+  bool closed() const { return closed_.load(); }  // close() has returned: the node has ended
   std::string unfinished_reason() const {
     std::string s;
     for (std::size_t i = 0; i < in_edges_.size(); ++i) {
@@ -872,8 +873,10 @@ class Progress {
     std::vector<StageProgress> stages(progress.size());
     for (std::size_t i = 0; i < progress.size(); ++i) {
       const NodeProgress& p = progress[i];
-      // A node that has ended (a trainer stopped early, short of its steps) bounds nothing.
-      const bool running = p.reported && nodes_[i] && !nodes_[i]->finished();
+      // A node that has ended (a trainer stopped early, short of its steps) bounds nothing. Ended
+      // is closed, not finished: a trainer holding its inputs trains in close(), after its
+      // inputs have finished.
+      const bool running = p.reported && nodes_[i] && !nodes_[i]->closed();
       stages[i] = StageProgress{running, p.first_done, p.latest.done, p.latest.total,
                                 static_cast<double>(p.first_ns) * 1e-9, static_cast<double>(p.latest_ns) * 1e-9};
     }
