@@ -101,6 +101,36 @@ namespace embedflow::torchfam {
 namespace fs = std::filesystem;
 namespace {
 
+// A model spec in a few words for the log: the type without "torch.", a few telling settings
+// (width, embedding size, pretrained weights, frozen, a composite's mode) and its parts in
+// brackets: "concat(resnet18 w16 pretrained frozen, resnet18 w8 64-d)". The whole spec, defaults
+// included, is logged at debug level; the run's graph.resolved.yaml holds it as written.
+std::string short_model_spec(const Value& spec) {
+  if (spec.is_string()) return spec.as_string().rfind("torch.", 0) == 0 ? spec.as_string().substr(6) : spec.as_string();
+  if (!spec.is_map()) return spec.str();
+  const Value* type = spec.get("type");
+  std::string out = type && type->is_string() ? short_model_spec(*type) : std::string("model");
+  if (const Value* w = spec.get("width"); w && w->is_integer()) out += cat(" w", w->as_integer());
+  if (const Value* d = spec.get("embedding_dim"); d && d->is_integer() && d->as_integer() > 0) out += cat(" ", d->as_integer(), "-d");
+  if (const Value* w = spec.get("weights"); w && ((w->is_string() && !w->as_string().empty()) || (w->is_boolean() && w->as_boolean())))
+    out += " pretrained";
+  if (const Value* f = spec.get("freeze"); f && f->is_boolean() && f->as_boolean()) out += " frozen";
+  if (const Value* m = spec.get("mode"); m && m->is_string()) out += " " + m->as_string();
+  std::vector<std::string> parts;
+  for (const auto& [key, v] : spec.as_map()) {
+    if (v.is_map() && v.get("type")) parts.push_back(short_model_spec(v));
+    else if (v.is_list())
+      for (const auto& item : v.as_list())
+        if (item.is_map() && item.get("type")) parts.push_back(short_model_spec(item));
+  }
+  if (!parts.empty()) {
+    out += "(";
+    for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+    out += ")";
+  }
+  return out;
+}
+
 // " (ids 17..4242)" for messages, from the first id-like field of the batch.
 std::string id_range(const Record& r) {
   for (const char* f : {"id", "a_id", "anchor_id"})
@@ -148,6 +178,7 @@ class Train final : public Node {
     optimizer_factory_ = ctx.component<OptimizerFactory>("optimizer");
     schedule_ = ctx.component<Schedule>("schedule");
     spec_text_ = spec_to_text(p.value("model"));
+    model_spec_ = p.value("model");
     loss_name_ = p.value("loss").get("type")->as_string();
     epochs_ = p.integer("epochs");
     shuffle_replay_ = p.boolean("shuffle_replay");
@@ -339,7 +370,8 @@ class Train final : public Node {
     std::int64_t trainable = 0;
     for (const auto& t : params_) trainable += t.numel();
     log_info(ctx_->id(), "model: ", trainable, " trainable parameters on ", device_.str(),
-             model_->channels_last() ? ", channels-last" : "", " (", spec_text_, ")");
+             model_->channels_last() ? ", channels-last" : "", " (", short_model_spec(model_spec_), ")");
+    log_debug(ctx_->id(), "model spec: ", spec_text_);
     if (!resume_path_.empty()) restore_checkpoint();
     if (group_) {
       // Every rank starts from rank 0's weights; afterwards the averaged gradients keep the
@@ -639,6 +671,7 @@ class Train final : public Node {
   std::unique_ptr<WeightAverage> average_;        // null: averaging off
   torch::Device device_{torch::kCPU};
   std::string spec_text_, loss_name_;
+  Value model_spec_;
   double labelled_fraction_ = 1.0;
   std::int64_t threads_ = 0, epochs_ = 1, max_steps_ = 0, log_every_ = 1, checkpoint_every_ = 0, keep_ = 0,
                snapshot_every_ = 0;
