@@ -103,8 +103,8 @@ namespace {
 
 // A model spec in a few words for the log: the type without "torch.", a few telling settings
 // (width, embedding size, pretrained weights, frozen, a composite's mode) and its parts in
-// brackets: "concat(resnet18 w16 pretrained frozen, resnet18 w8 64-d)". The whole spec, defaults
-// included, is logged at debug level; the run's graph.resolved.yaml holds it as written.
+// brackets: "concat frozen_backbone(resnet18 w16 pretrained, resnet18 w8 64-d)". The whole spec,
+// defaults included, is logged at debug level; the run's graph.resolved.yaml holds it as written.
 std::string short_model_spec(const Value& spec) {
   if (spec.is_string()) return spec.as_string().rfind("torch.", 0) == 0 ? spec.as_string().substr(6) : spec.as_string();
   if (!spec.is_map()) return spec.str();
