@@ -12,12 +12,13 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "embedflow/atomic_file.hpp"
 #include "embedflow/error.hpp"
 #include "embedflow/report_files.hpp"
 #include "embedflow/version.hpp"
-#include "embedflow_engine/report.hpp"
+#include "embedflow_engine/bounded_json.hpp"
 
 #ifndef EMBEDFLOW_GIT_COMMIT
 #define EMBEDFLOW_GIT_COMMIT ""
@@ -241,11 +242,59 @@ void RunRecorder::write_record() {
   write_file_replacing(dir_ / kRunRecordFile, record_.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
-void RunRecorder::on_results(std::string_view node, const ResultTable& table) {
-  auto number = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+namespace {
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json numbers(const std::vector<double>& v) {
+  json a = json::array();
+  for (double x : v) a.push_back(finite_or_null(x));
+  return a;
+}
+
+// A node publishing a title again replaces what it published under it.
+void replace_or_add(json& list, json item) {
+  for (auto& existing : list)
+    if (existing["node"] == item["node"] && existing["title"] == item["title"]) {
+      existing = std::move(item);
+      return;
+    }
+  list.push_back(std::move(item));
+}
+}  // namespace
+
+void RunRecorder::on_chart(std::string_view node, const ResultChart& chart) {
+  json c;
+  c["node"] = std::string(node);
+  c["title"] = chart.title;
+  c["kind"] = chart.kind;
+  c["x"] = {{"label", chart.x_label}, {"unit", chart.x_unit}, {"log", chart.log_x}};
+  c["y"] = {{"label", chart.y_label}, {"unit", chart.y_unit}, {"log", chart.log_y}};
+  c["series"] = json::array();
+  for (const auto& s : chart.series) {
+    json one{{"name", s.name}, {"x", numbers(s.x)}, {"y", numbers(s.y)}};
+    if (!s.lo.empty()) one["lo"] = numbers(s.lo);
+    if (!s.hi.empty()) one["hi"] = numbers(s.hi);
+    if (s.dashed) one["dashed"] = true;
+    c["series"].push_back(std::move(one));
+  }
+  if (!chart.progress_metrics.empty()) c["progress_metrics"] = chart.progress_metrics;
+  if (chart.few_points) c["few_points"] = true;
+  std::lock_guard<std::mutex> lock(results_mutex_);
+  replace_or_add(charts_, std::move(c));
+}
+
+void RunRecorder::on_figure(std::string_view node, const ResultFigure& figure) {
+  json f{{"node", std::string(node)}, {"title", figure.title}, {"path", figure.path}, {"caption", figure.caption}};
+  std::lock_guard<std::mutex> lock(results_mutex_);
+  replace_or_add(figures_, std::move(f));
+}
+
+void RunRecorder::on_results(std::string_view node, const ResultTable& table, bool headline) {
+  auto number = finite_or_null;
   json t;
   t["node"] = std::string(node);
   t["title"] = table.title;
+  if (headline) t["headline"] = true;
   t["columns"] = json::array();
   for (const auto& c : table.columns)
     t["columns"].push_back({{"key", c.key}, {"header", c.header}, {"unit", c.unit}, {"scale", number(c.scale)},
@@ -260,12 +309,7 @@ void RunRecorder::on_results(std::string_view node, const ResultTable& table) {
     t["rows"].push_back(std::move(r));
   }
   std::lock_guard<std::mutex> lock(results_mutex_);
-  for (auto& existing : results_)
-    if (existing["node"] == t["node"] && existing["title"] == t["title"]) {
-      existing = std::move(t);
-      return;
-    }
-  results_.push_back(std::move(t));
+  replace_or_add(results_, std::move(t));
 }
 
 void RunRecorder::on_progress(std::string_view node, const ProgressReport& report) {
@@ -324,13 +368,23 @@ void RunRecorder::finish(const RunResult& result) {
   }
   r["nodes"] = nodes;
   {
-    // By node and title: parallel evaluators publish in no fixed order.
+    // In the graph's node order, each node's in the order it published them: parallel
+    // evaluators publish in no fixed order, and the report shows results in the order the graph
+    // declares its nodes.
+    std::map<std::string, std::size_t> order;
+    for (std::size_t i = 0; i < graph_.nodes.size(); ++i) order.emplace(graph_.nodes[i].spec->id, i);
+    auto by_graph_order = [&order](const json& a, const json& b) {
+      auto rank = [&order](const json& x) {
+        auto it = order.find(x["node"].get<std::string>());
+        return std::make_pair(it == order.end() ? order.size() : it->second, x["node"].get<std::string>());
+      };
+      return rank(a) < rank(b);
+    };
     std::lock_guard<std::mutex> lock(results_mutex_);
-    std::stable_sort(results_.begin(), results_.end(), [](const json& a, const json& b) {
-      return std::make_pair(a["node"].get<std::string>(), a["title"].get<std::string>()) <
-             std::make_pair(b["node"].get<std::string>(), b["title"].get<std::string>());
-    });
+    for (json* list : {&results_, &charts_, &figures_}) std::stable_sort(list->begin(), list->end(), by_graph_order);
     r["results"] = results_;
+    r["charts"] = charts_;
+    r["figures"] = figures_;
   }
   write_record();
 }
@@ -342,7 +396,7 @@ json read_run_record(const std::string& path) {
   text << in.rdbuf();
   json r;
   try {
-    r = parse_report_json(text.str(), path);  // nesting bounded: the record is walked and copied
+    r = parse_bounded_json(text.str(), path);  // nesting bounded: the record is walked and copied
   } catch (const ConfigError& e) {
     throw ConfigError(cat(path, ": not a run record: ", e.what()));
   }

@@ -5,7 +5,6 @@
 #include "embedflow/log.hpp"
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/graph_file.hpp"
-#include "embedflow_engine/report.hpp"
 #include "embedflow_engine/run_record.hpp"
 
 namespace embedflow::engine {
@@ -143,8 +142,13 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
   options.on_progress = [&recorder](std::string_view node, const ProgressReport& report) {
     recorder.on_progress(node, report);
   };
-  ResultsSink previous_results = set_results_sink(
-      [&recorder](std::string_view node, const ResultTable& table) { recorder.on_results(node, table); });
+  ResultsSink sink;
+  sink.table = [&recorder](std::string_view node, const ResultTable& table, bool headline) {
+    recorder.on_results(node, table, headline);
+  };
+  sink.chart = [&recorder](std::string_view node, const ResultChart& chart) { recorder.on_chart(node, chart); };
+  sink.figure = [&recorder](std::string_view node, const ResultFigure& figure) { recorder.on_figure(node, figure); };
+  ResultsSink previous_results = set_results_sink(std::move(sink));
   outcome.result = run_graph(g, options);
   set_results_sink(std::move(previous_results));
   if (request.after_run) request.after_run(outcome.result);
@@ -152,20 +156,6 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
   set_run_id("");
   outcome.record_dir = recorder.dir();
   return outcome;
-}
-
-void write_run_report(const fs::path& dir, bool quiet, bool share) {
-  ReportOptions o;
-  o.runs = {dir};
-  o.output = dir / "report.html";
-  o.assets = find_report_assets();
-  o.share = share;
-  try {
-    write_report(o);
-    if (!quiet) std::cerr << "report: " << o.output.string() << "\n";
-  } catch (const std::exception& e) {
-    log_warning("report", "no report written: ", e.what());
-  }
 }
 
 }  // namespace embedflow::engine

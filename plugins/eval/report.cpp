@@ -244,10 +244,15 @@ class Report final : public Node {
       for (const auto& [method, v] : missing)
         log_warning("eval.report", "x names method '", method, "' (x = ", v, ") but no metrics record has that name");
     write_table_and_json();
-    publish_results(node_id_, result_table());
+    publish_headline(node_id_, result_table());
+    // The CMC curves are on the report already: each retrieval node publishes its own.
     if (std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return !r.cmc.empty(); }))
       save_line_chart(out_ + "_cmc.png", cmc_chart());
-    if (swept) save_line_chart(out_ + "_vs_x.png", sweep_chart());
+    if (swept) {
+      const LineChart against = sweep_chart();
+      save_line_chart(out_ + "_vs_x.png", against);
+      publish_chart(node_id_, result_chart(against));
+    }
     log_info("eval.report", "wrote ", out_, ".md with ", rows_.size(), " methods");
   }
 

@@ -1,5 +1,7 @@
 #include "retrieval_common.hpp"
 
+#include "embedflow/results.hpp"
+
 #include <cblas.h>
 
 #include <map>
@@ -44,6 +46,8 @@ void check_retrieval_params(SchemaContext& c) {
 RetrievalSettings RetrievalSettings::from(const NodeContext& ctx) {
   const Params& p = ctx.params();
   RetrievalSettings s;
+  s.node = ctx.id();
+  s.metrics_presented = ctx.output_connected(0);
   s.spec.kind = parse_distance(p.string("distance"));
   s.spec.gamma = p.number("gamma");
   if (is_kernel(s.spec.kind) && !(s.spec.gamma > 0))
@@ -86,6 +90,46 @@ constexpr std::size_t kMaxMarkdownLabels = 50;
 
 const char* const kMetricNames[] = {"mAP", "mAP_trapezoid", "P@1", "R-precision", "MAP@R", "MRR"};
 
+}  // namespace
+
+namespace {
+// One row of the "retrieval" table (every retrieval node's rows in one table on the report) with
+// its bootstrap intervals, unless the metrics go on to a node that presents them (eval.report);
+// and the CMC curve on the report's one CMC chart.
+void publish_retrieval(const RetrievalSettings& s, const RetrievalSummary& sum, bool metrics_presented) {
+  ResultChart c;
+  c.title = "CMC";
+  c.x_label = "rank";
+  c.y_label = "matching rate";
+  c.y_unit = "%";
+  ChartSeries cmc;
+  cmc.name = s.name;
+  for (std::size_t k = 0; k < sum.cmc.size(); ++k) cmc.x.push_back(double(k + 1)), cmc.y.push_back(100 * sum.cmc[k]);
+  c.series.push_back(std::move(cmc));
+  publish_chart(s.node, c);
+  if (metrics_presented) return;
+
+  ResultTable t;
+  t.title = "retrieval";
+  ResultRow row;
+  row.label = s.name;
+  auto add = [&](const std::string& key, const std::string& header, double value, const std::string& ci_name) {
+    t.columns.push_back({key, header, "%", 100.0, true});
+    row.values.emplace_back(key, value);
+    if (auto it = sum.ci.find(ci_name); it != sum.ci.end())
+      row.intervals.emplace_back(key, std::make_pair(it->second.low, it->second.high));
+  };
+  for (int k : s.options.ranks)
+    add(cat("rank-", k), cat("rank-", k), sum.cmc[static_cast<std::size_t>(k - 1)], cat("rank-", k));
+  add("map", "mAP", sum.map, "mAP");
+  add("map_at_r", "MAP@R", sum.map_at_r, "MAP@R");
+  add("r_precision", "R-precision", sum.r_precision, "R-precision");
+  add("p_at_1", "P@1", sum.p_at_1, "P@1");
+  t.columns.push_back({"queries", "queries", "", 1.0, true});
+  row.values.emplace_back("queries", static_cast<double>(sum.evaluated));
+  t.rows.push_back(std::move(row));
+  publish_results(s.node, t);
+}
 }  // namespace
 
 Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult& r, const FeatureSet& query,
@@ -197,6 +241,7 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
       write_text_atomic(s.out + "_ranklists.csv", csv.str());
     }
   }
+  publish_retrieval(s, sum, s.metrics_presented);
   Record m;
   m.set("method", Array::string_scalar(s.name));
   m.set("cmc", Array::from_vector<double>({static_cast<std::int64_t>(sum.cmc.size())}, sum.cmc));

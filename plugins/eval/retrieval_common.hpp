@@ -30,6 +30,8 @@ struct RetrievalSettings {
   evalcore::RetrievalOptions options;
   std::string out;   // file prefix, empty: no files
   std::string name;  // method name in tables and legends
+  std::string node;  // the node's id, for the results it publishes
+  bool metrics_presented = false;  // the metrics output is connected (to eval.report, say)
   FieldNames fields;
   // The gallery port is unconnected: the queries are their own gallery, each ranked without
   // itself (options.exclude_self).

@@ -80,6 +80,7 @@
 #include <thread>
 
 #include "embedflow/progress.hpp"
+#include "embedflow/results.hpp"
 
 #include "bridge.hpp"
 #include "catalog.hpp"
@@ -168,6 +169,7 @@ class Train final : public Node {
  public:
   void open(NodeContext& ctx) override {
     ctx_ = &ctx;
+    present_curves(ctx);
     const Params& p = ctx.params();
     threads_ = p.integer("threads");
     set_torch_threads(threads_, ctx.threads(), ctx.id());
@@ -553,6 +555,23 @@ class Train final : public Node {
         export_torchscript(spec_text_, archive, what, export_, ctx_->registry(), ctx_->seed(), export_path_);
     log_info(ctx_->id(), "exported the model of step ", export_.step, " as TorchScript to ", export_path_.string(),
              " (embedding_dim ", dim, ")");
+  }
+
+  // The report draws the loss and the learning rate from the progress this node reports, one
+  // chart each (every trainer of a graph on the same chart).
+  static void present_curves(const NodeContext& ctx) {
+    ResultChart loss;
+    loss.title = "training loss";
+    loss.x_label = "step";
+    loss.y_label = "loss (mean over the logging window)";
+    loss.progress_metrics = {"loss"};
+    publish_chart(ctx, loss);
+    ResultChart lr;
+    lr.title = "learning rate";
+    lr.x_label = "step";
+    lr.y_label = "learning rate";
+    lr.progress_metrics = {"lr"};
+    publish_chart(ctx, lr);
   }
 
   // An evaluation on the validation set: a new best is kept as best.pt; patience may stop training.

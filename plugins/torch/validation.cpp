@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "embedflow/results.hpp"
+
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "validation_spec.hpp"
@@ -250,6 +252,7 @@ bool Validator::evaluate(Model& model, Loss& loss, const std::string& loss_name,
   row.since_best = since_best_;
   rows_.push_back(row);
   write_row(row);
+  present();
   log_info(ctx_.id(), "validation at step ", step, ": ", metric_, " ", row.value,
            row.improved ? " (best so far)" : cat(" (best ", best_, " at step ", best_step_, "; ", since_best_,
                                                  " evaluation(s) without improvement)"));
@@ -296,6 +299,19 @@ void Validator::annotate(Record& snapshot) const {
     if (r.step == step) value = r.value;
   snapshot.set("validation", Array::from_vector<double>({1}, {value}));
   snapshot.set("validation_metric", Array::strings({metric_}));
+}
+
+// The curve so far, as the report draws it: one chart per metric, every trainer's on it.
+void Validator::present() const {
+  ResultChart c;
+  c.title = "validation " + metric_;
+  c.x_label = "step";
+  c.y_label = metric_ + " on the validation set";
+  ChartSeries s;
+  s.name = metric_;
+  for (const auto& r : rows_) s.x.push_back(static_cast<double>(r.step)), s.y.push_back(r.value);
+  c.series.push_back(std::move(s));
+  publish_chart(ctx_, c);
 }
 
 void Validator::write_row(const ValidationRow& row) {

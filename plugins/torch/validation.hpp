@@ -77,6 +77,7 @@ class Validator {
  private:
   ValidationRow score(Model& model, Loss& loss, const std::string& loss_name);
   void write_row(const ValidationRow& row);
+  void present() const;
 
   NodeContext& ctx_;
   std::int64_t every_ = 0, patience_ = 0;

@@ -25,6 +25,7 @@
 #include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/session.hpp"
 #include "embedflow_python/numpy_record.hpp"
+#include "embedflow_runs/report.hpp"
 #include "embedflow_runs/sweep.hpp"
 
 namespace py = pybind11;
@@ -191,7 +192,7 @@ py::dict run(const GraphArgs& a, int threads, const std::string& cache_dir, bool
   std::thread runner([&] {
     try {
       outcome = execute_run(p.graph, request);
-      if (report) write_run_report(outcome.record_dir, true);
+      if (report) runs::write_run_report(outcome.record_dir, true);
     } catch (...) {
       failure = std::current_exception();
     }

@@ -1,11 +1,13 @@
 // `embedflow report` checked in a real browser: headless Chromium (Debian's chromium) loads the
 // page a run wrote and a two-run comparison, with no console message at all; every chart draws
-// (each vega-embed promise resolved, and the screenshot is not blank); and the numbers the page
-// shows equal those in the JSON files the nodes wrote, the deltas equal their differences, as
-// an independent Python pass over the page's DOM and the JSON finds. Also the error paths.
+// (each vega-embed promise resolved, and the screenshot is not blank); the page shows what the
+// nodes published, results first (the headline table above everything else), and the numbers it
+// shows equal the run records' results, the deltas their differences, as an independent Python
+// pass over the page's DOM and run.json finds. Also the error paths.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -20,89 +22,78 @@ using nlohmann::json;
 
 namespace {
 
-// Every number the page shows for a run's JSON equals the JSON's; the comparison table's values
-// equal each run's JSON and its deltas their differences.
+// Every value cell of every results table equals the run record's published value for that
+// table, row and metric, with the runs in command-line order; every delta equals the difference
+// from the first run; the headline table comes first; no chart has fewer than 3 points.
 const char* kCheckNumbers = R"PY(
 import json, sys
 from html.parser import HTMLParser
-dom_path, run_a, run_b, file = sys.argv[1:5]
+dom_path = sys.argv[1]
+runs = sys.argv[2:]
 
-class Tables(HTMLParser):
+class Page(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.tables, self.cur, self.row, self.cell = [], None, None, None
+        self.tables, self.cur, self.row, self.sections, self.charts = [], None, None, [], []
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag == "table":
-            self.cur = {"class": a.get("class", ""), "file": a.get("data-file", ""), "rows": []}
+        if tag == "section":
+            self.sections.append(a.get("class", ""))
+        if tag == "div" and "chart" in a.get("class", "").split():
+            self.charts.append(a)
+        if tag == "table" and a.get("class") == "results":
+            self.cur = {"title": a["data-title"], "section": self.sections[-1], "rows": []}
             self.tables.append(self.cur)
-        elif tag == "tr" and self.cur is not None:
-            self.row = []
+        elif tag == "tr" and self.cur is not None and "data-label" in a:
+            self.row = {"label": a["data-label"], "cells": []}
             self.cur["rows"].append(self.row)
-        elif tag in ("td", "th") and self.row is not None:
-            self.cell = {"text": "", "value": a.get("data-value")}
-            self.row.append(self.cell)
+        elif tag == "td" and self.row is not None and "data-metric" in a:
+            self.row["cells"].append(a)
     def handle_endtag(self, tag):
-        if tag in ("td", "th"):
-            self.cell = None
-    def handle_data(self, d):
-        if self.cell is not None:
-            self.cell["text"] += d
+        if tag == "table":
+            self.cur, self.row = None, None
 
-p = Tables()
+p = Page()
 p.feed(open(dom_path).read())
-
-def flatten(v, path, out):
-    if isinstance(v, dict):
-        for k, x in v.items():
-            if not path and k == "run_id":
-                continue
-            flatten(x, f"{path}.{k}" if path else k, out)
-    elif isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
-        pass  # drawn as a chart
-    elif isinstance(v, list) and v and all(isinstance(x, dict) and
-                                           all(not isinstance(f, (list, dict)) for f in x.values()) for x in v):
-        pass  # a table of its own
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            name = i
-            if isinstance(x, dict):
-                name = next((x[k] for k in ("method", "name") if isinstance(x.get(k), str)), i)
-            flatten(x, f"{path}[{name}]", out)
-    elif isinstance(v, (int, float)) and not isinstance(v, bool):
-        out[path] = v
-
+records = [json.load(open(f"{r}/run.json")) for r in runs]
+assert p.tables, "no results table on the page"
+heads = [t for r in records for t in r["results"] if t.get("headline")]
+assert heads, "the graph's report node published no headline table"
+assert p.tables[0]["title"] == heads[0]["title"] and p.tables[0]["section"] == "headline", p.tables[0]
+names = None
 checked = 0
-for run_dir in (run_a, run_b):
-    truth = {}
-    flatten(json.load(open(f"{run_dir}/{file}")), "", truth)
-    record = json.load(open(f"{run_dir}/run.json"))
-    section = [t for t in p.tables if t["class"] == "metrics" and t["file"] == file]
-    assert section, f"no metrics table for {file}"
-    # The page shows one run's tables per run section, in the order named on the command line.
-    table = section[0] if run_dir == run_a else section[1]
-    shown = {r[0]["text"]: float(r[1]["value"]) for r in table["rows"][1:] if r[1]["value"] is not None}
-    assert set(shown) == set(truth), (set(shown) ^ set(truth))
-    for k, v in truth.items():
-        assert shown[k] == v, (k, shown[k], v)
-        checked += 1
-    records = [t for t in p.tables if t["class"] == "record"]
-    assert any(r[1]["text"] == record["run_id"] for t in records for r in t["rows"][1:]), "run id not shown"
-
-a, b = {}, {}
-flatten(json.load(open(f"{run_a}/{file}")), "", a)
-flatten(json.load(open(f"{run_b}/{file}")), "", b)
-compare = [t for t in p.tables if t["class"] == "compare"]
-assert len(compare) == 1
-rows = {r[0]["text"]: r for r in compare[0]["rows"][1:]}
-for k in a:
-    r = rows[f"{file}: {k}"]
-    va, vb, delta = (float(c["value"]) for c in r[1:4])
-    assert va == a[k] and vb == b[k], (k, va, vb, a[k], b[k])
-    assert delta == b[k] - a[k], (k, delta, b[k] - a[k])
-    checked += 1
-print("checked", checked)
-assert checked > 20
+for table in p.tables:
+    for row in table["rows"]:
+        values = [c for c in row["cells"] if "data-value" in c]
+        deltas = [c for c in row["cells"] if "data-delta" in c]
+        by_metric = {}
+        for c in values:
+            by_metric.setdefault(c["data-metric"], []).append(c)
+        for metric, cells in by_metric.items():
+            truth = []
+            for rec in records:
+                v = None
+                for t in rec["results"]:
+                    if t["title"] != table["title"]:
+                        continue
+                    for r in t["rows"]:
+                        label = r["label"]
+                        if label == row["label"] or f"{label} ({t['node']})" == row["label"]:
+                            v = r["values"].get(metric)
+                truth.append(v)
+            shown = [float(c["data-value"]) for c in cells]
+            assert shown == [v for v in truth if v is not None], (table["title"], row["label"], metric, shown, truth)
+            checked += len(shown)
+        for c in deltas:
+            metric = c["data-metric"]
+            first = float(by_metric[metric][0]["data-value"])
+            other = [float(x["data-value"]) for x in by_metric[metric] if x["data-run"] == c["data-run"]][0]
+            assert float(c["data-delta"]) == other - first, (metric, c["data-delta"], other - first)
+            checked += 1
+for c in p.charts:
+    assert int(c["data-points"]) >= 3, c
+print("checked", checked, "values in", len(p.tables), "tables;", len(p.charts), "charts")
+assert checked >= 10
 )PY";
 
 fs::path reid_data(const fs::path& dir) {
@@ -116,7 +107,7 @@ fs::path reid_data(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("a run's report and a two-run comparison work in headless Chromium and show the JSON's numbers",
+TEST_CASE("a run's report and a two-run comparison work in headless Chromium and show the published numbers",
           "[report]") {
   const fs::path dir = reid_data(scratch_dir("report"));
   const std::string graph = source_dir() + "/graphs/reid_metric_learning.yaml";
@@ -133,30 +124,50 @@ TEST_CASE("a run's report and a two-run comparison work in headless Chromium and
   INFO(cmp.err);
   REQUIRE(cmp.exit_code == 0);
 
-  SECTION("the run's own report") {
+  SECTION("the run's own report: the headline first, then what the nodes published") {
     const Page page = load_in_chromium(dir / "out/a/report.html", dir);
     check_page_works(page);
     check_python(kCheckScreenshot, {page.screenshot.string()});
-    // Images are inlined: the page needs nothing beside it.
-    CHECK(page.dom.find("src=\"data:image/png;base64,") != std::string::npos);
-    CHECK(page.dom.find("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph\"") != std::string::npos);
+    const fs::path dom = dir / "a.dom.html";
+    write_file(dom, page.dom);
+    const Result numbers = run_python(kCheckNumbers, {dom.string(), (dir / "out/a").string()});
+    INFO(numbers.out << numbers.err);
+    CHECK(numbers.exit_code == 0);
+    // The record, the graph and the timings follow, collapsed.
+    const auto results = page.dom.find("<section class=\"results\">");
+    const auto record = page.dom.find("<summary>Run record</summary>");
+    REQUIRE(results != std::string::npos);
+    REQUIRE(record != std::string::npos);
+    CHECK(page.dom.find("<section class=\"headline\">") < results);
+    CHECK(results < record);
+    CHECK(page.dom.find("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"graph\"") > record);
+    // Files no node published are listed, not charted or inlined.
+    CHECK(page.dom.find("src=\"data:image/png;base64,") == std::string::npos);
+    CHECK_THAT(page.dom, Catch::Contains("lmnn.json"));
   }
-  SECTION("the comparison: graph differences, numbers equal to the JSON, deltas") {
+  SECTION("the comparison: one column per run with deltas, graph differences without output paths") {
     const Page page = load_in_chromium(dir / "compare.html", dir);
     check_page_works(page);
-    CHECK(page.dom.find("seed: 7 -&gt; 8") != std::string::npos);
-    CHECK(page.dom.find("node 'lmnn' param 'k': 3 -&gt; 2") != std::string::npos);
+    CHECK_THAT(page.dom, Catch::Contains("<li>seed: 7 → 8</li>"));
+    CHECK_THAT(page.dom, Catch::Contains("<li>node 'lmnn' param 'k': 3 → 2</li>"));
+    const auto diffs = page.dom.find("<section class=\"differences\">");
+    REQUIRE(diffs != std::string::npos);
+    const std::string diff_text = page.dom.substr(diffs, page.dom.find("</section>", diffs) - diffs);
+    CHECK(diff_text.find("out/a") == std::string::npos);
+    CHECK(diff_text.find("out/b") == std::string::npos);
+    // Runs are named by what sets them apart.
+    CHECK_THAT(page.dom, Catch::Contains("data-run=\"lmnn.k=2 seed=8\""));
     const fs::path dom = dir / "compare.dom.html";
     write_file(dom, page.dom);
-    for (const char* file : {"lmnn.json", "euclidean.json", "table.json"}) {
-      const Result numbers = run_python(kCheckNumbers, {dom.string(), (dir / "out/a").string(), (dir / "out/b").string(), file});
-      INFO(file << "\n" << numbers.out << numbers.err);
-      CHECK(numbers.exit_code == 0);
-    }
+    const Result numbers = run_python(kCheckNumbers, {dom.string(), (dir / "out/a").string(), (dir / "out/b").string()});
+    INFO(numbers.out << numbers.err);
+    CHECK(numbers.exit_code == 0);
   }
 }
 
-TEST_CASE("a report charts the metrics nodes reported while the run went", "[report]") {
+TEST_CASE("a report draws the charts nodes declare, from their progress metrics, and no chart of fewer than "
+          "3 points unless declared so",
+          "[report]") {
   const fs::path dir = scratch_dir("report_progress");
   write_file(dir / "p.yaml", numbers_through("seed: 1\nout: out/progress\n", 30, "train",
                                              "{type: testing.progress, params: {total: 30, json: out/progress/summary.json}}"));
@@ -165,9 +176,17 @@ TEST_CASE("a report charts the metrics nodes reported while the run went", "[rep
   REQUIRE(r.exit_code == 0);
   const Page page = load_in_chromium(dir / "out/progress/report.html", dir);
   check_page_works(page);
-  // One chart per reported metric, drawn.
-  for (const char* metric : {"loss", "lr"})
-    CHECK(std::regex_search(page.dom, std::regex(std::string("data-chart=\"train: ") + metric + "\"[^>]*data-drawn=\"true\"")));
+  // The declared curves, drawn with every step the node reported.
+  for (const char* title : {"loss", "learning rate"})
+    CHECK(std::regex_search(page.dom, std::regex(std::string("data-chart=\"") + title +
+                                                 "\" data-points=\"30\" data-series=\"1\"[^>]*data-drawn=\"true\"")));
+  // A two-point chart without few_points is named, not drawn; nothing else is charted.
+  CHECK_THAT(page.dom, Catch::Contains("data-chart-skipped=\"two points\""));
+  CHECK(body_attr(page.dom, "data-charts-expected") == "2");
+  // The summary table with its interval, rounded for reading and full in the cell's data.
+  CHECK_THAT(page.dom, Catch::Contains("data-title=\"progress summary\""));
+  CHECK(std::regex_search(page.dom, std::regex("data-metric=\"last_loss\"[^>]*data-value=\"0.03333333333333333\"[^>]*>"
+                                               "0.0333 \\[0.0300, 0.0367\\]<")));
 }
 
 TEST_CASE("report error paths: no run record, no folder, nothing named", "[report]") {
@@ -241,7 +260,8 @@ print("policy ok:", len(scripts), "scripts")
 
 }  // namespace
 
-TEST_CASE("the report bounds what it reads: 10,000 nested objects and large CSV files", "[report]") {
+TEST_CASE("the report reads only what was published: other files are listed, a deep run record is an error",
+          "[report]") {
   const fs::path dir = scratch_dir("report_bounds");
   progress_run(dir, "bounds");
   const fs::path run = dir / "out/bounds";
@@ -251,31 +271,18 @@ TEST_CASE("the report bounds what it reads: 10,000 nested objects and large CSV 
   deep += "1";
   deep += std::string(10000, '}');
   write_file(run / "deep.json", deep);
-  // Over the byte cap, and under it with too many cells.
   std::string big = "x,y\n";
   while (big.size() <= (5u << 20)) big += "1.5,2.5\n";
   write_file(run / "big.csv", big);
-  std::string wide;
-  for (int r = 0; r < 3000; ++r) {
-    for (int c = 0; c < 100; ++c) wide += c ? ",1" : "1";
-    wide += "\n";
-  }
-  write_file(run / "wide.csv", wide);
+  REQUIRE(mkfifo((run / "pipe.csv").c_str(), 0600) == 0);  // would block a reader
 
   const Result report = run_with_testing_plugin(dir, {"report", "out/bounds"});
   INFO(report.err);
   REQUIRE(report.exit_code == 0);
-  CHECK_THAT(report.err, Catch::Contains("deep.json") && Catch::Contains("JSON nested deeper than 64 levels"));
-  std::string data = report_data(read_file(run / "report.html"));
-  CHECK_THAT(data, Catch::Contains("deep.json:1: JSON nested deeper than 64 levels (the report's limit"));
-  CHECK_THAT(data, Catch::Contains("the report reads CSV files up to 4194304 bytes"));
-  CHECK_THAT(data, Catch::Contains("wide.csv (the first 1999 rows: the report reads at most 10000 rows and 200000 cells"));
-  // A run into that folder writes its report too.
-  const Result again = run_with_testing_plugin(dir, {"run", "bounds.yaml", "--quiet"});
-  INFO(again.err);
-  CHECK(again.exit_code == 0);
-  data = report_data(read_file(run / "report.html"));
-  CHECK_THAT(data, Catch::Contains("JSON nested deeper than 64 levels"));
+  const std::string data = report_data(read_file(run / "report.html"));
+  CHECK_THAT(data, Catch::Contains("{\"file\":\"deep.json\",\"bytes\":" + std::to_string(deep.size()) + "}"));
+  CHECK_THAT(data, Catch::Contains("{\"file\":\"big.csv\",\"bytes\":" + std::to_string(big.size()) + "}"));
+  CHECK_THAT(data, Catch::Contains("{\"file\":\"pipe.csv\",\"note\":\"not a regular file\"}"));
   const Page page = load_in_chromium(run / "report.html", dir);
   check_page_works(page);
 
@@ -285,6 +292,13 @@ TEST_CASE("the report bounds what it reads: 10,000 nested objects and large CSV 
   CHECK(rec.exit_code == 2);
   CHECK_THAT(rec.err, Catch::Contains("out/deeprec/run.json:1: JSON nested deeper than 64 levels"));
   CHECK_FALSE(fs::exists(dir / "out/deeprec/report.html"));
+  // And so is a line of metrics.jsonl.
+  fs::create_directories(dir / "out/deepmetrics");
+  fs::copy_file(run / "run.json", dir / "out/deepmetrics/run.json");
+  write_file(dir / "out/deepmetrics/metrics.jsonl", "{\"node\": \"train\", \"done\": 1}\n" + deep + "\n");
+  const Result met = run_with_testing_plugin(dir, {"report", "out/deepmetrics"});
+  CHECK(met.exit_code != 0);
+  CHECK_THAT(met.err, Catch::Contains("out/deepmetrics/metrics.jsonl:2: not a JSON line of metrics"));
 }
 
 TEST_CASE("a report is safe to share: a Content-Security-Policy by hashes, no file read through a link out of the "
@@ -297,7 +311,7 @@ TEST_CASE("a report is safe to share: a Content-Security-Policy by hashes, no fi
   write_file(run / "sub/inner.json", "{\"inner_marker\": 678}");
   fs::create_symlink("/etc/passwd", run / "passwd.csv");
   fs::create_symlink(dir / "outside/secret.json", run / "secret.json");
-  fs::create_symlink("sub/inner.json", run / "inner_link.json");  // stays inside: read
+  fs::create_symlink("sub/inner.json", run / "inner_link.json");  // stays inside: listed
 
   const Result plain = run_with_testing_plugin(dir, {"report", "out/share", "-o", "plain.html"});
   INFO(plain.err);
@@ -313,7 +327,7 @@ TEST_CASE("a report is safe to share: a Content-Security-Policy by hashes, no fi
     const std::string html = read_file(dir / name);
     CHECK(html.find("root:x:0:0") == std::string::npos);
     CHECK(html.find("secret_marker") == std::string::npos);
-    CHECK(html.find("inner_marker") != std::string::npos);
+    CHECK(html.find("inner_marker") == std::string::npos);  // listed by name, never read
     CHECK_THAT(html, Catch::Contains("{\"file\":\"passwd.csv\",\"note\":\"not read: a symbolic link out of the run folder\"}"));
     CHECK_THAT(html, Catch::Contains("{\"file\":\"secret.json\",\"note\":\"not read: a symbolic link out of the run folder\"}"));
     check_python(kCheckPolicy, {(dir / name).string()});

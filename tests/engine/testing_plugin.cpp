@@ -11,6 +11,7 @@
 #include <embedflow/embedflow.hpp>
 #include <embedflow/progress.hpp>
 #include <embedflow/report_files.hpp>
+#include <embedflow/results.hpp>
 
 using namespace embedflow;
 
@@ -210,6 +211,26 @@ class ProgressReporter final : public Node {
     delay_us_ = ctx.params().integer("delay_us");
     log_every_ = ctx.params().integer("log_every");
     json_ = ctx.params().has("json") ? ctx.params().string("json") : "";
+    // What the report shows: the loss and lr curves from the progress metrics, and a two-point
+    // chart that says nothing about drawing few points (the report must not draw it).
+    ResultChart loss;
+    loss.title = "loss";
+    loss.x_label = "step";
+    loss.y_label = "loss";
+    loss.progress_metrics = {"loss"};
+    publish_chart(ctx, loss);
+    ResultChart lr = loss;
+    lr.title = "learning rate";
+    lr.y_label = "learning rate";
+    lr.log_y = true;
+    lr.progress_metrics = {"lr"};
+    publish_chart(ctx, lr);
+    ResultChart two;
+    two.title = "two points";
+    two.x_label = "x";
+    two.y_label = "y";
+    two.series.push_back({"endpoints", {0.0, 1.0}, {0.25, 0.75}, {}, {}, false});
+    publish_chart(ctx, two);
   }
   void process(std::size_t, const RecordPtr& record, Emitter& out) override {
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));
@@ -224,6 +245,14 @@ class ProgressReporter final : public Node {
     out.emit(record);
   }
   void close(Emitter&) override {
+    // A summary table: the records seen, and the last loss with an interval around it.
+    ResultTable t;
+    t.title = "progress summary";
+    t.columns = {{"records", "records", "", 1.0, true}, {"last_loss", "last loss", "", 1.0, false}};
+    const double last = done_ ? 1.0 / static_cast<double>(done_) : NAN;
+    t.rows.push_back({"reporter", {{"records", static_cast<double>(done_)}, {"last_loss", last}},
+                      {{"last_loss", {last * 0.9, last * 1.1}}}});
+    publish_results(*ctx_, t);
     if (json_.empty()) return;
     JsonWriter j;
     j.begin_object().field("records", static_cast<std::int64_t>(done_)).field("last_loss", 1.0 / static_cast<double>(done_));

@@ -14,7 +14,7 @@
 #include "chromium.hpp"
 #include "cli.hpp"
 #include "embedflow/error.hpp"
-#include "embedflow_engine/report.hpp"
+#include "embedflow_runs/report.hpp"
 #include "embedflow_runs/sweep_report.hpp"
 
 using namespace embedflow::test;
@@ -339,7 +339,7 @@ TEST_CASE("a sweep's report works in headless Chromium, shows the record's means
   const fs::path dir = scratch_dir("sweep_report");
   const fs::path sweep_dir = dir / "sweep";
   const json sweep = realistic_sweep(sweep_dir);
-  const fs::path assets = embedflow::engine::find_report_assets();
+  const fs::path assets = embedflow::runs::find_report_assets();
   REQUIRE(!assets.empty());
   embedflow::runs::write_sweep_report(sweep_dir, sweep_dir / "report.html", assets);
   REQUIRE(fs::exists(sweep_dir / "report.html"));
@@ -384,7 +384,7 @@ TEST_CASE("a sweep over seeds only charts each label's mean and interval", "[run
                       {"variables", json::array()}, {"seeds", {1, 2}}, {"status", "done"}, {"seconds", 3.0},
                       {"points", points}, {"results", json::array({result})}};
   write_file(dir / "sweep.json", sweep.dump());
-  embedflow::runs::write_sweep_report(dir, dir / "report.html", embedflow::engine::find_report_assets());
+  embedflow::runs::write_sweep_report(dir, dir / "report.html", embedflow::runs::find_report_assets());
   const Page page = load_in_chromium(dir / "report.html", dir);
   check_page_works(page);
   CHECK(body_attr(page.dom, "data-charts-expected") == "1");
@@ -421,7 +421,7 @@ TEST_CASE("--against charts every metric against one row's metric per variant, o
                       {"points", points}, {"results", json::array({result})},
                       {"against", json::array({json{{"metric", "label_precision"}, {"row", "pair set"}}})}};
   write_file(dir / "sweep.json", sweep.dump());
-  embedflow::runs::write_sweep_report(dir, dir / "report.html", embedflow::engine::find_report_assets());
+  embedflow::runs::write_sweep_report(dir, dir / "report.html", embedflow::runs::find_report_assets());
   const Page page = load_in_chromium(dir / "report.html", dir);
   check_page_works(page);
   // Each metric against r (2), and MAP@R against the label precision (1).
@@ -439,7 +439,7 @@ TEST_CASE("--against charts every metric against one row's metric per variant, o
 TEST_CASE("sweep report error paths: no record, not a sweep record, hostile nesting, too large, no chart library", "[runs][report]") {
   using embedflow::runs::write_sweep_report;
   const fs::path dir = scratch_dir("sweep_report_errors");
-  const fs::path assets = embedflow::engine::find_report_assets();
+  const fs::path assets = embedflow::runs::find_report_assets();
   fs::create_directories(dir / "empty");
   CHECK_THAT(thrown<embedflow::ConfigError>([&] { write_sweep_report(dir / "empty", dir / "empty/report.html", assets); }),
              Catch::Equals((dir / "empty").string() + ": no sweep record (sweep.json) in this folder; "

@@ -32,15 +32,16 @@
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
-#include "embedflow_engine/report.hpp"
 #include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/runtime.hpp"
 #include "embedflow_engine/session.hpp"
+#include "embedflow_runs/report.hpp"
 #include "embedflow_runs/sweep.hpp"
 
 namespace po = boost::program_options;
 using namespace embedflow;
 using namespace embedflow::engine;
+using namespace embedflow::runs;
 namespace fs = std::filesystem;
 
 namespace {

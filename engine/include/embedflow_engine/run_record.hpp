@@ -62,7 +62,9 @@ class RunRecorder {
   void on_progress(std::string_view node, const ProgressReport& report);
   // Keeps a results table a node published (embedflow/results.hpp) for run.json's "results";
   // a node publishing the same title again replaces its table. Thread-safe.
-  void on_results(std::string_view node, const ResultTable& table);
+  void on_results(std::string_view node, const ResultTable& table, bool headline = false);
+  void on_chart(std::string_view node, const ResultChart& chart);
+  void on_figure(std::string_view node, const ResultFigure& figure);
   // Rewrites run.json with the end time, exit status and per-node figures.
   void finish(const RunResult& result);
   const std::filesystem::path& dir() const { return dir_; }
@@ -77,6 +79,8 @@ class RunRecorder {
   std::mutex metrics_mutex_;
   std::mutex results_mutex_;
   nlohmann::ordered_json results_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json charts_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json figures_ = nlohmann::ordered_json::array();
   std::ofstream metrics_;
 };
 

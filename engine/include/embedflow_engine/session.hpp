@@ -6,7 +6,7 @@
 //   auto loader = load_plugins(user_dirs, graph_plugin_dirs(graph), registry);   // ConfigError
 //   std::vector<Diagnostic> problems;
 //   ResolvedGraph g = prepare_graph(load_graph_file(graph, problems), problems, sets, seed, registry);
-//   if (problems.empty()) { RunOutcome o = execute_run(g, request); ...; write_run_report(o.record_dir, quiet); }
+//   if (problems.empty()) { RunOutcome o = execute_run(g, request); ...; runs::write_run_report(o.record_dir, quiet); }
 //
 // The functions print nothing except where the CLI always printed (the cache plan with
 // --explain-cache, the dry-run summary, the report line): those go to RunRequest::messages.
@@ -85,10 +85,5 @@ struct RunOutcome {
 // DataError when a cache entry cannot be planned and embedflow::Error when the output folder
 // cannot be written (the CLI's exit code 1 for both); a failing node is a RunResult, not a throw.
 RunOutcome execute_run(const ResolvedGraph& graph, const RunRequest& request);
-
-// Writes DIR/report.html after a run; a report that cannot be made is a warning, not a failure.
-// Says where it wrote unless `quiet`. `share`: without the host name and absolute paths
-// (ReportOptions::share).
-void write_run_report(const std::filesystem::path& dir, bool quiet, bool share = false);
 
 }  // namespace embedflow::engine

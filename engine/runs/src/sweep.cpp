@@ -23,7 +23,7 @@
 #include "embedflow/params.hpp"
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/graph_file.hpp"
-#include "embedflow_engine/report.hpp"
+#include "embedflow_runs/report.hpp"
 #include "embedflow_engine/run_record.hpp"
 #include "embedflow_engine/session.hpp"
 #include "embedflow_runs/stats.hpp"
@@ -846,6 +846,7 @@ struct RowAgg {
 
 struct TableAgg {
   std::string node, title;
+  bool headline = false;
   json columns = json::array();
   std::vector<RowAgg> rows;
 };
@@ -882,7 +883,7 @@ json aggregate_results(const fs::path& sweep_dir, const json& points, const json
       const std::string node = t.value("node", ""), title = t.value("title", "");
       auto tit = std::find_if(tables.begin(), tables.end(), [&](const TableAgg& x) { return x.node == node && x.title == title; });
       if (tit == tables.end()) {
-        tables.push_back({node, title, t.value("columns", json::array()), {}});
+        tables.push_back({node, title, t.value("headline", false), t.value("columns", json::array()), {}});
         tit = tables.end() - 1;
       }
       for (const auto& row : t.value("rows", json::array())) {
@@ -943,8 +944,12 @@ json aggregate_results(const fs::path& sweep_dir, const json& points, const json
       }
       rows.push_back({{"variant", r.variant}, {"label", r.label}, {"metrics", metrics}});
     }
-    out.push_back({{"node", t.node}, {"title", t.title}, {"columns", t.columns}, {"rows", rows}, {"tests", tests}, {"best", best}});
+    json table{{"node", t.node}, {"title", t.title}, {"columns", t.columns}, {"rows", rows}, {"tests", tests}, {"best", best}};
+    if (t.headline) table["headline"] = true;
+    out.push_back(std::move(table));
   }
+  // The headline tables first, as the reports show them.
+  std::stable_partition(out.begin(), out.end(), [](const json& t) { return t.value("headline", false); });
   return out;
 }
 

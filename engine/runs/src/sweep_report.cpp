@@ -7,13 +7,10 @@
 #include <string>
 
 #include "embedflow/error.hpp"
-#include "embedflow_engine/report.hpp"
 #include "embedflow_engine/run_record.hpp"
+#include "embedflow_runs/report.hpp"
 
 namespace embedflow::runs {
-
-// The page's script and style, embedded from page/ by the build (page_files.cpp).
-const char* page_file(const std::string& name);
 
 namespace {
 
@@ -40,7 +37,7 @@ json read_sweep(const fs::path& dir) {
   if (ec) throw Error(cat("cannot read '", file.string(), "': ", ec.message()));
   if (size > kMaxSweepBytes)
     throw ConfigError(cat(file.string(), ": ", size, " bytes, more than a sweep record's limit of ", kMaxSweepBytes, " bytes"));
-  const std::string text = engine::read_bytes(file);
+  const std::string text = read_bytes(file);
   json doc;
   try {
     doc = json::parse(text, [](int depth, json::parse_event_t, json&) {
@@ -109,12 +106,9 @@ void link_points(json& doc, const fs::path& sweep_dir, const fs::path& output) {
 
 void write_sweep_report(const fs::path& sweep_dir, const fs::path& output, const fs::path& assets) {
   json doc = read_sweep(sweep_dir);
-  const std::vector<std::string> libraries = engine::report_library_texts(assets);
-  const char* script_file = page_file("sweep.js");
-  const char* style_file = page_file("sweep.css");
-  if (!script_file || !style_file) throw Error("the sweep report's page files were not built in");
-  const std::string script = engine::script_text(script_file);
-  const std::string style = std::string(style_file) + engine::chart_tooltip_style();
+  const std::vector<std::string> libraries = report_library_texts(assets);
+  const std::string script = script_text(page_text("sweep.js"));
+  const std::string style = page_text("sweep.css") + page_text("tooltip.css");
   link_points(doc, sweep_dir, output);
   json data;
   data["generated"] = engine::utc_timestamp(std::chrono::system_clock::now());
@@ -122,20 +116,7 @@ void write_sweep_report(const fs::path& sweep_dir, const fs::path& output, const
   data["sweep"] = std::move(doc);
   const json& sweep = data["sweep"];
   const std::string graph = sweep.contains("graph") && sweep["graph"].is_string() ? sweep["graph"].get<std::string>() : "";
-  // As the run report: a Content-Security-Policy allowing exactly the page's own inline scripts
-  // and style (the JSON data block is not executed) and data: images.
-  std::vector<std::string> scripts = libraries;
-  scripts.push_back(script);
-  std::ostringstream html;
-  html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-       << engine::content_security_policy(scripts, {style}) << "\n<title>"
-       << engine::xml_escape("embedflow sweep " + graph) << "</title>\n"
-       << "<style>" << style << "</style>\n";
-  for (const auto& text : libraries) html << "<script>" << text << "</script>\n";
-  html << "<script type=\"application/json\" id=\"sweep-data\">" << engine::script_json(data) << "</script>\n"
-       << "</head><body data-status=\"loading\"><div id=\"report\"></div>\n"
-       << "<script>" << script << "</script>\n</body></html>\n";
-  engine::write_file_replacing(output, html.str());
+  write_page(output, "embedflow sweep " + graph, style, libraries, "sweep-data", data, script);
 }
 
 }  // namespace embedflow::runs

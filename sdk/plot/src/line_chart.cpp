@@ -205,3 +205,24 @@ void save_line_chart(const std::string& path, const LineChart& chart) {
 }
 
 }  // namespace embedflow
+
+namespace embedflow {
+
+ResultChart result_chart(const LineChart& chart) {
+  ResultChart c;
+  c.title = chart.title;
+  c.x_label = chart.x_label;
+  c.y_label = chart.y_label;
+  c.log_x = chart.log_x;
+  for (const auto& s : chart.series) {
+    ChartSeries one;
+    one.name = s.name;
+    one.x = s.x;
+    one.y = s.y;
+    one.dashed = s.dashed;
+    c.series.push_back(std::move(one));
+  }
+  return c;
+}
+
+}  // namespace embedflow

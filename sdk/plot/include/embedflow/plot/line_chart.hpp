@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "embedflow/results.hpp"
+
 namespace embedflow {
 
 struct PlotSeries {
@@ -32,6 +34,10 @@ struct LineChart {
 
 // Writes a PNG; throws embedflow::Error naming the path when it cannot be written.
 void save_line_chart(const std::string& path, const LineChart& chart);
+
+// The same chart as the run report draws it (publish_chart): title, axes, series; the PNG's
+// ranges and styling stay with the PNG.
+ResultChart result_chart(const LineChart& chart);
 
 // Tick positions covering [lo, hi] with a 1-2-5 step, about `target` of them.
 std::vector<double> nice_ticks(double lo, double hi, int target);
