@@ -95,12 +95,20 @@ Directory find_directory(const ByteSource& src, const std::string& what) {
   unsigned char loc[kLocatorSize];
   const bool has_locator = end_at >= kLocatorSize && (src.read(end_at - kLocatorSize, loc, sizeof loc), le(loc, 4) == kZip64Locator);
   if (has_locator) {
+    // miniz (LibTorch's reader) refuses these disk numbers as a multi-disk archive: so does the walk,
+    // naming the field, rather than passing the file on to fail there.
+    if (le(loc + 16, 4) != 1)
+      throw DataError(cat(what, ": the zip64 locator counts ", le(loc + 16, 4), " disks (a multi-disk zip archive, or damaged)"));
     const std::uint64_t at = le(loc + 8, 8);
     if (at > end_at - kLocatorSize || end_at - kLocatorSize - at < kZip64EndSize)
       throw DataError(cat(what, ": the zip64 end record's offset ", at, " is outside the file"));
     unsigned char z[kZip64EndSize];
     src.read(at, z, sizeof z);
     if (le(z, 4) != kZip64End) throw DataError(cat(what, ": no zip64 end record at byte ", at));
+    const std::uint64_t disk = le(z + 16, 4), directory_disk = le(z + 20, 4);
+    if ((disk | directory_disk) != 0 && (disk != 1 || directory_disk != 1))
+      throw DataError(cat(what, ": the zip64 end record names disk ", disk, " and directory disk ", directory_disk,
+                          " (a multi-disk zip archive, or damaged)"));
     d = Directory{le(z + 32, 8), le(z + 48, 8), le(z + 40, 8)};
     if (le(z + 24, 8) != d.entries) throw DataError(cat(what, ": the zip64 end record's two entry counts differ"));
     directory_end = at;
@@ -213,6 +221,9 @@ std::vector<ZipEntry> verify_zip(const ByteSource& src, const std::string& what)
     e.crc32 = static_cast<std::uint32_t>(le(h + 16, 4));
     const std::string entry = cat(what, ": entry '", e.name, "'");
     read_zip64_extra(h + kCentralSize + name_len, static_cast<std::size_t>(extra_len), usize, csize, local, entry);
+    // miniz reads an entry on another disk than 0 or 1 as a multi-disk archive and refuses it.
+    if (const std::uint64_t disk = le(h + 34, 2); disk > 1)
+      throw DataError(cat(entry, " is on disk ", disk, " (a multi-disk zip archive, or damaged)"));
     if (flags & 1) throw DataError(cat(entry, " is encrypted (LibTorch never encrypts)"));
     if (method != 0 && method != 8)
       throw DataError(cat(entry, " uses compression method ", method, " (LibTorch writes stored and deflated entries only)"));
