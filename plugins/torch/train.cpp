@@ -261,7 +261,10 @@ class Train final : public Node {
     stop_training_thread();
     outbox_.deliver(out);
     rethrow_failure();
-    for (std::size_t k = 0; k < held_.size() && !done_ && !ctx_->stop_requested(); ++k) feed(held_[k], out);
+    // A run resumed at its end (max_steps reached, patience exhausted) still feeds one batch: it
+    // builds the model and restores the checkpoint, whose weights the final snapshot carries.
+    for (std::size_t k = 0; k < held_.size() && (!done_ || !model_->prepared()) && !ctx_->stop_requested(); ++k)
+      feed(held_[k], out);
     held_.clear();
     for (std::int64_t pass = 1; pass < epochs_ && !done_; ++pass) {
       std::vector<std::size_t> order(replay_.size());

@@ -5,7 +5,8 @@
 // photos of the city's validation area (here Midtown from 31st to 48th Street, so that a couple
 // of hundred photos hold some). The table must name every variant with triplet accuracy, MAP@R
 // and the invariance figures in range, the loss curves and the validation records must exist;
-// a photo whose file is missing stops the run with an error naming its id and path.
+// every trainer resumes from its own checkpoints (resume=auto) to the same table; a photo whose
+// file is missing stops the run with an error naming its id and path.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -95,6 +96,30 @@ for v in ('tc1', 'tc2', 'tc3', 'tb'):
 print('ok', {n: round(rows[n]['triplet_accuracy'], 3) for n in models + baselines})
 )PY",
                {d.string()});
+
+  // Every trainer checkpoints to its own folder, so each one resumes: --set resume=auto takes up
+  // each variant at its last checkpoint (step 3 = max_steps, with its validation state) and the
+  // table's figures come out as before.
+  fs::copy_file(d / "exp" / "table.json", d / "table_first.json", fs::copy_options::overwrite_existing);
+  auto resume_args = tiny_experiment(d);
+  resume_args.erase(std::find(resume_args.begin(), resume_args.end(), std::string("--quiet")));  // the resume lines are info
+  resume_args.push_back("--set");
+  resume_args.push_back("resume=auto");
+  auto resumed = run_cli(resume_args);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  for (const char* v : {"tc1", "tc2", "tc3", "tb"})
+    CHECK_THAT(resumed.err, Catch::Contains(std::string("resuming from ") + (d / "exp" / v / "ckpt" / "step-00000003.pt").string() +
+                                            " at step 3"));
+  check_python(R"PY(
+import json, sys
+first, again = ({m['method']: m for m in json.load(open(p))['methods']} for p in sys.argv[1:3])
+for name in ['T_c^1 P_{300,2000}', 'T_c^2 P_{300,2000}', 'T_c^3 P_{300,2000}', 'T_b P_{300,2000}']:
+    for key in ('triplet_accuracy', 'MAP@R', 'P@1'):
+        assert abs(first[name][key] - again[name][key]) < 1e-9, (name, key, first[name][key], again[name][key])
+print('ok')
+)PY",
+               {(d / "table_first.json").string(), (d / "exp" / "table.json").string()});
 
   // A photo whose file is gone: the run stops naming its id and its path.
   const fs::path missing = d / "city1" / "img" / "5.jpg";

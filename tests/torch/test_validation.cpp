@@ -386,6 +386,24 @@ assert np.array_equal(a, b), np.abs(a - b).max()
                           {dir.string()});
   INFO(check.out << check.err);
   CHECK(check.exit_code == 0);
+  // Resumed once more from its last checkpoint, where patience is exhausted: nothing trains, and
+  // the final snapshot is still the best evaluation's (its training batches are held for the
+  // validation stream, and one of them still builds the model and restores the checkpoint).
+  auto again = run_graph(dir, "again.yaml", g("whole", "", "again"));
+  INFO(again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.err, Catch::Contains("resuming from"));
+  CHECK(printed_snapshot_step(again.out) == rows.back().best_step);
+  CHECK(read_file(dir / "whole" / "log" / "validation.csv") == a);
+  check = run_python(R"PY(
+import sys, h5py, numpy as np
+load = lambda p: h5py.File(p)['embeddings']['embedding'][:]
+a, b = load(sys.argv[1] + '/whole.h5'), load(sys.argv[1] + '/again.h5')
+assert np.array_equal(a, b), np.abs(a - b).max()
+)PY",
+                     {dir.string()});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
 }
 
 TEST_CASE("validation: misconfigured model selection stops at `embedflow validate`", "[torch][validate][select][cli]") {
