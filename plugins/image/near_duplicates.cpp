@@ -245,6 +245,7 @@ class NearDuplicates final : public Node {
       }
     save_png(file, canvas.ptr<std::uint8_t>(), canvas.rows, canvas.cols, 3);  // canvas is RGB
     log_info(ctx_->id(), "mosaic of ", rows.size(), " groups: ", file);
+    publish_figure(*ctx_, {"near-duplicate groups", file, cat("the ", rows.size(), " largest groups, one per row, their kept photo first")});
   }
 
   NodeContext* ctx_ = nullptr;

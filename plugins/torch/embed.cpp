@@ -30,6 +30,8 @@
 //   edges: [test.out -> embed.in, embed.out -> save.in]
 #include <filesystem>
 
+#include "embedflow/results.hpp"
+
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "checkpoint.hpp"
@@ -240,6 +242,7 @@ class Embed final : public Node {
     write_reconstruction_mosaic(mosaic_, x.data_ptr<float>(), r.data_ptr<float>(), x.size(0), x.size(1), x.size(2),
                                 x.size(3), 8, mosaic_scale_);
     log_info(ctx_->id(), "wrote ", x.size(0), " images and their reconstructions to ", mosaic_);
+    publish_figure(*ctx_, {"reconstructions", mosaic_, cat(x.size(0), " images (left) and their reconstructions (right)")});
     mosaic_written_ = true;
   }
 
