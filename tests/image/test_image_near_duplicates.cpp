@@ -317,7 +317,9 @@ struct Dedup {
 
 Dedup dedup(const std::vector<RecordPtr>& hashed_table, const std::string& params) {
   std::vector<ResultTable> tables;
-  ResultsSink old = set_results_sink([&](std::string_view, const ResultTable& t) { tables.push_back(t); });
+  ResultsSink sink;
+  sink.table = [&](std::string_view, const ResultTable& t, bool) { tables.push_back(t); };
+  ResultsSink old = set_results_sink(std::move(sink));
   NodeRunner node(plugins(), "image.near_duplicates", params,
                   NodeRunner::Options().with_id("dedup").with_input("in", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], phash: i64[B]"));
   node.run("in", hashed_table);
