@@ -21,7 +21,10 @@
 // record(s) (query, a, b image ids, judgement A / B / both / neither). A means the query is
 // more like A (A is the positive), B that it is more like B; both and neither are undecided:
 // they are not scored, and are counted as undecided (both, neither) in the metrics record, the
-// JSON and the published results table. Only decided triplets count in `evaluated`.
+// JSON and the published results table. Only decided triplets count in `evaluated`. Without a
+// judgement field every row is A (query, positive, negative): geo.pair_sampler's triplets
+// (output: triplets) renamed anchor -> query, positive -> a, negative -> b are scored as they are,
+// the geotags' own test when no person judged the photos.
 //
 // Results: with judged triplets, publishes the table "triplet accuracy" (one row, the method:
 // accuracy, evaluated, ties, missing, undecided, both, neither). With a triplets file it
@@ -148,13 +151,14 @@ class TripletAccuracy final : public Node {
   // image.judged_triplets' record: A and B judgements become (query, positive, negative)
   // triplets; both and neither are counted.
   void add_judged(const Record& r) {
-    const Array &q = r.get("query"), &a = r.get("a"), &b = r.get("b"), &j = r.get("judgement");
+    const Array &q = r.get("query"), &a = r.get("a"), &b = r.get("b");
+    const Array* j = r.find("judgement");  // absent: every triplet is A (query, positive, negative)
     const Array* line = r.find("line");
     const std::int64_t n = q.numel();
-    if (a.numel() != n || b.numel() != n || j.numel() != n)
+    if (a.numel() != n || b.numel() != n || (j && j->numel() != n))
       throw DataError(cat("port 'triplets': query, a, b and judgement differ in length: ", r.describe()));
     for (std::int64_t i = 0; i < n; ++i) {
-      const std::string v = j.string_at(i);
+      const std::string v = j ? j->string_at(i) : std::string("A");
       const int at = line ? static_cast<int>(line->as_int(i)) : 0;
       const std::string qi = std::to_string(q.as_int(i)), ai = std::to_string(a.as_int(i)), bi = std::to_string(b.as_int(i));
       if (v == "A" || v == "a") triplets_.push_back({qi, ai, bi, at});
@@ -212,8 +216,10 @@ NodeType triplet_accuracy_type() {
       .param(Param::path("out").optional().doc("write <out>.json"))
       .param(Param::string("name").optional().doc("method name in the metrics record (eval.report's row; default: the node id)"))
       .input("in", "embedding: f32[B,D]", "embeddings with an id field (i64 or str)")
-      .optional_input("triplets", "query: i64[T], a: i64[T], b: i64[T], judgement: str[T]",
-                      "judged triplets of image ids (image.judged_triplets): A and B scored, both and neither counted as undecided")
+      .optional_input("triplets", "query: i64[T], a: i64[T], b: i64[T]",
+                      "judged triplets of image ids (image.judged_triplets, judgement: str[T]): A and B scored, both and neither "
+                      "counted as undecided; without judgement every row is (query, positive, negative), e.g. geo.pair_sampler's "
+                      "triplets renamed anchor -> query, positive -> a, negative -> b")
       .output("metrics", "method: str[], accuracy: f64[], triplet_accuracy: f64[], evaluated: i64[]", "one record at end of stream")
       .check([](SchemaContext& c) {
         const bool judged = c.connected("triplets");
