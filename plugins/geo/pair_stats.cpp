@@ -27,6 +27,7 @@
 
 #include "embedflow/embedflow.hpp"
 #include "embedflow/report_files.hpp"
+#include "embedflow/results.hpp"
 #include "geo_types.hpp"
 #include "geodesy.hpp"
 #include "pair_count.hpp"
@@ -135,6 +136,24 @@ class PairStatsNode : public Node {
   }
 
  private:
+  // A histogram as the report draws it: bars from each bin's lower edge.
+  static ResultChart histogram_chart(const Histogram& h, const std::string& title, std::size_t samples) {
+    ResultChart c;
+    c.title = title;
+    c.kind = "bars";
+    c.x_label = "distance";
+    c.x_unit = "m";
+    c.y_label = cat("sampled pairs (of ", samples, ")");
+    c.few_points = true;  // a histogram of few bins still says something
+    ChartSeries s;
+    s.name = "pairs";
+    const double width = (h.hi - h.lo) / static_cast<double>(std::max<std::size_t>(1, h.counts.size()));
+    for (std::size_t b = 0; b < h.counts.size(); ++b)
+      s.x.push_back(h.lo + width * static_cast<double>(b)), s.y.push_back(static_cast<double>(h.counts[b]));
+    c.series.push_back(std::move(s));
+    return c;
+  }
+
   std::string histograms(const Params& p, const std::filesystem::path& dir) {
     const auto want = static_cast<std::size_t>(p.integer("histogram_pairs"));
     const int bins = static_cast<int>(p.integer("bins"));
@@ -168,6 +187,8 @@ class PairStatsNode : public Node {
                           cat("pair distances", limits[h] > 0 ? cat(" <= ", limits[h], " m") : std::string(" (all)"),
                               ", ", samples[h].size(), " sampled pairs"),
                           "distance (m)", "sampled pairs");
+      publish_chart(*ctx_, histogram_chart(hist, cat("pair distances", limits[h] > 0 ? cat(" within ", limits[h], " m") : std::string(" (all)")),
+                                           samples[h].size()));
       json += cat(h ? "," : "", "\n    {\"range\": ", json_quote(names[h]), ", \"png\": ", json_quote(file),
                   ", \"samples\": ", samples[h].size(), ", \"lo_m\": 0, \"hi_m\": ", json_number(hi), ", \"counts\": [");
       for (std::size_t b = 0; b < hist.counts.size(); ++b) json += cat(b ? ", " : "", hist.counts[b]);

@@ -5,13 +5,16 @@
 // photos of the city's validation area (here Midtown from 31st to 48th Street, so that a couple
 // of hundred photos hold some). The table must name every variant with triplet accuracy, MAP@R
 // and the invariance figures in range, the loss curves and the validation records must exist;
-// every trainer resumes from its own checkpoints (resume=auto) to the same table; a photo whose
-// file is missing stops the run with an error naming its id and path.
+// every trainer resumes from its own checkpoints (resume=auto) to the same table; the report
+// compares the run with a learning-rate variant; a photo whose file is missing stops the run with
+// an error naming its id and path.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 
+#include "chromium.hpp"
 #include "cli.hpp"
+#include "report_check.hpp"
 
 namespace fs = std::filesystem;
 using namespace embedflow::test;
@@ -96,6 +99,37 @@ for v in ('tc1', 'tc2', 'tc3', 'tb'):
 print('ok', {n: round(rows[n]['triplet_accuracy'], 3) for n in models + baselines})
 )PY",
                {d.string()});
+
+  // A newcomer's comparison: the same experiment with another learning rate, reported beside the
+  // first run. In headless Chromium the page draws, opens with the headline table, and every
+  // number and delta it shows equals the runs' records; no chart has fewer than 3 points unless
+  // its node said so; the graph differences name lr and not the output folders.
+  auto variant = tiny_experiment(d);
+  for (auto& a : variant)
+    if (a == "out=" + (d / "exp").string()) a = "out=" + (d / "exp_lr").string();
+  variant.push_back("--set");
+  variant.push_back("lr=0.003");
+  auto second = run_cli(variant);
+  INFO(second.err);
+  REQUIRE(second.exit_code == 0);
+  auto compared = run_cli({"report", (d / "exp").string(), (d / "exp_lr").string(), "-o", (d / "compare.html").string()});
+  INFO(compared.err);
+  REQUIRE(compared.exit_code == 0);
+  const Page page = load_in_chromium(d / "compare.html", d);
+  check_page_works(page);
+  write_file(d / "compare.dom.html", page.dom);
+  const Result numbers = run_python(kCheckReportNumbers, {(d / "compare.dom.html").string(), (d / "exp").string(), (d / "exp_lr").string()});
+  INFO(numbers.out << numbers.err);
+  CHECK(numbers.exit_code == 0);
+  // Every trainer's validation curve on one chart (3 evaluations each); the loss curve is declared
+  // too, and with 3 steps it is named rather than drawn unless the trainers logged 3 points.
+  CHECK_THAT(page.dom, Catch::Contains("data-chart=\"validation map_at_r\" data-points=\"3\" data-series=\"8\""));
+  CHECK_THAT(page.dom, Catch::Contains("data-chart=\"training loss\"") || Catch::Contains("data-chart-skipped=\"training loss\""));
+  const auto diffs = page.dom.find("<section class=\"differences\">");
+  REQUIRE(diffs != std::string::npos);
+  const std::string diff_text = page.dom.substr(diffs, page.dom.find("</section>", diffs) - diffs);
+  CHECK_THAT(diff_text, Catch::Contains("<li>node 'tc2' param 'optimizer.lr': 0.0003 → 0.003</li>"));
+  CHECK(diff_text.find("exp_lr") == std::string::npos);
 
   // Every trainer checkpoints to its own folder, so each one resumes: --set resume=auto takes up
   // each variant at its last checkpoint (step 3 = max_steps, with its validation state) and the

@@ -162,6 +162,12 @@
     const x = isObj(first.x) ? first.x : {}, y = isObj(first.y) ? first.y : {};
     const points = [];
     let longest = 0, fewOk = false, bars = false, bands = false;
+    // Series keep their own names when those tell them apart (every method's CMC); otherwise
+    // they are named by their node (every trainer's "loss").
+    const ownNames = new Map();
+    for (const { run, item } of g.items)
+      for (const s of list(item.series)) if (isObj(s)) ownNames.set(run + "\u0000" + text(s.name), (ownNames.get(run + "\u0000" + text(s.name)) || 0) + 1);
+    const namesDistinct = [...ownNames.entries()].every(([k, n]) => n === 1 && k.split("\u0000")[1] !== "");
     for (const { run, item } of g.items) {
       fewOk = fewOk || item.few_points === true;
       bars = bars || item.kind === "bars";
@@ -169,7 +175,7 @@
       for (const s of series) {
         if (!isObj(s)) continue;
         let name = text(s.name);
-        if (nodes.size > 1) name = text(item.node) + (series.length > 1 || !name ? (name ? ": " + name : "") : "");
+        if (nodes.size > 1 && !namesDistinct) name = text(item.node) + (series.length > 1 || !name ? (name ? ": " + name : "") : "");
         if (many) name = names[run] + " · " + name;
         const xs = list(s.x), ys = list(s.y), lo = list(s.lo), hi = list(s.hi);
         const n = Math.min(xs.length, ys.length);
@@ -210,7 +216,7 @@
                              : { type: "line", point: perSeries <= 60, tooltip: true, strokeWidth: 1.5 },
                   encoding: { x: xEnc, y: yEnc, color, tooltip } });
     draw(parent, title, { width: 520, height: 240, data: { values: points }, layer: layers },
-         { "data-points": String(longest), "data-series": String(seriesCount) });
+         { "data-points": String(longest), "data-series": String(seriesCount), "data-few-points": fewOk ? "true" : null });
   }
 
   // ---- figures ----

@@ -202,9 +202,13 @@ std::string shortest_number(const std::string& text) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (!end || *end != '\0' || text.find_first_of("0123456789") == std::string::npos) return text;
-  char buf[64];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, p) : text;
+  // Positional where that stays short ("0.0003", "100000", as JavaScript prints them), else
+  // scientific ("1e-30").
+  char buf[400];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  if (ec == std::errc() && p - buf <= 21) return std::string(buf, p);
+  auto [q, ec2] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  return ec2 == std::errc() ? std::string(buf, q) : text;
 }
 
 // How run b's graph differs from run a's, for a reader: differences that are only each run's
