@@ -289,6 +289,12 @@ void RunRecorder::on_figure(std::string_view node, const ResultFigure& figure) {
   replace_or_add(figures_, std::move(f));
 }
 
+void RunRecorder::on_text(std::string_view node, const std::string& title, const std::string& text) {
+  json t{{"node", std::string(node)}, {"title", title}, {"text", text}};
+  std::lock_guard<std::mutex> lock(results_mutex_);
+  replace_or_add(texts_, std::move(t));
+}
+
 void RunRecorder::on_results(std::string_view node, const ResultTable& table, bool headline) {
   auto number = finite_or_null;
   json t;
@@ -381,10 +387,11 @@ void RunRecorder::finish(const RunResult& result) {
       return rank(a) < rank(b);
     };
     std::lock_guard<std::mutex> lock(results_mutex_);
-    for (json* list : {&results_, &charts_, &figures_}) std::stable_sort(list->begin(), list->end(), by_graph_order);
+    for (json* list : {&results_, &charts_, &figures_, &texts_}) std::stable_sort(list->begin(), list->end(), by_graph_order);
     r["results"] = results_;
     r["charts"] = charts_;
     r["figures"] = figures_;
+    r["texts"] = texts_;
   }
   write_record();
 }

@@ -148,6 +148,9 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
   };
   sink.chart = [&recorder](std::string_view node, const ResultChart& chart) { recorder.on_chart(node, chart); };
   sink.figure = [&recorder](std::string_view node, const ResultFigure& figure) { recorder.on_figure(node, figure); };
+  sink.text = [&recorder](std::string_view node, const std::string& title, const std::string& text) {
+    recorder.on_text(node, title, text);
+  };
   ResultsSink previous_results = set_results_sink(std::move(sink));
   outcome.result = run_graph(g, options);
   set_results_sink(std::move(previous_results));

@@ -377,6 +377,7 @@ class Train final : public Node {
     log_info(ctx_->id(), "model: ", trainable, " trainable parameters on ", device_.str(),
              model_->channels_last() ? ", channels-last" : "", " (", short_model_spec(model_spec_), ")");
     log_debug(ctx_->id(), "model spec: ", spec_text_);
+    publish_text(*ctx_, "model", spec_text_);
     if (!resume_path_.empty()) restore_checkpoint();
     if (group_) {
       // Every rank starts from rank 0's weights; afterwards the averaged gradients keep the

@@ -37,6 +37,13 @@ void publish_figure(std::string_view node_id, const ResultFigure& figure) {
 }
 void publish_figure(const NodeContext& ctx, const ResultFigure& figure) { publish_figure(ctx.id(), figure); }
 
+void publish_text(std::string_view node_id, const std::string& title, const std::string& text) {
+  if (auto sink = current_sink(); sink && sink->text) sink->text(node_id, title, text);
+}
+void publish_text(const NodeContext& ctx, const std::string& title, const std::string& text) {
+  publish_text(ctx.id(), title, text);
+}
+
 ResultsSink set_results_sink(ResultsSink sink) {
   auto next = std::make_shared<const ResultsSink>(std::move(sink));
   std::lock_guard<std::mutex> lock(g_results_mutex);

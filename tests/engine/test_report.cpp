@@ -113,6 +113,11 @@ TEST_CASE("a report draws the charts nodes declare, from their progress metrics,
   CHECK(body_attr(page.dom, "data-charts-expected") == "2");
   // The summary table with its interval, rounded for reading and full in the cell's data.
   CHECK_THAT(page.dom, Catch::Contains("data-title=\"progress summary\""));
+  // A node's notes: in run.json in full, and under the run record on the page.
+  const json record = json::parse(read_file(dir / "out/progress/run.json"));
+  REQUIRE(record["texts"].size() == 1);
+  CHECK(record["texts"][0] == json({{"node", "train"}, {"title", "settings"}, {"text", "total: 30\ndelay_us: 0"}}));
+  CHECK_THAT(page.dom, Catch::Contains("<summary>Node notes (1)</summary>") && Catch::Contains("<pre>total: 30\ndelay_us: 0</pre>"));
   CHECK(std::regex_search(page.dom, std::regex("data-metric=\"last_loss\"[^>]*data-value=\"0.03333333333333333\"[^>]*>"
                                                "0.0333 \\[0.0300, 0.0367\\]<")));
 }

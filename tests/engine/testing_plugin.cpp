@@ -231,6 +231,7 @@ class ProgressReporter final : public Node {
     two.y_label = "y";
     two.series.push_back({"endpoints", {0.0, 1.0}, {0.25, 0.75}, {}, {}, false});
     publish_chart(ctx, two);
+    publish_text(ctx, "settings", cat("total: ", total_, "\ndelay_us: ", delay_us_));
   }
   void process(std::size_t, const RecordPtr& record, Emitter& out) override {
     std::this_thread::sleep_for(std::chrono::microseconds(delay_us_));

@@ -65,6 +65,7 @@ class RunRecorder {
   void on_results(std::string_view node, const ResultTable& table, bool headline = false);
   void on_chart(std::string_view node, const ResultChart& chart);
   void on_figure(std::string_view node, const ResultFigure& figure);
+  void on_text(std::string_view node, const std::string& title, const std::string& text);
   // Rewrites run.json with the end time, exit status and per-node figures.
   void finish(const RunResult& result);
   const std::filesystem::path& dir() const { return dir_; }
@@ -81,6 +82,7 @@ class RunRecorder {
   nlohmann::ordered_json results_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json charts_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json figures_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json texts_ = nlohmann::ordered_json::array();
   std::ofstream metrics_;
 };
 

@@ -327,6 +327,10 @@
     if (r.error) rows.push(["error", r.error]);
     s.append(collapsible("Run record", false, table([["field", "value"]], rows, { class: "record" })));
     if (g.description) s.append(collapsible("Graph description", false, el("pre", {}, text(g.description))));
+    const texts = list(r.texts).filter(isObj);
+    if (texts.length)
+      s.append(collapsible("Node notes (" + texts.length + ")", false,
+        table([["node", "what", "text"]], texts.map((t) => [text(t.node), text(t.title), el("td", {}, el("pre", {}, text(t.text)))]), { class: "texts" })));
     const box = el("div", { class: "graph-box" });
     box.innerHTML = text(run.graph_svg);  // built by the report from the graph, every name escaped
     s.append(collapsible("Graph as it ran", false, box, el("pre", {}, text(g.resolved_yaml))));

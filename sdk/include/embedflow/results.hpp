@@ -102,12 +102,19 @@ void publish_chart(std::string_view node_id, const ResultChart& chart);
 void publish_figure(const NodeContext& ctx, const ResultFigure& figure);
 void publish_figure(std::string_view node_id, const ResultFigure& figure);
 
+// Publishes a titled text for a node: what a reader of the run record may want in full that the
+// log shows short (a trainer's whole model spec with its defaults). The report lists it under the
+// run record. Publishing a title again replaces the earlier text.
+void publish_text(const NodeContext& ctx, const std::string& title, const std::string& text);
+void publish_text(std::string_view node_id, const std::string& title, const std::string& text);
+
 // Where results go (the engine installs one per run; an empty function drops what it would
 // receive). Returns the sink it replaces. Called on the publishing thread; must be thread-safe.
 struct ResultsSink {
   std::function<void(std::string_view node_id, const ResultTable& table, bool headline)> table;
   std::function<void(std::string_view node_id, const ResultChart& chart)> chart;
   std::function<void(std::string_view node_id, const ResultFigure& figure)> figure;
+  std::function<void(std::string_view node_id, const std::string& title, const std::string& text)> text;
 };
 ResultsSink set_results_sink(ResultsSink sink);
 
