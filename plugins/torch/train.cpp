@@ -564,18 +564,8 @@ class Train final : public Node {
   // The report draws the loss and the learning rate from the progress this node reports, one
   // chart each (every trainer of a graph on the same chart).
   static void present_curves(const NodeContext& ctx) {
-    ResultChart loss;
-    loss.title = "training loss";
-    loss.x_label = "step";
-    loss.y_label = "loss (mean over the logging window)";
-    loss.progress_metrics = {"loss"};
-    publish_chart(ctx, loss);
-    ResultChart lr;
-    lr.title = "learning rate";
-    lr.x_label = "step";
-    lr.y_label = "learning rate";
-    lr.progress_metrics = {"lr"};
-    publish_chart(ctx, lr);
+    publish_chart(ctx, progress_chart("training loss", "step", "loss (mean over the logging window)", "loss"));
+    publish_chart(ctx, progress_chart("learning rate", "step", "learning rate", "lr"));
   }
 
   // An evaluation on the validation set: a new best is kept as best.pt; patience may stop training.

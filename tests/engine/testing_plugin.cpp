@@ -213,17 +213,9 @@ class ProgressReporter final : public Node {
     json_ = ctx.params().has("json") ? ctx.params().string("json") : "";
     // What the report shows: the loss and lr curves from the progress metrics, and a two-point
     // chart that says nothing about drawing few points (the report must not draw it).
-    ResultChart loss;
-    loss.title = "loss";
-    loss.x_label = "step";
-    loss.y_label = "loss";
-    loss.progress_metrics = {"loss"};
-    publish_chart(ctx, loss);
-    ResultChart lr = loss;
-    lr.title = "learning rate";
-    lr.y_label = "learning rate";
+    publish_chart(ctx, progress_chart("loss", "step", "loss", "loss"));
+    ResultChart lr = progress_chart("learning rate", "step", "learning rate", "lr");
     lr.log_y = true;
-    lr.progress_metrics = {"lr"};
     publish_chart(ctx, lr);
     ResultChart two;
     two.title = "two points";

@@ -79,6 +79,17 @@ struct ResultChart {
   bool few_points = false;
 };
 
+// A chart of one of the node's progress metrics against its progress count ("loss" against
+// "step"): what a trainer publishes once, at open, for the report to read from metrics.jsonl.
+inline ResultChart progress_chart(std::string title, std::string x_label, std::string y_label, std::string metric) {
+  ResultChart c;
+  c.title = std::move(title);
+  c.x_label = std::move(x_label);
+  c.y_label = std::move(y_label);
+  c.progress_metrics = {std::move(metric)};
+  return c;
+}
+
 // An image file a node wrote (a mosaic, a heat map) with what it shows. `path` as the node
 // wrote it; the report shows it when it lies inside the run's folder.
 struct ResultFigure {
