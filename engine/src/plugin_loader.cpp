@@ -74,8 +74,9 @@ void check_elf_whole(const std::string& path) {
 
 PluginLoader::PluginLoader(std::vector<std::string> search_path) : search_path_(std::move(search_path)) {}
 
-void PluginLoader::load_all(Registry& registry) {
+std::vector<fs::path> PluginLoader::plugin_files() const {
   std::set<std::string> seen_names;
+  std::vector<fs::path> out;
   for (const auto& dir : search_path_) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
@@ -87,10 +88,22 @@ void PluginLoader::load_all(Registry& registry) {
         files.push_back(entry.path());
     }
     std::sort(files.begin(), files.end());
-    for (const auto& f : files) {
-      if (!seen_names.insert(f.filename().string()).second) continue;  // shadowed by an earlier dir
-      load_file(f.string(), registry);
-    }
+    for (const auto& f : files)
+      if (seen_names.insert(f.filename().string()).second) out.push_back(f);  // else shadowed by an earlier dir
+  }
+  return out;
+}
+
+void PluginLoader::load_all(Registry& registry) {
+  for (const auto& f : plugin_files())
+    if (!loaded_names_.count(f.filename().string())) load_file(f.string(), registry);
+}
+
+void PluginLoader::load_families(Registry& registry, const std::set<std::string>& families) {
+  for (const auto& f : plugin_files()) {
+    const std::string name = f.filename().string();
+    const std::string family = name.substr(std::string("libembedflow_").size(), name.size() - std::string("libembedflow_").size() - 3);
+    if (families.count(family) && !loaded_names_.count(name)) load_file(f.string(), registry);
   }
 }
 
@@ -123,6 +136,7 @@ void PluginLoader::load_file(const std::string& path, Registry& registry) {
   // Types registered below keep code in this library (vtables, std::function targets) that
   // may outlive the loader, e.g. in a static registry: pin it so it is never unloaded.
   dlopen(path.c_str(), RTLD_NOW | RTLD_NODELETE);
+  loaded_names_.insert(fs::path(path).filename().string());
   registry.set_current_plugin(d->name ? d->name : "", path, d->version ? d->version : "");
   d->register_types(registry);
   registry.set_current_plugin("", "", "");

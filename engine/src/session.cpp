@@ -1,6 +1,8 @@
 #include "embedflow_engine/session.hpp"
 
+#include <algorithm>
 #include <iostream>
+#include <regex>
 
 #include "embedflow/log.hpp"
 #include "embedflow_engine/cache.hpp"
@@ -59,6 +61,38 @@ std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_
   std::vector<std::string> dirs = user_dirs;
   dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
   auto loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(dirs));
+  loader->load_all(registry);
+  return loader;
+}
+
+std::set<std::string> named_types(const std::string& graph_text) {
+  static const std::regex type_value(R"re(type\s*[:=]\s*["']?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)+))re");
+  std::set<std::string> out;
+  for (auto it = std::sregex_iterator(graph_text.begin(), graph_text.end(), type_value); it != std::sregex_iterator(); ++it)
+    out.insert((*it)[1].str());
+  return out;
+}
+
+std::unique_ptr<PluginLoader> load_plugins_for(const std::vector<std::string>& user_dirs,
+                                               const std::vector<std::string>& extra_dirs, Registry& registry,
+                                               const std::string& graph_text) {
+  for (const auto& dir : user_dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw ConfigError(cat("--plugin-path ", dir, ": no such directory"));
+  }
+  std::vector<std::string> dirs = user_dirs;
+  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
+  auto loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(dirs));
+  const std::set<std::string> types = named_types(graph_text);
+  std::set<std::string> families{"core"};
+  for (const auto& t : types) families.insert(t.substr(0, t.find('.')));
+  if (!types.empty() && !families.count("torch") && !families.count("crowd")) {
+    loader->load_families(registry, families);
+    const bool all_found = std::all_of(types.begin(), types.end(), [&registry](const std::string& t) {
+      return registry.node_type(t) != nullptr || registry.component_type(t) != nullptr;
+    });
+    if (all_found) return loader;
+  }
   loader->load_all(registry);
   return loader;
 }

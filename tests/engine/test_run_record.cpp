@@ -7,10 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <set>
 
 #include "cli.hpp"
 #include "embedflow/progress.hpp"
 #include "embedflow/report_files.hpp"
+#include "embedflow_engine/session.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
@@ -98,6 +100,37 @@ TEST_CASE("run writes run.json and a resolved graph that reruns to the same outp
   REQUIRE(again.exit_code == 0);
   CHECK(again.out == r.out);
   CHECK(read_json(dir / "out/again/run.json")["graph"]["path"] == "out/counting/graph.resolved.yaml");
+}
+
+TEST_CASE("a run loads the plugin families its graph names, and every plugin when it names a type they lack",
+          "[run_record]") {
+  const fs::path dir = scratch_dir("run_plugins");
+  write_file(dir / "g.yaml", kGraph);
+  auto replaced = [](std::string from, const std::string& what) {
+    const std::string sink = "{type: core.sink, params: {mode: print}}";
+    return from.replace(from.find(sink), sink.size(), what);
+  };
+  write_file(dir / "progress.yaml", replaced(kGraph, "{type: testing.progress}"));
+  write_file(dir / "typo.yaml", replaced(kGraph, "{type: core.snk, params: {mode: print}}"));
+  auto plugins_of = [&](const std::string& graph) {
+    const Result r = run_with_testing_plugin(dir, {"run", graph, "--no-report", "--quiet"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::set<std::string> names;
+    const json rec = read_json(dir / "out/counting/run.json");  // kept: the loop walks into it
+    for (const auto& p : rec["versions"]["plugins"]) names.insert(p["name"].get<std::string>());
+    return names;
+  };
+  // Only core types: only the core plugin (no LibTorch to load).
+  CHECK(plugins_of("g.yaml") == std::set<std::string>{"core"});
+  CHECK(plugins_of("progress.yaml") == std::set<std::string>{"core", "testing"});
+  // A type no named family has (here a misspelt one) loads every plugin, so validation can name
+  // the closest type wherever it lives.
+  const Result typo = run_with_testing_plugin(dir, {"run", "typo.yaml", "--no-report"});
+  CHECK(typo.exit_code == 2);
+  CHECK_THAT(typo.err, Catch::Contains("core.snk") && Catch::Contains("core.sink"));
+  CHECK(embedflow::engine::named_types("a: {type: geo.photo_folder}\nb: {type: 'torch.resnet18'}\nx.type=eval.report") ==
+        std::set<std::string>{"eval.report", "geo.photo_folder", "torch.resnet18"});
 }
 
 TEST_CASE("--out moves the record and the graph's outputs; run --from reruns the recorded graph", "[run_record]") {

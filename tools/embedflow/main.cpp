@@ -23,6 +23,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "embedflow/hdf5/stream_file.hpp"
 #include "embedflow/log.hpp"
@@ -119,10 +120,29 @@ bool graph_plugin_dirs(const std::string& graph, std::vector<std::string>& dirs)
 
 const PluginLoader* g_loader = nullptr;
 
-bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out, const std::vector<std::string>& extra_dirs = {}) {
+// What names the types a run needs: the graph's text and the --set values ("" when the file
+// cannot be read: then every plugin loads, and the parse reports the file).
+std::string types_text(const std::string& graph_text, const Common& c) {
+  std::string text = graph_text;
+  for (const auto& s : c.sets) text += "\n" + s;
+  return text;
+}
+std::string graph_file_text(const std::string& graph) {
+  std::ifstream in(graph, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `graph_text`: load only the plugins the graph's text names (engine::load_plugins_for); empty:
+// every plugin.
+bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out, const std::vector<std::string>& extra_dirs = {},
+                  const std::string& graph_text = "") {
   static std::unique_ptr<PluginLoader> loader;  // libraries stay resident until exit
   try {
-    loader = engine::load_plugins(c.plugin_path, extra_dirs, registry);
+    loader = graph_text.empty() ? engine::load_plugins(c.plugin_path, extra_dirs, registry)
+                                : engine::load_plugins_for(c.plugin_path, extra_dirs, registry, graph_text);
   } catch (const ConfigError& e) {
     std::cerr << "embedflow: " << e.what() << "\n";
     return false;
@@ -326,7 +346,9 @@ int cmd_run(const std::vector<std::string>& args) {
     GraphSpec spec = parse_graph_text(rerun->record["graph"]["resolved_yaml"].get<std::string>(), rerun->resolved_path, problems);
     std::vector<std::string> extra;
     PluginLoader* loader = nullptr;
-    if (!spec_plugin_dirs(spec, graph, extra) || !load_plugins(c, registry, loader, extra)) return kExitInvalid;
+    if (!spec_plugin_dirs(spec, graph, extra) ||
+        !load_plugins(c, registry, loader, extra, types_text(rerun->record["graph"]["resolved_yaml"].get<std::string>(), c)))
+      return kExitInvalid;
     Common no_sets = c;
     no_sets.sets.clear();  // the recorded graph has them applied already
     if (!prepare_spec(std::move(spec), std::move(problems), no_sets, std::nullopt, registry, g)) return kExitInvalid;
@@ -334,7 +356,9 @@ int cmd_run(const std::vector<std::string>& args) {
   } else {
     std::vector<std::string> extra;
     PluginLoader* loader = nullptr;
-    if (!graph_plugin_dirs(graph, extra) || !load_plugins(c, registry, loader, extra)) return kExitInvalid;
+    const std::string text = graph_file_text(graph);
+    if (!graph_plugin_dirs(graph, extra) || !load_plugins(c, registry, loader, extra, text.empty() ? "" : types_text(text, c)))
+      return kExitInvalid;
     std::vector<Diagnostic> problems;
     GraphSpec spec = load_graph_file(graph, problems);
     // --out moves the whole run: the record, and every output a graph puts under its `out` variable.

@@ -6,6 +6,8 @@
 #include <boost/dll/shared_library.hpp>
 
 #include <memory>
+#include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,10 @@ class PluginLoader {
   // wins, like PATH). A plugin that fails to load or is refused throws ConfigError naming the
   // file and why; nothing is skipped silently.
   void load_all(Registry& registry);
+  // Loads, of the same files, only libembedflow_<family>.so for each family named (the plugin
+  // files' naming convention); a family without such a file is left to load_all. Files already
+  // loaded are not loaded again, by either function.
+  void load_families(Registry& registry, const std::set<std::string>& families);
   // Loads one library file (used for tests and for explicit paths).
   void load_file(const std::string& path, Registry& registry);
 
@@ -36,7 +42,11 @@ class PluginLoader {
   const std::vector<std::string>& search_path() const { return search_path_; }
 
  private:
+  // The plugin files on the search path, first of each name, in load order.
+  std::vector<std::filesystem::path> plugin_files() const;
+
   std::vector<std::string> search_path_;
+  std::set<std::string> loaded_names_;  // file names loaded so far
   std::vector<LoadedPlugin> plugins_;
   std::vector<std::shared_ptr<boost::dll::shared_library>> libraries_;
 };

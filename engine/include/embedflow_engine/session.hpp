@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,18 @@ std::vector<std::string> graph_plugin_dirs(const std::string& graph_file);
 // The returned loader keeps the libraries loaded; keep it as long as anything from `registry`.
 std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_dirs,
                                            const std::vector<std::string>& extra_dirs, Registry& registry);
+
+// The same, loading only what a graph needs when that can be told from its text (the graph
+// file's text and the --set values): the plugin files of the families its `type:` values name
+// (libembedflow_<family>.so), and core. Every plugin when a named type is not then registered
+// (a plugin file named otherwise, a misspelt type: validation then names the closest), or when
+// the graph names torch or crowd: their nodes build models from specs stored in checkpoints and
+// snapshots, which may name any family. Starting a run that needs neither skips loading LibTorch.
+std::unique_ptr<PluginLoader> load_plugins_for(const std::vector<std::string>& user_dirs,
+                                               const std::vector<std::string>& extra_dirs, Registry& registry,
+                                               const std::string& graph_text);
+// The type names ("family.name") a graph's text gives as `type:` values (or `...type=` in a --set).
+std::set<std::string> named_types(const std::string& graph_text);
 
 // Applies the seed override and the --set assignments in order, then resolves the graph.
 // Problems are appended to `problems` (shape problems do not stop resolution, so one pass
