@@ -66,7 +66,7 @@ std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_
 }
 
 std::set<std::string> named_types(const std::string& graph_text) {
-  static const std::regex type_value(R"re(type\s*[:=]\s*["']?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)+))re");
+  static const std::regex type_value(R"re(type["']?\s*[:=]\s*["']?([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)+))re");
   std::set<std::string> out;
   for (auto it = std::sregex_iterator(graph_text.begin(), graph_text.end(), type_value); it != std::sregex_iterator(); ++it)
     out.insert((*it)[1].str());
@@ -84,9 +84,12 @@ std::unique_ptr<PluginLoader> load_plugins_for(const std::vector<std::string>& u
   dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
   auto loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(dirs));
   const std::set<std::string> types = named_types(graph_text);
+  // A type given by a variable ("type: ${arch}") cannot be told from the text.
+  static const std::regex type_by_variable(R"re(type["']?\s*[:=]\s*["']?\$\{)re");
+  const bool hidden = std::regex_search(graph_text, type_by_variable);
   std::set<std::string> families{"core"};
   for (const auto& t : types) families.insert(t.substr(0, t.find('.')));
-  if (!types.empty() && !families.count("torch") && !families.count("crowd")) {
+  if (!types.empty() && !hidden && !families.count("torch") && !families.count("crowd")) {
     loader->load_families(registry, families);
     const bool all_found = std::all_of(types.begin(), types.end(), [&registry](const std::string& t) {
       return registry.node_type(t) != nullptr || registry.component_type(t) != nullptr;

@@ -129,8 +129,14 @@ TEST_CASE("a run loads the plugin families its graph names, and every plugin whe
   const Result typo = run_with_testing_plugin(dir, {"run", "typo.yaml", "--no-report"});
   CHECK(typo.exit_code == 2);
   CHECK_THAT(typo.err, Catch::Contains("core.snk") && Catch::Contains("core.sink"));
-  CHECK(embedflow::engine::named_types("a: {type: geo.photo_folder}\nb: {type: 'torch.resnet18'}\nx.type=eval.report") ==
-        std::set<std::string>{"eval.report", "geo.photo_folder", "torch.resnet18"});
+  CHECK(embedflow::engine::named_types("a: {type: geo.photo_folder}\nb: {type: 'torch.resnet18'}\nx.type=eval.report\n"
+                                       "c: {\"type\": \"io.hdf5_reader\"}") ==
+        std::set<std::string>{"eval.report", "geo.photo_folder", "io.hdf5_reader", "torch.resnet18"});
+  // A component chosen by a variable: the text cannot tell its family, so every plugin loads.
+  std::string by_variable = replaced(kGraph, "{type: core.aggregate, params: {op: {type: \"${reduce}\"}}}");
+  by_variable.replace(by_variable.find("vars: {"), 7, "vars: {reduce: core.mean, ");
+  write_file(dir / "variable.yaml", by_variable);
+  CHECK(plugins_of("variable.yaml").size() > 2);
 }
 
 TEST_CASE("--out moves the record and the graph's outputs; run --from reruns the recorded graph", "[run_record]") {

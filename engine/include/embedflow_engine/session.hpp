@@ -47,7 +47,8 @@ std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_
 // The same, loading only what a graph needs when that can be told from its text (the graph
 // file's text and the --set values): the plugin files of the families its `type:` values name
 // (libembedflow_<family>.so), and core. Every plugin when a named type is not then registered
-// (a plugin file named otherwise, a misspelt type: validation then names the closest), or when
+// (a plugin file named otherwise, a misspelt type: validation then names the closest), when a
+// type is given by a variable (`type: ${arch}`), or when
 // the graph names torch or crowd: their nodes build models from specs stored in checkpoints and
 // snapshots, which may name any family. Starting a run that needs neither skips loading LibTorch.
 std::unique_ptr<PluginLoader> load_plugins_for(const std::vector<std::string>& user_dirs,
