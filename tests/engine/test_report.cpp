@@ -113,6 +113,10 @@ TEST_CASE("a report draws the charts nodes declare, from their progress metrics,
   CHECK(body_attr(page.dom, "data-charts-expected") == "2");
   // The summary table with its interval, rounded for reading and full in the cell's data.
   CHECK_THAT(page.dom, Catch::Contains("data-title=\"progress summary\""));
+  // Figures: the image inside the run folder inlined with its caption; one outside named, not read.
+  CHECK(std::regex_search(page.dom, std::regex("<figure><img src=\"data:image/png;base64,iVBORw0KGgo[^\"]*\" alt=\"one pixel: a 1x1 PNG\">"
+                                               "<figcaption>one pixel: a 1x1 PNG</figcaption></figure>")));
+  CHECK_THAT(page.dom, Catch::Contains("outside: not the run's (hostname): not shown: outside the run folder"));
   // A node's notes: in run.json in full, and under the run record on the page.
   const json record = json::parse(read_file(dir / "out/progress/run.json"));
   REQUIRE(record["texts"].size() == 1);

@@ -5,9 +5,11 @@
 // metrics, logs now and then and writes a JSON summary (run record and live view tests).
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include <embedflow/atomic_file.hpp>
 #include <embedflow/embedflow.hpp>
 #include <embedflow/progress.hpp>
 #include <embedflow/report_files.hpp>
@@ -247,6 +249,17 @@ class ProgressReporter final : public Node {
                       {{"last_loss", {last * 0.9, last * 1.1}}}});
     publish_results(*ctx_, t);
     if (json_.empty()) return;
+    // Two figures: a 1x1 PNG beside the JSON (inside the run folder when the JSON is), and a
+    // file outside any run folder, which the report must name and not read.
+    static const unsigned char kPng[] = {
+        0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+        0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00, 0x0d, 0x49,
+        0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d,
+        0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+    const std::string png = (std::filesystem::path(json_).parent_path() / "pixel.png").string();
+    write_file_atomic(png, std::string_view(reinterpret_cast<const char*>(kPng), sizeof kPng));
+    publish_figure(*ctx_, {"one pixel", png, "a 1x1 PNG"});
+    publish_figure(*ctx_, {"outside", "/etc/hostname", "not the run's"});
     JsonWriter j;
     j.begin_object().field("records", static_cast<std::int64_t>(done_)).field("last_loss", 1.0 / static_cast<double>(done_));
     j.end_object();

@@ -345,8 +345,9 @@ RunData collect_run(const fs::path& dir) {
   json figures = json::array();
   for (json f : list("figures")) {
     if (!f.is_object() || !f.contains("path") || !f["path"].is_string()) continue;
+    // A relative path is the node's, from the run's working directory.
     fs::path p = f["path"].get<std::string>();
-    if (p.is_relative() && !fs::exists(p, ec)) p = dir / p;
+    if (p.is_relative() && record.contains("cwd") && record["cwd"].is_string()) p = fs::path(record["cwd"].get<std::string>()) / p;
     const std::string mime = image_mime(p.extension().string());
     const std::string rel = stays_inside(p, root) ? fs::canonical(p, ec).lexically_relative(root).string() : "";
     f["file"] = rel.empty() ? p.filename().string() : rel;
