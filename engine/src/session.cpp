@@ -54,15 +54,7 @@ std::vector<std::string> graph_plugin_dirs(const std::string& graph_file) {
 
 std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_dirs,
                                            const std::vector<std::string>& extra_dirs, Registry& registry) {
-  for (const auto& dir : user_dirs) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) throw ConfigError(cat("--plugin-path ", dir, ": no such directory"));
-  }
-  std::vector<std::string> dirs = user_dirs;
-  dirs.insert(dirs.end(), extra_dirs.begin(), extra_dirs.end());
-  auto loader = std::make_unique<PluginLoader>(PluginLoader::default_search_path(dirs));
-  loader->load_all(registry);
-  return loader;
+  return load_plugins_for(user_dirs, extra_dirs, registry, "");  // no type named: every plugin
 }
 
 std::set<std::string> named_types(const std::string& graph_text) {
