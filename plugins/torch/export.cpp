@@ -24,6 +24,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "embedflow/report_files.hpp"
+
 #include "catalog.hpp"
 #include "checkpoint.hpp"
 #include "export.hpp"
@@ -33,29 +35,6 @@
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 template <class T>
 std::string json_list(const std::vector<T>& v) {
@@ -201,11 +180,11 @@ std::int64_t export_torchscript(const std::string& spec_text, torch::serialize::
   root.register_attribute("spec", c10::StringType::get(), spec_text);
 
   std::ostringstream meta;
-  meta << "{\"format\": " << json_string(kTorchScriptExportFormat) << ", \"input_size\": " << json_list(o.input_size)
-       << ", \"channel_order\": " << json_string(order) << ", \"value_range\": [0, 1], \"mean\": " << json_list(mean)
+  meta << "{\"format\": " << json_quote(kTorchScriptExportFormat) << ", \"input_size\": " << json_list(o.input_size)
+       << ", \"channel_order\": " << json_quote(order) << ", \"value_range\": [0, 1], \"mean\": " << json_list(mean)
        << ", \"std\": " << json_list(std) << ", \"embedding_dim\": " << dim
-       << ", \"normalized\": " << (l2 ? "true" : "false") << ", \"spec\": " << json_string(spec_text)
-       << ", \"step\": " << o.step << ", \"source\": " << json_string(o.source) << "}\n";
+       << ", \"normalized\": " << (l2 ? "true" : "false") << ", \"spec\": " << json_quote(spec_text)
+       << ", \"step\": " << o.step << ", \"source\": " << json_quote(o.source) << "}\n";
   torch::jit::ExtraFilesMap extra{{"embedflow.json", meta.str()}};
   if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
   fs::path tmp = out;
