@@ -6,6 +6,7 @@
 #include <set>
 
 #include "embedflow/node_check.hpp"
+#include "embedflow/suggest.hpp"
 
 namespace embedflow::engine {
 
@@ -142,10 +143,8 @@ ResolvedGraph resolve_named(GraphSpec spec, const Registry& registry, std::vecto
     if (!rn.type) {
       types_ok = false;
       if (!ns.type.empty()) {
-        std::string hint = closest_match(ns.type, type_names);
         problems.push_back(Diagnostic{ns.type_where, ns.id,
-                                      cat("unknown node type '", ns.type, "'",
-                                          hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+                                      cat("unknown node type '", ns.type, "'", did_you_mean(ns.type, type_names),
                                           " (embedflow inspect lists the types)")});
       }
     } else {
@@ -168,9 +167,8 @@ ResolvedGraph resolve_named(GraphSpec spec, const Registry& registry, std::vecto
     auto endpoint = [&](const std::string& node_id, const std::string& port, bool output, PortRef& ref) -> bool {
       auto it = index.find(node_id);
       if (it == index.end()) {
-        std::string hint = closest_match(node_id, ids);
         problems.push_back(Diagnostic{es.where, "", cat("edge '", es.text, "': no node '", node_id, "'",
-                                                        hint.empty() ? "" : cat("; did you mean '", hint, "'?"))});
+                                                        did_you_mean(node_id, ids))});
         return false;
       }
       ref.node = it->second;
@@ -191,14 +189,13 @@ ResolvedGraph resolve_named(GraphSpec spec, const Registry& registry, std::vecto
       }
       int i = output ? rn.type->output_index(port) : rn.type->input_index(port);
       if (i < 0) {
-        std::string hint = closest_match(port, names_of(ports));
         const auto& other = output ? rn.type->inputs : rn.type->outputs;
         bool wrong_way = std::any_of(other.begin(), other.end(), [&](const PortSpec& p) { return p.name == port; });
         problems.push_back(Diagnostic{
             es.where, node_id,
             cat("edge '", es.text, "': ", rn.type->name, " has no ", dir, " port '", port, "'",
                 wrong_way ? cat(" ('", port, "' is an ", output ? "input" : "output", ")") : "",
-                hint.empty() ? "" : cat("; did you mean '", hint, "'?"), " (", dir, "s: ", port_list(ports), ")")});
+                did_you_mean(port, names_of(ports)), " (", dir, "s: ", port_list(ports), ")")});
         return false;
       }
       ref.port = static_cast<std::size_t>(i);

@@ -1,6 +1,7 @@
 #include "embedflow_engine/graph_file.hpp"
 
 #include <embedflow/csv.hpp>
+#include <embedflow/suggest.hpp>
 #include <embedflow/yaml.hpp>
 #include <yaml-cpp/yaml.h>
 
@@ -89,9 +90,8 @@ struct Parser {
     for (const auto& kv : body) {
       const std::string k = kv.first.Scalar();
       if (!keys.count(k)) {
-        std::string hint = closest_match(k, {keys.begin(), keys.end()});
         fail(kv.first, cat("unknown key '", k, "' (a node has type, params, cache, enabled, in_flight, doc)",
-                           hint.empty() ? "" : cat("; did you mean '", hint, "'?")), id);
+                           did_you_mean(k, {keys.begin(), keys.end()})), id);
       }
     }
     if (!body["type"] || !body["type"].IsScalar()) {
@@ -145,9 +145,8 @@ struct Parser {
     for (const auto& kv : root) {
       const std::string k = kv.first.Scalar();
       if (!keys.count(k)) {
-        std::string hint = closest_match(k, {keys.begin(), keys.end()});
         fail(kv.first, cat("unknown top-level key '", k, "' (expected seed, vars, nodes, edges, max_in_flight, out, plugin_dirs)",
-                           hint.empty() ? "" : cat("; did you mean '", hint, "'?")));
+                           did_you_mean(k, {keys.begin(), keys.end()})));
       }
     }
     if (auto s = root["seed"]) {
@@ -297,9 +296,8 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
       }
     std::vector<std::string> names;
     for (const auto& kv : spec.vars) names.push_back(kv.first);
-    std::string hint = closest_match(key, names);
     problems.push_back(Diagnostic{where, "", cat("expected --set node.param=value, seed=N or var=value; the graph has no variable '", key, "'",
-                                                 hint.empty() ? "" : cat("; did you mean '", hint, "'?"))});
+                                                 did_you_mean(key, names))});
     return;
   }
   std::string node_id = key.substr(0, dot);
@@ -308,8 +306,7 @@ void apply_override(GraphSpec& spec, const std::string& assignment, std::vector<
   if (!node) {
     std::vector<std::string> ids;
     for (const auto& n : spec.nodes) ids.push_back(n.id);
-    std::string hint = closest_match(node_id, ids);
-    problems.push_back(Diagnostic{where, "", cat("no node '", node_id, "' in the graph", hint.empty() ? "" : cat("; did you mean '", hint, "'?"))});
+    problems.push_back(Diagnostic{where, "", cat("no node '", node_id, "' in the graph", did_you_mean(node_id, ids))});
     return;
   }
   if (param == "cache") {
@@ -441,9 +438,7 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
     if (it == vars.end()) {
       std::vector<std::string> names;
       for (const auto& kv : vars) names.push_back(kv.first);
-      std::string hint = closest_match(name, names);
-      problems.push_back(Diagnostic{v.where(), node, cat("unknown variable '${", name, "}'",
-                                                         hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+      problems.push_back(Diagnostic{v.where(), node, cat("unknown variable '${", name, "}'", did_you_mean(name, names),
                                                          " (declare it under vars:)")});
       return;
     }

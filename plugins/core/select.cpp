@@ -9,6 +9,7 @@
 //     show:    {type: core.sink, params: {mode: print}}
 //   edges: [numbers.out -> pick.in, pick.out -> show.in]
 #include "core_types.hpp"
+#include "embedflow/suggest.hpp"
 
 namespace embedflow::core {
 namespace {
@@ -47,9 +48,7 @@ NodeType select_type() {
           if (!fs) {
             std::vector<std::string> have;
             for (const auto& x : in.fields()) have.push_back(x.name);
-            std::string hint = closest_match(f, have);
-            c.error(cat("field '", f, "' is not in the input {", in.str(), "}",
-                        hint.empty() ? "" : cat("; did you mean '", hint, "'?")), "fields");
+            c.error(cat("field '", f, "' is not in the input {", in.str(), "}", did_you_mean(f, have)), "fields");
           } else {
             out.add(*fs);
           }

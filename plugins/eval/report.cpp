@@ -56,6 +56,7 @@
 
 #include <embedflow/plot/line_chart.hpp>
 #include <embedflow/results.hpp>
+#include <embedflow/suggest.hpp>
 
 #include "eval_types.hpp"
 #include "report.hpp"
@@ -142,8 +143,7 @@ void check_report_params(SchemaContext& c) {
     std::vector<std::string> seen;
     for (const auto& name : p.strings(param)) {
       if (std::find(known.begin(), known.end(), name) == known.end()) {
-        const std::string near = closest_match(name, known);
-        c.error(cat(param, ": unknown metric '", name, "'", near.empty() ? "" : cat(" (did you mean '", near, "'?)"),
+        c.error(cat(param, ": unknown metric '", name, "'", did_you_mean(name, known),
                     "; known: ", join(known)),
                 param);
       } else if (std::find(seen.begin(), seen.end(), name) != seen.end()) {

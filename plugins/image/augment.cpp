@@ -19,6 +19,8 @@
 //                                                  {op: normalize, mean: [0.2860], std: [0.3530]}]}}
 //     show:   {type: core.sink, params: {mode: print}}
 //   edges: [images.out -> aug.in, aug.out -> show.in]
+#include <embedflow/suggest.hpp>
+
 #include "core/arrays.hpp"
 #include "core/ops.hpp"
 #include "image_types.hpp"
@@ -61,8 +63,7 @@ std::vector<ParsedOp> parse_ops(const Value& ops, std::vector<std::string>& prob
     }
     p.spec = find_op(name);
     if (!p.spec) {
-      std::string hint = closest_match(name, names);
-      problems.push_back(cat("ops[", index, "]: unknown op '", name, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+      problems.push_back(cat("ops[", index, "]: unknown op '", name, "'", did_you_mean(name, names),
                              " (ops: ", known, ")"));
     }
     p.params = rest;

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "embedflow/log.hpp"
+#include "embedflow/suggest.hpp"
 #include "embedflow/version.hpp"
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph_file.hpp"
@@ -227,8 +228,7 @@ std::string inspect_json(const std::string& type, const std::vector<std::string>
   if (!type.empty() && !registry->node_type(type) && !registry->component_type(type)) {
     std::vector<std::string> names = registry->node_type_names();
     for (const auto& n : registry->component_type_names()) names.push_back(n);
-    std::string hint = closest_match(type, names);
-    throw py::key_error(cat("no node or component type '", type, "'", hint.empty() ? "" : "; did you mean '" + hint + "'?"));
+    throw py::key_error(cat("no node or component type '", type, "'", did_you_mean(type, names)));
   }
   std::ostringstream out;
   write_schema_json(out, *registry, type);
@@ -399,9 +399,7 @@ class Stream {
     if (index == g.nodes.size()) {
       std::vector<std::string> ids;
       for (const auto& n : g.nodes) ids.push_back(n.id());
-      std::string hint = closest_match(node, ids);
-      problem(cat("stream(\"", output, "\"): the graph has no node '", node, "'",
-                  hint.empty() ? "" : "; did you mean '" + hint + "'?"),
+      problem(cat("stream(\"", output, "\"): the graph has no node '", node, "'", did_you_mean(node, ids)),
               SourceLocation{a.graph, 0, 0}, "");
     }
     const ResolvedNode& rn = g.nodes[index];

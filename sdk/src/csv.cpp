@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "embedflow/error.hpp"
+#include "embedflow/suggest.hpp"
 #include "embedflow/node.hpp"
 
 namespace embedflow {
@@ -179,8 +180,7 @@ void check_column_map(SchemaContext& c, const std::string& param, const std::vec
   std::map<std::string, std::string> taken;  // lower-case header name -> field
   for (const auto& [field, name] : v.as_map()) {
     if (std::find(fields.begin(), fields.end(), field) == fields.end()) {
-      const std::string hint = closest_match(field, fields);
-      c.error(cat(param, ": unknown field '", field, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"), " (fields: ", listed, ")"),
+      c.error(cat(param, ": unknown field '", field, "'", did_you_mean(field, fields), " (fields: ", listed, ")"),
               param);
       continue;
     }

@@ -7,6 +7,7 @@
 #include "embedflow/error.hpp"
 #include "embedflow/node.hpp"
 #include "embedflow/params.hpp"
+#include "embedflow/suggest.hpp"
 
 namespace embedflow {
 
@@ -132,8 +133,7 @@ DimBindings check_fields(SchemaContext& c, const std::vector<std::pair<std::stri
     for (const auto& [role, name] : v.as_map()) {
       const auto& roles = FieldNames::roles();
       if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
-        const std::string hint = closest_match(role, roles);
-        c.error(cat("fields: unknown role '", role, "'", hint.empty() ? "" : cat(" (did you mean '", hint, "'?)"),
+        c.error(cat("fields: unknown role '", role, "'", did_you_mean(role, roles),
                     "; the roles are embedding, label, camera, id"),
                 "fields");
         continue;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "embedflow/registry.hpp"
+#include "embedflow/suggest.hpp"
 
 namespace embedflow {
 
@@ -109,6 +110,18 @@ std::string closest_match(const std::string& word, const std::vector<std::string
   return best_d <= limit ? best : "";
 }
 
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates,
+                         const std::vector<std::string>& shown) {
+  const std::string hint = closest_match(word, candidates);
+  if (hint.empty()) return "";
+  std::string spelt = hint;
+  if (!shown.empty()) {
+    const auto at = static_cast<std::size_t>(std::find(candidates.begin(), candidates.end(), hint) - candidates.begin());
+    if (at < shown.size()) spelt = shown[at];
+  }
+  return "; did you mean '" + spelt + "'?";
+}
+
 namespace {
 
 struct Checker {
@@ -170,9 +183,8 @@ struct Checker {
         if (std::find(s.choices.begin(), s.choices.end(), v.as_string()) == s.choices.end()) {
           std::string all;
           for (const auto& c : s.choices) all += (all.empty() ? "" : ", ") + c;
-          std::string hint = closest_match(v.as_string(), s.choices);
           fail(v, fb, cat("parameter '", s.name, "' = ", v.str(), " is not one of {", all, "}",
-                          hint.empty() ? "" : cat("; did you mean '", hint, "'?")));
+                          did_you_mean(v.as_string(), s.choices)));
           return std::nullopt;
         }
         return v;
@@ -231,13 +243,12 @@ struct Checker {
     const ComponentType* ct = registry->component_type(type);
     if (!ct || (!s.component_kind.empty() && ct->kind != s.component_kind)) {
       std::vector<std::string> names = registry->component_type_names(s.component_kind);
-      std::string hint = closest_match(type, names);
       std::string all;
       for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
       fail(*spec.get("type"), fb,
            cat("parameter '", s.name, "': ", ct ? "component '" + type + "' is a " + ct->kind + ", not a " + s.component_kind
                                                 : "unknown component type '" + type + "'",
-               hint.empty() ? "" : cat("; did you mean '", hint, "'?"), all.empty() ? "" : cat(" (", s.component_kind, ": ", all, ")")));
+               did_you_mean(type, names), all.empty() ? "" : cat(" (", s.component_kind, ": ", all, ")")));
       return std::nullopt;
     }
     Value rest = Value::map({});
@@ -265,8 +276,7 @@ struct Checker {
     if (given.is_map())
       for (const auto& [k, v] : given.as_map()) {
         if (std::find(names.begin(), names.end(), k) != names.end()) continue;
-        std::string hint = closest_match(k, names);
-        fail(v, fb, cat("unknown parameter '", k, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?")));
+        fail(v, fb, cat("unknown parameter '", k, "'", did_you_mean(k, names)));
       }
     for (const auto& s : specs) {
       const Value* v = given.is_map() ? given.get(s.name) : nullptr;

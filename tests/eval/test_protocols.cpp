@@ -266,7 +266,7 @@ edges: [train.out -> knn.train, test.out -> knn.test, train.out -> lmnn.train, l
 )");
     INFO(r.err);
     CHECK(r.exit_code == 2);
-    CHECK(r.err.find("roles.yaml:5:61: node 'knn': fields: unknown role 'embeding' (did you mean 'embedding'?)") !=
+    CHECK(r.err.find("roles.yaml:5:61: node 'knn': fields: unknown role 'embeding'; did you mean 'embedding'?") !=
           std::string::npos);
     // Without the mapping's embedding, the default name is missing from the reader's columns.
     CHECK(r.err.find("roles.yaml:5:61: node 'knn': input 'train': ") != std::string::npos);

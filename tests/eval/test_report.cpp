@@ -138,7 +138,7 @@ TEST_CASE("eval.report: chosen columns carry each retrieval's values, x sweep pl
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("node 'report': x: the value for method 'sweep p=0.5' must be a finite number, got string abc") !=
           std::string::npos);
-    CHECK(r.err.find("node 'plain': columns: unknown metric 'map_at_k' (did you mean 'map_at_r'?)") != std::string::npos);
+    CHECK(r.err.find("node 'plain': columns: unknown metric 'map_at_k'; did you mean 'map_at_r'?") != std::string::npos);
     CHECK(r.err.find("node 'report': plot_metrics: unknown metric 'mapp'") != std::string::npos);
     // `run` stops at load too: nothing is written.
     const Result run = run_cli_in(dir, {"run", "bad.yaml", "--quiet"});

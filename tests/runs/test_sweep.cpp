@@ -253,7 +253,7 @@ TEST_CASE("sweep: bad input stops the sweep before any point runs", "[runs][swee
     CHECK_THAT(r.err, Catch::Contains(message));
     CHECK(!fs::exists(dir / "bad" / "points" / "000-distance=euclidean-seed=3" / "run.json"));
   };
-  fails({"--grid", "distanse=euclidean,cosine"}, "has no variable 'distanse' (did you mean 'distance'?)");
+  fails({"--grid", "distanse=euclidean,cosine"}, "has no variable 'distanse'; did you mean 'distance'?");
   fails({"--grid", "distance="}, "--grid distance: empty value");
   fails({"--grid", "distance=euclidean,,cosine"}, "empty value");
   fails({"--grid", "seed=1,2"}, "use --seeds");

@@ -29,6 +29,7 @@
 #include "embedflow/log.hpp"
 #include "embedflow/progress.hpp"
 #include "embedflow/version.hpp"
+#include "embedflow/suggest.hpp"
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph.hpp"
@@ -576,9 +577,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
   std::vector<std::string> names = registry.node_type_names();
   for (const auto& n : registry.component_type_names()) names.push_back(n);
   for (const auto& p : loader->plugins()) names.push_back(p.name);
-  std::string hint = closest_match(type, names);
-  std::cerr << "embedflow inspect: no node or component type or plugin '" << type << "'"
-            << (hint.empty() ? "" : "; did you mean '" + hint + "'?") << "\n";
+  std::cerr << "embedflow inspect: no node or component type or plugin '" << type << "'" << did_you_mean(type, names)
+            << "\n";
   return kExitInvalid;
 }
 

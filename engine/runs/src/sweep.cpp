@@ -21,6 +21,7 @@
 #include "embedflow/error.hpp"
 #include "embedflow/log.hpp"
 #include "embedflow/params.hpp"
+#include "embedflow/suggest.hpp"
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/graph_file.hpp"
 #include "embedflow_runs/report.hpp"
@@ -235,11 +236,10 @@ void check_variables_exist(const GraphSpec& spec, const std::vector<Variant>& va
   auto check = [&](const std::string& var, const char* option) {
     if (var.find('.') != std::string::npos) return;
     if (std::find(names.begin(), names.end(), var) != names.end()) return;
-    const std::string hint = closest_match(var, names);
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     throw ConfigError(cat(option, " ", var, ": ", spec.file, " has no variable '", var, "'",
-                          hint.empty() ? "" : cat(" (did you mean '", hint, "'?)"), "; its variables: ",
+                          did_you_mean(var, names), "; its variables: ",
                           list.empty() ? "none" : list, " (node parameters are named node.param)"));
   };
   for (const auto& v : variants)

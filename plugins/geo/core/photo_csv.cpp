@@ -10,6 +10,7 @@
 #include "embedflow/csv.hpp"
 #include "embedflow/error.hpp"
 #include "embedflow/params.hpp"
+#include "embedflow/suggest.hpp"
 #include "geodesy.hpp"
 #include "photo_id.hpp"
 
@@ -305,18 +306,16 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
       for (auto& f : slots)
         if (field == f.field) slot = &f;
       if (!slot) {
-        const std::string hint = closest_match(field, photo_csv_fields());
-        throw DataError(cat(path_, ": columns: unknown field '", field, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+        throw DataError(cat(path_, ": columns: unknown field '", field, "'", did_you_mean(field, photo_csv_fields()),
                             " (fields: id, lat, lon, time, user, accuracy, title, description, path)"));
       }
       const std::string want = lower(std::string(trim(wanted)));
       const auto it = std::find(names.begin(), names.end(), want);
       if (it == names.end()) {
-        const std::string hint = closest_match(want, names);
         std::string listed;
         for (const auto& h : header_) listed += (listed.empty() ? "" : ", ") + h;
         throw DataError(cat(path_, ":", line, ": columns maps '", field, "' to '", wanted, "', but the header has no such column",
-                            hint.empty() ? "" : cat("; did you mean '", header_[std::find(names.begin(), names.end(), hint) - names.begin()], "'?"),
+                            did_you_mean(want, names, header_),
                             " (header: ", listed, ")"));
       }
       const int c = static_cast<int>(it - names.begin());

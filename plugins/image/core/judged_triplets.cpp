@@ -9,6 +9,7 @@
 #include "embedflow/csv.hpp"
 #include "embedflow/error.hpp"
 #include "embedflow/params.hpp"
+#include "embedflow/suggest.hpp"
 
 namespace embedflow::image {
 
@@ -39,11 +40,7 @@ int find_column(const CsvTable& t, const std::string& name) {
 DataError no_column(const CsvTable& t, const std::string& what, const std::string& name) {
   std::vector<std::string> names;
   for (const auto& h : t.header) names.push_back(lower(h));
-  const std::string hint = closest_match(lower(name), names);
-  std::string shown;
-  if (!hint.empty()) shown = t.header[static_cast<std::size_t>(std::find(names.begin(), names.end(), hint) - names.begin())];
-  return DataError(cat(t.file, ":", t.header_line, ": ", what,
-                       shown.empty() ? "" : cat("; did you mean '", shown, "'?"), " (header: ", listed(t.header), ")"));
+  return DataError(cat(t.file, ":", t.header_line, ": ", what, did_you_mean(lower(name), names, t.header), " (header: ", listed(t.header), ")"));
 }
 
 std::string resolve(const std::string& root, const std::string& p) {
@@ -128,8 +125,7 @@ JudgedTripletFile read_judged_triplets(const std::string& path, const JudgedTrip
     const auto& fields = judged_triplet_fields();
     const auto it = std::find(fields.begin(), fields.end(), field);
     if (it == fields.end()) {
-      const std::string hint = closest_match(field, fields);
-      throw DataError(cat(path, ": columns: unknown field '", field, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?"),
+      throw DataError(cat(path, ": columns: unknown field '", field, "'", did_you_mean(field, fields),
                           " (fields: query, a, b, judgement)"));
     }
     names[static_cast<std::size_t>(it - fields.begin())] = name;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "embedflow/node_check.hpp"
+#include "embedflow/suggest.hpp"
 #include "embedflow/testing/capture.hpp"
 #include "embedflow/yaml.hpp"
 
@@ -123,8 +124,7 @@ NodeRunner::NodeRunner(const Registry& registry, const std::string& type_name, c
   State& s = *s_;
   s.type = registry.node_type(type_name);
   if (!s.type) {
-    std::string hint = closest_match(type_name, registry.node_type_names());
-    throw ConfigError(cat("unknown node type '", type_name, "'", hint.empty() ? "" : cat("; did you mean '", hint, "'?")));
+    throw ConfigError(cat("unknown node type '", type_name, "'", did_you_mean(type_name, registry.node_type_names())));
   }
   const NodeType& t = *s.type;
   for (const auto& [port, schema] : s.options.inputs)
