@@ -356,6 +356,7 @@ ResolvedGraph resolve(GraphSpec spec, const Registry& registry, std::vector<Diag
   const std::size_t first = problems.size();
   ResolvedGraph g = resolve_named(std::move(spec), registry, problems);
   name_override_origins(g.spec, problems, first);
+  name_subgraph_uses(g.spec, problems, first);
   return g;
 }
 
