@@ -12,6 +12,7 @@
 #include "embedflow/params.hpp"
 #include "embedflow/suggest.hpp"
 #include "geodesy.hpp"
+#include "photo_fields.hpp"
 #include "photo_id.hpp"
 
 namespace embedflow::geo {
@@ -28,145 +29,9 @@ void PhotoColumns::reserve(std::size_t n) {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-bool parse_int(std::string_view s, std::int64_t& out) {
-  s = trim(s);
-  if (s.empty()) return false;
-  if (s.front() == '+') s.remove_prefix(1);
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size();
-}
-
-bool parse_double(std::string_view s, double& out) {
-  s = trim(s);
-  if (s.empty()) return false;
-  if (s.front() == '+') s.remove_prefix(1);
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return ec == std::errc() && p == s.data() + s.size() && std::isfinite(out);
-}
-
-// Reads exactly `n` digits at s[i..]; advances i.
-bool digits(std::string_view s, std::size_t& i, int n, int& out) {
-  if (i + n > s.size()) return false;
-  out = 0;
-  for (int k = 0; k < n; ++k) {
-    const char c = s[i + k];
-    if (c < '0' || c > '9') return false;
-    out = out * 10 + (c - '0');
-  }
-  i += n;
-  return true;
-}
-
-bool looks_numeric(std::string_view s) {
-  std::size_t i = 0;
-  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-  const std::size_t start = i;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-  if (i == start) return false;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-  }
-  return i == s.size();
-}
-
-bool parse_unix(std::string_view s, std::int64_t& out) {
-  if (!looks_numeric(s)) return false;
-  const auto dot = s.find('.');
-  const bool negative = s.front() == '-';
-  std::string_view whole = s.substr(0, dot);
-  if (!parse_int(whole, out)) return false;
-  if (dot != std::string_view::npos && negative) {
-    // Floor, so -1.5 is the second before -1, like every other time in the file.
-    const std::string_view frac = s.substr(dot + 1);
-    if (frac.find_first_not_of('0') != std::string_view::npos) out -= 1;
-  }
-  return true;
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
-bool parse_iso(std::string_view s, std::int64_t& out);
-
-// The ISO 8601 basic forms YYYYMMDD and YYYYMMDDhhmmss, read through the extended form.
-bool parse_iso_basic(std::string_view s, std::int64_t& out) {
-  if (!all_digits(s) || (s.size() != 8 && s.size() != 14)) return false;
-  std::string extended = cat(s.substr(0, 4), "-", s.substr(4, 2), "-", s.substr(6, 2));
-  if (s.size() == 14) extended += cat("T", s.substr(8, 2), ":", s.substr(10, 2), ":", s.substr(12, 2));
-  return parse_iso(extended, out);
-}
-
-bool parse_iso(std::string_view s, std::int64_t& out) {
-  if (all_digits(s)) return parse_iso_basic(s, out);
-  std::size_t i = 0;
-  int y, mo, d, h = 0, mi = 0, sec = 0;
-  if (!digits(s, i, 4, y) || i >= s.size() || s[i++] != '-' || !digits(s, i, 2, mo) || i >= s.size() ||
-      s[i++] != '-' || !digits(s, i, 2, d))
-    return false;
-  if (mo < 1 || mo > 12 || d < 1) return false;
-  static const int month_days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-  if (d > month_days[mo - 1] + (mo == 2 && leap ? 1 : 0)) return false;
-  std::int64_t offset = 0;
-  if (i < s.size()) {
-    if (s[i] != 'T' && s[i] != ' ') return false;
-    ++i;
-    if (!digits(s, i, 2, h) || i >= s.size() || s[i++] != ':' || !digits(s, i, 2, mi)) return false;
-    if (i < s.size() && s[i] == ':') {
-      ++i;
-      if (!digits(s, i, 2, sec)) return false;
-      if (i < s.size() && (s[i] == '.' || s[i] == ',')) {
-        ++i;
-        const std::size_t start = i;
-        while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-        if (i == start) return false;
-      }
-    }
-    if (h > 23 || mi > 59 || sec > 59) return false;
-    if (i < s.size()) {
-      if (s[i] == 'Z') {
-        ++i;
-      } else if (s[i] == '+' || s[i] == '-') {
-        const int sign = s[i++] == '-' ? -1 : 1;
-        int oh, om = 0;
-        if (!digits(s, i, 2, oh)) return false;
-        if (i < s.size() && s[i] == ':') ++i;
-        if (i < s.size() && !digits(s, i, 2, om)) return false;
-        if (oh > 23 || om > 59) return false;
-        offset = sign * (oh * 3600 + om * 60);
-      } else {
-        return false;
-      }
-    }
-  }
-  if (i != s.size()) return false;
-  out = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
-        mi * 60 + sec - offset;
-  return true;
-}
-
-// "YYYY:MM:DD HH:MM:SS" with an optional offset: the date's colons are the only difference from
-// ISO 8601's "YYYY-MM-DD HH:MM:SS+02:00", so it is read by parse_iso once they are replaced.
-bool looks_exif(std::string_view s) {
-  return s.size() >= 19 && all_digits(s.substr(0, 4)) && s[4] == ':' && s[7] == ':' && s[10] == ' ';
-}
-
-bool parse_exif(std::string_view s, std::int64_t& out) {
-  if (!looks_exif(s)) return false;
-  std::string iso(s);
-  iso[4] = iso[7] = '-';
-  // The offset may follow the time directly or after one space.
-  if (iso.size() > 20 && iso[19] == ' ' && (iso[20] == '+' || iso[20] == '-')) iso.erase(19, 1);
-  return parse_iso(iso, out);
-}
+using photo_fields::parse_double;
+using photo_fields::parse_int;
+using photo_fields::trim;
 
 // Percent-decoding as in application/x-www-form-urlencoded text ('+' is a space); a '%' not
 // followed by two hex digits is kept as it is.
@@ -216,26 +81,6 @@ FixedColumns yfcc_columns(YfccLayout layout) {
   return c;
 }
 
-bool time_is_ambiguous(std::string_view text) {
-  text = trim(text);
-  std::int64_t unused;
-  return parse_iso_basic(text, unused);
-}
-
-bool parse_time(std::string_view text, TimeFormat format, std::int64_t& out) {
-  text = trim(text);
-  if (text.empty()) return false;
-  switch (format) {
-    case TimeFormat::unix_seconds: return parse_unix(text, out);
-    case TimeFormat::iso8601: return parse_iso(text, out);
-    case TimeFormat::exif: return parse_exif(text, out);
-    case TimeFormat::automatic:
-      if (looks_numeric(text)) return !time_is_ambiguous(text) && parse_unix(text, out);
-      return looks_exif(text) ? parse_exif(text, out) : parse_iso(text, out);
-  }
-  return false;
-}
-
 const std::vector<std::string>& photo_csv_fields() {
   static const std::vector<std::string> fields = {"id",       "lat",   "lon",         "time", "user",
                                                   "accuracy", "title", "description", "path"};
@@ -249,101 +94,119 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
   if (!in_) throw DataError(cat(path_, ": cannot open: ", std::strerror(errno)));
   buf_.resize(1 << 22);
   csv_dir_ = std::filesystem::path(path_).parent_path().string();
-  std::vector<std::string_view> header;
-  int line = 0;
   if (!options_.layouts.empty()) {
     // No header: the first row's column count picks the layout, then it is read again as data.
     if (options_.layouts.size() == 1) {
       use_layout(options_.layouts[0]);
     } else {
-      if (!read_record(header, line)) throw DataError(cat(path_, ": empty file"));
-      const FixedColumns* match = nullptr;
-      std::string expected;
-      for (const auto& l : options_.layouts) {
-        if (static_cast<std::size_t>(l.n_columns) == header.size()) match = &l;
-        expected += cat(expected.empty() ? "" : " or ", l.n_columns, " (", l.name, ")");
-      }
-      if (!match)
-        throw DataError(cat(path_, ":", line, ": first row has ", header.size(), " fields; expected ", expected));
-      use_layout(*match);
-      pos_ = 0;  // the buffer still starts at the file's first byte
-      line_ = 1;
+      pick_layout();
     }
   } else {
-    if (!read_record(header, line)) throw DataError(cat(path_, ": empty file, expected a header row"));
-    if (!record_problem_.empty()) throw DataError(cat(path_, ":", line, ": header row: ", record_problem_));
-    n_columns_ = static_cast<int>(header.size());
-    auto lower = [](std::string name) {
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
-      return name;
-    };
-    std::vector<std::string> names;  // lower case, for matching
-    for (int c = 0; c < n_columns_; ++c) {
-      std::string name(trim(header[c]));
-      if (c == 0 && name.size() >= 3 && name.compare(0, 3, "\xEF\xBB\xBF") == 0) name.erase(0, 3);  // UTF-8 BOM
-      header_.push_back(name);
-      names.push_back(lower(name));
-    }
-    // Each field's default header names, in photo_csv_fields() order.
-    struct FieldColumn {
-      const char* field;
-      int* col;
-      std::vector<const char*> defaults;
-      bool mapped = false;
-    };
-    FieldColumn slots[] = {{"id", &col_id_, {"id"}},
-                           {"lat", &col_lat_, {"lat", "latitude"}},
-                           {"lon", &col_lon_, {"lon", "lng", "longitude"}},
-                           {"time", &col_time_, {"time", "datetaken", "date_taken"}},
-                           {"user", &col_user_, {"user", "owner"}},
-                           {"accuracy", &col_accuracy_, {"accuracy"}},
-                           {"title", &col_title_, {"title"}},
-                           {"description", &col_description_, {"description"}},
-                           {"path", &col_path_, {"path", "image"}}};
-    std::vector<const char*> claimed(n_columns_, nullptr);  // column -> the field a mapping gave it
-    for (const auto& [field, wanted] : options_.columns) {
-      FieldColumn* slot = nullptr;
-      for (auto& f : slots)
-        if (field == f.field) slot = &f;
-      if (!slot) {
-        throw DataError(cat(path_, ": columns: unknown field '", field, "'", did_you_mean(field, photo_csv_fields()),
-                            " (fields: id, lat, lon, time, user, accuracy, title, description, path)"));
-      }
-      const std::string want = lower(std::string(trim(wanted)));
-      const auto it = std::find(names.begin(), names.end(), want);
-      if (it == names.end()) {
-        std::string listed;
-        for (const auto& h : header_) listed += (listed.empty() ? "" : ", ") + h;
-        throw DataError(cat(path_, ":", line, ": columns maps '", field, "' to '", wanted, "', but the header has no such column",
-                            did_you_mean(want, names, header_),
-                            " (header: ", listed, ")"));
-      }
-      const int c = static_cast<int>(it - names.begin());
-      if (claimed[c]) throw DataError(cat(path_, ":", line, ": columns maps both '", claimed[c], "' and '", field, "' to column '", header_[c], "'"));
-      claimed[c] = slot->field;
-      *slot->col = c;
-      slot->mapped = true;
-    }
-    for (int c = 0; c < n_columns_; ++c) {
-      if (claimed[c]) continue;
-      for (auto& f : slots) {
-        if (f.mapped || std::find_if(f.defaults.begin(), f.defaults.end(), [&](const char* d) { return names[c] == d; }) == f.defaults.end())
-          continue;
-        if (*f.col >= 0) throw DataError(cat(path_, ":", line, ": column '", names[c], "' appears twice in the header"));
-        *f.col = c;
-      }
-    }
-    const std::pair<const char*, int> required[] = {
-        {"id", col_id_}, {"lat", col_lat_}, {"lon", col_lon_}, {"time", col_time_}, {"user", col_user_}};
-    for (const auto& [name, col] : required)
-      if (col < 0)
-        throw DataError(cat(path_, ":", line, ": header has no '", name,
-                            "' column (needs id, lat, lon, time, user; optional accuracy, title, description, path; "
-                            "columns: {", name, ": <header name>} reads it under another name)"));
-    if (options_.min_accuracy > 0 && col_accuracy_ < 0)
-      throw DataError(cat(path_, ":", line, ": min_accuracy is set but the header has no 'accuracy' column"));
+    map_header();
   }
-  // The image template: literal text and {name} placeholders resolved to columns once.
+  compile_image_template();
+}
+
+// No header and several layouts: the first row's column count picks one, then the row is read
+// again as data.
+void PhotoCsvReader::pick_layout() {
+  std::vector<std::string_view> header;
+  int line = 0;
+  if (!read_record(header, line)) throw DataError(cat(path_, ": empty file"));
+  const FixedColumns* match = nullptr;
+  std::string expected;
+  for (const auto& l : options_.layouts) {
+    if (static_cast<std::size_t>(l.n_columns) == header.size()) match = &l;
+    expected += cat(expected.empty() ? "" : " or ", l.n_columns, " (", l.name, ")");
+  }
+  if (!match)
+    throw DataError(cat(path_, ":", line, ": first row has ", header.size(), " fields; expected ", expected));
+  use_layout(*match);
+  pos_ = 0;  // the buffer still starts at the file's first byte
+  line_ = 1;
+}
+
+// The header row names the columns: `columns` maps fields to header names first, then each
+// field's default names claim the columns left.
+void PhotoCsvReader::map_header() {
+  std::vector<std::string_view> header;
+  int line = 0;
+  if (!read_record(header, line)) throw DataError(cat(path_, ": empty file, expected a header row"));
+  if (!record_problem_.empty()) throw DataError(cat(path_, ":", line, ": header row: ", record_problem_));
+  n_columns_ = static_cast<int>(header.size());
+  auto lower = [](std::string name) {
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    return name;
+  };
+  std::vector<std::string> names;  // lower case, for matching
+  for (int c = 0; c < n_columns_; ++c) {
+    std::string name(trim(header[c]));
+    if (c == 0 && name.size() >= 3 && name.compare(0, 3, "\xEF\xBB\xBF") == 0) name.erase(0, 3);  // UTF-8 BOM
+    header_.push_back(name);
+    names.push_back(lower(name));
+  }
+  // Each field's default header names, in photo_csv_fields() order.
+  struct FieldColumn {
+    const char* field;
+    int* col;
+    std::vector<const char*> defaults;
+    bool mapped = false;
+  };
+  FieldColumn slots[] = {{"id", &col_id_, {"id"}},
+                         {"lat", &col_lat_, {"lat", "latitude"}},
+                         {"lon", &col_lon_, {"lon", "lng", "longitude"}},
+                         {"time", &col_time_, {"time", "datetaken", "date_taken"}},
+                         {"user", &col_user_, {"user", "owner"}},
+                         {"accuracy", &col_accuracy_, {"accuracy"}},
+                         {"title", &col_title_, {"title"}},
+                         {"description", &col_description_, {"description"}},
+                         {"path", &col_path_, {"path", "image"}}};
+  std::vector<const char*> claimed(n_columns_, nullptr);  // column -> the field a mapping gave it
+  for (const auto& [field, wanted] : options_.columns) {
+    FieldColumn* slot = nullptr;
+    for (auto& f : slots)
+      if (field == f.field) slot = &f;
+    if (!slot) {
+      throw DataError(cat(path_, ": columns: unknown field '", field, "'", did_you_mean(field, photo_csv_fields()),
+                          " (fields: id, lat, lon, time, user, accuracy, title, description, path)"));
+    }
+    const std::string want = lower(std::string(trim(wanted)));
+    const auto it = std::find(names.begin(), names.end(), want);
+    if (it == names.end()) {
+      std::string listed;
+      for (const auto& h : header_) listed += (listed.empty() ? "" : ", ") + h;
+      throw DataError(cat(path_, ":", line, ": columns maps '", field, "' to '", wanted, "', but the header has no such column",
+                          did_you_mean(want, names, header_),
+                          " (header: ", listed, ")"));
+    }
+    const int c = static_cast<int>(it - names.begin());
+    if (claimed[c]) throw DataError(cat(path_, ":", line, ": columns maps both '", claimed[c], "' and '", field, "' to column '", header_[c], "'"));
+    claimed[c] = slot->field;
+    *slot->col = c;
+    slot->mapped = true;
+  }
+  for (int c = 0; c < n_columns_; ++c) {
+    if (claimed[c]) continue;
+    for (auto& f : slots) {
+      if (f.mapped || std::find_if(f.defaults.begin(), f.defaults.end(), [&](const char* d) { return names[c] == d; }) == f.defaults.end())
+        continue;
+      if (*f.col >= 0) throw DataError(cat(path_, ":", line, ": column '", names[c], "' appears twice in the header"));
+      *f.col = c;
+    }
+  }
+  const std::pair<const char*, int> required[] = {
+      {"id", col_id_}, {"lat", col_lat_}, {"lon", col_lon_}, {"time", col_time_}, {"user", col_user_}};
+  for (const auto& [name, col] : required)
+    if (col < 0)
+      throw DataError(cat(path_, ":", line, ": header has no '", name,
+                          "' column (needs id, lat, lon, time, user; optional accuracy, title, description, path; "
+                          "columns: {", name, ": <header name>} reads it under another name)"));
+  if (options_.min_accuracy > 0 && col_accuracy_ < 0)
+    throw DataError(cat(path_, ":", line, ": min_accuracy is set but the header has no 'accuracy' column"));
+}
+
+// The image template: literal text and {name} placeholders resolved to columns once.
+void PhotoCsvReader::compile_image_template() {
   const std::string& t = options_.image_template;
   for (std::size_t i = 0; i < t.size();) {
     const std::size_t open = t.find('{', i);

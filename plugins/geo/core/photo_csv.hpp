@@ -160,6 +160,11 @@ class PhotoCsvReader {
   bool refill();
   void bad_row(int line, const std::string& reason);
   void use_layout(const FixedColumns& layout);
+  // The constructor's steps: the layout from the first row's width, the columns from the
+  // header row, the image path template.
+  void pick_layout();
+  void map_header();
+  void compile_image_template();
   std::string image_path(const std::vector<std::string_view>& fields, std::int64_t id) const;
   // "column 'taken' (time)" for messages: the file's header name and the field it is read as.
   std::string column_label(int col, const char* field) const;
