@@ -30,7 +30,7 @@
 #include <embedflow/features.hpp>
 
 #include "eval_types.hpp"
-#include "parallel.hpp"
+#include "arena_loop.hpp"
 #include "retrieval.hpp"
 
 namespace embedflow::eval {
@@ -71,7 +71,7 @@ class NeighbourAverage final : public Node {
       std::vector<float> score;
       BlockScorer scorer(DistanceSpec{DistanceKind::cosine}, features_.view(), features_.view());
       knn_search(scorer, k, /*exclude_self=*/true, 1024, 4096, threads, index, score);
-      parallel_for(n, threads, [&](std::int64_t begin, std::int64_t end) {
+      arena_for(n, threads, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
           float* yi = y.data() + i * d;
           for (int r = 0; r < k; ++r) {

@@ -130,118 +130,124 @@ void publish_retrieval(const RetrievalSettings& s, const RetrievalSummary& sum, 
   t.rows.push_back(std::move(row));
   publish_results(s.node, t);
 }
-}  // namespace
 
-Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult& r, const FeatureSet& query,
-                               const FeatureSet& gallery, const std::function<void(JsonWriter&)>& extra) {
-  const RetrievalSummary& sum = r.summary;
-  if (sum.no_match > 0)
-    log_warning(s.name, sum.no_match, " of ", sum.queries, " queries have no valid match in the gallery; they are",
-                " left out of the means and reported as no_match");
-  if (sum.evaluated == 0) log_warning(s.name, "no query could be evaluated: every metric is 0");
-  if (!s.out.empty()) {
-    JsonWriter j;
-    j.begin_object();
-    j.field("method", s.name).field("distance", distance_name(s.spec.kind));
-    if (is_kernel(s.spec.kind)) j.field("gamma", s.spec.gamma);
-    j.key("protocol").begin_object();
-    j.field("self_retrieval", s.options.exclude_self);
-    j.field("exclude_same_camera", s.options.exclude_same_camera && query.has_camera && gallery.has_camera);
-    j.field("junk_label", s.options.junk_label).field("single_shot_repeats", s.options.single_shot_repeats);
-    j.field("bootstrap", s.options.bootstrap).field("ci_level", s.options.ci_level);
-    j.field("gallery_size", gallery.rows()).field("dim", query.dim);
+// <out>.json: the method, the protocol, the metrics, single-shot and per-label scores, and
+// whatever the caller adds.
+void write_json(const RetrievalSettings& s, const RetrievalSummary& sum, const FeatureSet& query,
+                const FeatureSet& gallery, const std::function<void(JsonWriter&)>& extra) {
+  JsonWriter j;
+  j.begin_object();
+  j.field("method", s.name).field("distance", distance_name(s.spec.kind));
+  if (is_kernel(s.spec.kind)) j.field("gamma", s.spec.gamma);
+  j.key("protocol").begin_object();
+  j.field("self_retrieval", s.options.exclude_self);
+  j.field("exclude_same_camera", s.options.exclude_same_camera && query.has_camera && gallery.has_camera);
+  j.field("junk_label", s.options.junk_label).field("single_shot_repeats", s.options.single_shot_repeats);
+  j.field("bootstrap", s.options.bootstrap).field("ci_level", s.options.ci_level);
+  j.field("gallery_size", gallery.rows()).field("dim", query.dim);
+  j.end_object();
+  j.key("metrics");
+  write_summary_json(j, sum, s.options.ranks);
+  if (!sum.single_shot_cmc.empty()) {
+    j.key("single_shot").begin_object().field("repeats", s.options.single_shot_repeats);
+    for (int k : s.options.ranks) j.field(cat("rank-", k), sum.single_shot_cmc[static_cast<std::size_t>(k - 1)]);
     j.end_object();
-    j.key("metrics");
-    write_summary_json(j, sum, s.options.ranks);
-    if (!sum.single_shot_cmc.empty()) {
-      j.key("single_shot").begin_object().field("repeats", s.options.single_shot_repeats);
-      for (int k : s.options.ranks) j.field(cat("rank-", k), sum.single_shot_cmc[static_cast<std::size_t>(k - 1)]);
-      j.end_object();
-    }
-    j.key("per_label").begin_array();
-    for (const auto& [label, m] : sum.per_label) {
-      j.begin_object().field("label", label).field("queries", static_cast<std::int64_t>(m.at("queries")));
-      for (int k : s.options.ranks) j.field(cat("rank-", k), m.at(cat("rank-", k)));
-      for (const char* name : kMetricNames) j.field(name, m.at(name));
-      j.end_object();
-    }
-    j.end_array();
-    if (extra) extra(j);
-    j.end_object();
-    write_text_atomic(s.out + ".json", j.str() + "\n");
-
-    std::vector<std::string> header{"method"};
-    std::vector<std::string> row{s.name};
-    for (int k : s.options.ranks) {
-      header.push_back(cat("rank-", k, " %"));
-      row.push_back(percent_with_ci(sum.cmc[static_cast<std::size_t>(k - 1)], sum, cat("rank-", k)));
-    }
-    header.insert(header.end(), {"mAP %", "mAP trapz %", "MRR %", "P@1 %", "R-prec %", "MAP@R %", "queries", "no match"});
-    row.insert(row.end(), {percent_with_ci(sum.map, sum, "mAP"), percent_with_ci(sum.map_trapezoid, sum, "mAP_trapezoid"),
-                           percent(sum.mrr), percent(sum.p_at_1), percent(sum.r_precision), percent(sum.map_at_r),
-                           std::to_string(sum.evaluated), std::to_string(sum.no_match)});
-    if (!sum.single_shot_cmc.empty())
-      for (int k : s.options.ranks) {
-        header.push_back(cat("single-shot rank-", k, " %"));
-        row.push_back(percent(sum.single_shot_cmc[static_cast<std::size_t>(k - 1)]));
-      }
-    // The same metrics averaged per query label first (macro), below the micro row.
-    auto macro = [&](const std::string& name) { return sum.macro.count(name) ? sum.macro.at(name) : 0.0; };
-    std::vector<std::string> macro_row{"macro (mean over labels)"};
-    for (int k : s.options.ranks) macro_row.push_back(percent(macro(cat("rank-", k))));
-    for (const char* name : {"mAP", "mAP_trapezoid", "MRR", "P@1", "R-precision", "MAP@R"}) macro_row.push_back(percent(macro(name)));
-    macro_row.push_back(cat(sum.per_label.size(), " labels"));
-    while (macro_row.size() < header.size()) macro_row.push_back("");
-    std::string md = cat("### ", s.name, " (", distance_name(s.spec.kind), ")\n\n", markdown_table(header, {row, macro_row}));
-    if (!sum.single_shot_cmc.empty())
-      md += cat("\nSingle-shot: CUHK03 single-gallery-shot rank-k, one gallery item per identity drawn ",
-                s.options.single_shot_repeats, " times, averaged.\n");
-    if (s.options.bootstrap > 0)
-      md += cat("\nBrackets: ", percent(s.options.ci_level, 0), "% bootstrap intervals over queries (", s.options.bootstrap,
-                " resamples).\n");
-    if (!sum.per_label.empty() && sum.per_label.size() <= kMaxMarkdownLabels) {
-      std::vector<std::vector<std::string>> rows;
-      for (const auto& [label, m] : sum.per_label)
-        rows.push_back({std::to_string(label), std::to_string(static_cast<std::int64_t>(m.at("queries"))), percent(m.at("P@1")),
-                        percent(m.at("R-precision")), percent(m.at("MAP@R")), percent(m.at("mAP")), percent(m.at("MRR"))});
-      md += cat("\nPer query label (means over its evaluated queries):\n\n",
-                markdown_table({"label", "queries", "P@1 %", "R-prec %", "MAP@R %", "mAP %", "MRR %"}, rows));
-    } else if (!sum.per_label.empty()) {
-      md += cat("\n", sum.per_label.size(), " query labels: their scores are in ", s.out, ".json (per_label).\n");
-    }
-    write_text_atomic(s.out + ".md", md);
-
-    LineChart chart;
-    chart.title = cat("CMC: ", s.name);
-    chart.x_label = "rank";
-    chart.y_label = "matching rate (%)";
-    chart.y_min = 0, chart.y_max = 100, chart.x_min = 1, chart.x_max = s.options.max_rank;
-    PlotSeries cmc{cat(s.name, " (rank-1 ", percent(sum.cmc[0], 1), "%)"), {}, {}};
-    for (std::size_t k = 0; k < sum.cmc.size(); ++k) cmc.x.push_back(double(k + 1)), cmc.y.push_back(100 * sum.cmc[k]);
-    chart.series.push_back(cmc);
-    if (!sum.single_shot_cmc.empty()) {
-      PlotSeries ss{"single-gallery-shot", {}, {}};
-      for (std::size_t k = 0; k < sum.single_shot_cmc.size(); ++k)
-        ss.x.push_back(double(k + 1)), ss.y.push_back(100 * sum.single_shot_cmc[k]);
-      chart.series.push_back(ss);
-    }
-    save_line_chart(s.out + "_cmc.png", chart);
-
-    if (!r.top_index.empty()) {
-      const auto k = static_cast<std::size_t>(s.options.keep_top);
-      std::ostringstream csv;
-      csv << "query,query_label,rank,gallery,gallery_label,value\n";
-      for (std::size_t q = 0; q < r.queries.size(); ++q)
-        for (std::size_t i = 0; i < k; ++i) {
-          const auto g = r.top_index[q * k + i];
-          if (g < 0) break;
-          csv << q << ',' << query.label[q] << ',' << i + 1 << ',' << g << ',' << gallery.label[static_cast<std::size_t>(g)]
-              << ',' << score_to_value(s.spec, r.top_score[q * k + i]) << '\n';
-        }
-      write_text_atomic(s.out + "_ranklists.csv", csv.str());
-    }
   }
-  publish_retrieval(s, sum, s.metrics_presented);
+  j.key("per_label").begin_array();
+  for (const auto& [label, m] : sum.per_label) {
+    j.begin_object().field("label", label).field("queries", static_cast<std::int64_t>(m.at("queries")));
+    for (int k : s.options.ranks) j.field(cat("rank-", k), m.at(cat("rank-", k)));
+    for (const char* name : kMetricNames) j.field(name, m.at(name));
+    j.end_object();
+  }
+  j.end_array();
+  if (extra) extra(j);
+  j.end_object();
+  write_text_atomic(s.out + ".json", j.str() + "\n");
+}
+
+// <out>.md: the micro and macro rows, notes on single-shot and intervals, and per-label rows
+// when there are few enough labels to read.
+void write_markdown(const RetrievalSettings& s, const RetrievalSummary& sum) {
+  std::vector<std::string> header{"method"};
+  std::vector<std::string> row{s.name};
+  for (int k : s.options.ranks) {
+    header.push_back(cat("rank-", k, " %"));
+    row.push_back(percent_with_ci(sum.cmc[static_cast<std::size_t>(k - 1)], sum, cat("rank-", k)));
+  }
+  header.insert(header.end(), {"mAP %", "mAP trapz %", "MRR %", "P@1 %", "R-prec %", "MAP@R %", "queries", "no match"});
+  row.insert(row.end(), {percent_with_ci(sum.map, sum, "mAP"), percent_with_ci(sum.map_trapezoid, sum, "mAP_trapezoid"),
+                         percent(sum.mrr), percent(sum.p_at_1), percent(sum.r_precision), percent(sum.map_at_r),
+                         std::to_string(sum.evaluated), std::to_string(sum.no_match)});
+  if (!sum.single_shot_cmc.empty())
+    for (int k : s.options.ranks) {
+      header.push_back(cat("single-shot rank-", k, " %"));
+      row.push_back(percent(sum.single_shot_cmc[static_cast<std::size_t>(k - 1)]));
+    }
+  // The same metrics averaged per query label first (macro), below the micro row.
+  auto macro = [&](const std::string& name) { return sum.macro.count(name) ? sum.macro.at(name) : 0.0; };
+  std::vector<std::string> macro_row{"macro (mean over labels)"};
+  for (int k : s.options.ranks) macro_row.push_back(percent(macro(cat("rank-", k))));
+  for (const char* name : {"mAP", "mAP_trapezoid", "MRR", "P@1", "R-precision", "MAP@R"}) macro_row.push_back(percent(macro(name)));
+  macro_row.push_back(cat(sum.per_label.size(), " labels"));
+  while (macro_row.size() < header.size()) macro_row.push_back("");
+  std::string md = cat("### ", s.name, " (", distance_name(s.spec.kind), ")\n\n", markdown_table(header, {row, macro_row}));
+  if (!sum.single_shot_cmc.empty())
+    md += cat("\nSingle-shot: CUHK03 single-gallery-shot rank-k, one gallery item per identity drawn ",
+              s.options.single_shot_repeats, " times, averaged.\n");
+  if (s.options.bootstrap > 0)
+    md += cat("\nBrackets: ", percent(s.options.ci_level, 0), "% bootstrap intervals over queries (", s.options.bootstrap,
+              " resamples).\n");
+  if (!sum.per_label.empty() && sum.per_label.size() <= kMaxMarkdownLabels) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& [label, m] : sum.per_label)
+      rows.push_back({std::to_string(label), std::to_string(static_cast<std::int64_t>(m.at("queries"))), percent(m.at("P@1")),
+                      percent(m.at("R-precision")), percent(m.at("MAP@R")), percent(m.at("mAP")), percent(m.at("MRR"))});
+    md += cat("\nPer query label (means over its evaluated queries):\n\n",
+              markdown_table({"label", "queries", "P@1 %", "R-prec %", "MAP@R %", "mAP %", "MRR %"}, rows));
+  } else if (!sum.per_label.empty()) {
+    md += cat("\n", sum.per_label.size(), " query labels: their scores are in ", s.out, ".json (per_label).\n");
+  }
+  write_text_atomic(s.out + ".md", md);
+}
+
+// <out>_cmc.png: the CMC curve, and the single-gallery-shot one when it was computed.
+void write_cmc_chart(const RetrievalSettings& s, const RetrievalSummary& sum) {
+  LineChart chart;
+  chart.title = cat("CMC: ", s.name);
+  chart.x_label = "rank";
+  chart.y_label = "matching rate (%)";
+  chart.y_min = 0, chart.y_max = 100, chart.x_min = 1, chart.x_max = s.options.max_rank;
+  PlotSeries cmc{cat(s.name, " (rank-1 ", percent(sum.cmc[0], 1), "%)"), {}, {}};
+  for (std::size_t k = 0; k < sum.cmc.size(); ++k) cmc.x.push_back(double(k + 1)), cmc.y.push_back(100 * sum.cmc[k]);
+  chart.series.push_back(cmc);
+  if (!sum.single_shot_cmc.empty()) {
+    PlotSeries ss{"single-gallery-shot", {}, {}};
+    for (std::size_t k = 0; k < sum.single_shot_cmc.size(); ++k)
+      ss.x.push_back(double(k + 1)), ss.y.push_back(100 * sum.single_shot_cmc[k]);
+    chart.series.push_back(ss);
+  }
+  save_line_chart(s.out + "_cmc.png", chart);
+}
+
+// <out>_ranklists.csv: each query's kept top list, best first.
+void write_ranklists(const RetrievalSettings& s, const RetrievalResult& r, const FeatureSet& query,
+                     const FeatureSet& gallery) {
+  const auto k = static_cast<std::size_t>(s.options.keep_top);
+  std::ostringstream csv;
+  csv << "query,query_label,rank,gallery,gallery_label,value\n";
+  for (std::size_t q = 0; q < r.queries.size(); ++q)
+    for (std::size_t i = 0; i < k; ++i) {
+      const auto g = r.top_index[q * k + i];
+      if (g < 0) break;
+      csv << q << ',' << query.label[q] << ',' << i + 1 << ',' << g << ',' << gallery.label[static_cast<std::size_t>(g)]
+          << ',' << score_to_value(s.spec, r.top_score[q * k + i]) << '\n';
+    }
+  write_text_atomic(s.out + "_ranklists.csv", csv.str());
+}
+
+// The record the node emits: the summary's metrics, micro and macro.
+Record summary_record(const RetrievalSettings& s, const RetrievalSummary& sum) {
   Record m;
   m.set("method", Array::string_scalar(s.name));
   m.set("cmc", Array::from_vector<double>({static_cast<std::int64_t>(sum.cmc.size())}, sum.cmc));
@@ -266,6 +272,25 @@ Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult
     m.set("single_shot_rank1", Array::scalar<double>(sum.single_shot_cmc[0]));
   }
   return m;
+}
+
+}  // namespace
+
+Record write_retrieval_outputs(const RetrievalSettings& s, const RetrievalResult& r, const FeatureSet& query,
+                               const FeatureSet& gallery, const std::function<void(JsonWriter&)>& extra) {
+  const RetrievalSummary& sum = r.summary;
+  if (sum.no_match > 0)
+    log_warning(s.name, sum.no_match, " of ", sum.queries, " queries have no valid match in the gallery; they are",
+                " left out of the means and reported as no_match");
+  if (sum.evaluated == 0) log_warning(s.name, "no query could be evaluated: every metric is 0");
+  if (!s.out.empty()) {
+    write_json(s, sum, query, gallery, extra);
+    write_markdown(s, sum);
+    write_cmc_chart(s, sum);
+    if (!r.top_index.empty()) write_ranklists(s, r, query, gallery);
+  }
+  publish_retrieval(s, sum, s.metrics_presented);
+  return summary_record(s, sum);
 }
 
 const FeatureSet& checked_gallery(const FeatureSet& query, const FeatureSet& gallery, bool self) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "distance.hpp"
-#include "parallel.hpp"
+#include "arena_loop.hpp"
 
 namespace embedflow::evalcore {
 
@@ -22,7 +22,7 @@ void scan_gallery_blocks(const BlockScorer& scorer, std::int64_t q0, std::int64_
   for (std::int64_t g0 = 0; g0 < gallery_rows; g0 += gallery_block) {
     const std::int64_t g1 = std::min(gallery_rows, g0 + gallery_block);
     scorer.compute(q0, q1, g0, g1, buffer.data(), gallery_block, threads);
-    parallel_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
+    arena_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t s = b; s < e; ++s) scan(s, buffer.data() + s * gallery_block, g0, g1);
     });
   }

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "embedflow/error.hpp"
-#include "parallel.hpp"
+#include "arena_loop.hpp"
 
 namespace embedflow::evalcore {
 
@@ -273,7 +273,7 @@ void BlockScorer::compute(std::int64_t q0, std::int64_t q1, std::int64_t g0, std
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(nq), static_cast<int>(ng),
                 static_cast<int>(dim), cos ? -1.0f : -2.0f, q, static_cast<int>(dim), g, static_cast<int>(dim), 0.0f,
                 out, static_cast<int>(ld));
-    parallel_for(nq, threads, [&](std::int64_t b, std::int64_t e) {
+    arena_for(nq, threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = b; i < e; ++i) {
         float* row = out + i * ld;
         if (cos) {
@@ -294,7 +294,7 @@ void BlockScorer::compute(std::int64_t q0, std::int64_t q1, std::int64_t g0, std
     });
     return;
   }
-  parallel_for(nq, threads, [&](std::int64_t b, std::int64_t e) {
+  arena_for(nq, threads, [&](std::int64_t b, std::int64_t e) {
     const float gamma = static_cast<float>(spec_.gamma);
     for (std::int64_t i = b; i < e; ++i) {
       const float* x = query_.row(q0 + i);

@@ -5,7 +5,7 @@
 
 #include "embedflow/error.hpp"
 #include "block_scan.hpp"
-#include "parallel.hpp"
+#include "arena_loop.hpp"
 #include "top_k.hpp"
 
 namespace embedflow::evalcore {
@@ -43,7 +43,7 @@ ExactNeighbours exact_knn(const BlockScorer& scorer, int k, std::int64_t query_b
                    cand.end());
       }
     });
-    parallel_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
+    arena_for(q1 - q0, threads, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t s = b; s < e; ++s) {
         const std::int64_t q = q0 + s;
         const auto& heap = heaps[static_cast<std::size_t>(s)];
