@@ -1,7 +1,5 @@
-#include "embedflow/atomic_file.hpp"
 #include "draw.hpp"
 
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <filesystem>
 
 #include <embedflow/error.hpp>
+#include <embedflow/plot/png.hpp>
 
 namespace embedflow::crowd {
 namespace {
@@ -21,11 +20,9 @@ void text(cv::Mat& m, const std::string& s, int x, int y, double scale = 0.45, c
   cv::putText(m, s, cv::Point(x, y), kFont, scale, colour, 1, cv::LINE_AA);
 }
 
+// Drawn in BGR, OpenCV's order; the plot library encodes and writes it like every other image.
 void save(const std::string& path, const cv::Mat& m) {
-  std::vector<unsigned char> png;
-  const std::string ext = std::filesystem::path(path).extension().string();
-  if (!cv::imencode(ext.empty() ? ".png" : ext, m, png)) throw DataError(cat("cannot write ", path));
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+  save_png(path, m.ptr<std::uint8_t>(), m.rows, m.cols, m.channels(), PixelOrder::bgr);
 }
 
 std::string fmt(double v, const char* f = "%.2f") {

@@ -1,4 +1,3 @@
-#include "embedflow/atomic_file.hpp"
 #include "plots.hpp"
 
 #include <algorithm>
@@ -7,11 +6,11 @@
 #include <numeric>
 
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "embedflow/error.hpp"
 #include "embedflow/plot/bar_chart.hpp"
+#include "embedflow/plot/png.hpp"
 #include "geodesy.hpp"
 
 namespace embedflow::geo {
@@ -35,16 +34,9 @@ Histogram make_histogram(const std::vector<double>& values, double lo, double hi
 
 namespace {
 
+// The density map is drawn in BGR, OpenCV's order.
 void save(const std::string& path, const cv::Mat& img) {
-  std::vector<unsigned char> png;
-  bool ok = false;
-  try {
-    ok = cv::imencode(".png", img, png);
-  } catch (const cv::Exception& e) {
-    throw DataError(cat(path, ": cannot write PNG: ", e.what()));
-  }
-  if (!ok) throw DataError(cat(path, ": cannot write PNG"));
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+  save_png(path, img.ptr<std::uint8_t>(), img.rows, img.cols, img.channels(), PixelOrder::bgr);
 }
 
 }  // namespace
