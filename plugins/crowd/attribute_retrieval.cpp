@@ -117,6 +117,36 @@ std::vector<int> mapping(const std::vector<std::vector<std::int64_t>>& votes) {
   return m;
 }
 
+// Each member (one model, or each model of an ensemble: crowd.cen_score's `member` tag) with
+// its own dimension mapping, and its test submissions by (worker, grid).
+struct Models {
+  std::map<std::int64_t, Fit> fits;
+  std::map<std::int64_t, std::map<std::pair<std::int64_t, std::int64_t>, const Sub*>> test_of;
+  bool ensemble() const { return fits.size() > 1; }
+};
+
+// The confusion matrix (rows: true attribute, normalised; last column: unmapped), its row
+// entropies and the retrieval rates.
+struct Scores {
+  std::vector<std::vector<double>> conf;
+  std::vector<double> entropy;
+  double entropy_sum = 0;
+  int entropy_rows = 0;
+  std::int64_t n = 0;
+  double retrieval = NAN, retrieval_eff = NAN;
+  std::string members_alone;  // an ensemble's members alone, comma-separated
+};
+
+std::vector<float> effective(const Sub& s) {
+  std::vector<float> e = s.a;
+  if (s.spread.size() == e.size())
+    for (std::size_t k = 0; k < e.size(); ++k) e[k] *= s.spread[k];
+  return e;
+}
+
+// The paper's rule for one model: argmax a (or a * spread), mapped by that model's votes.
+int alone(const Fit& f, const Sub& s, bool eff) { return eff ? f.map_eff[argmax(effective(s))] : f.map[argmax(s.a)]; }
+
 class AttributeRetrieval final : public Node {
  public:
   void open(NodeContext& ctx) override {
@@ -149,23 +179,48 @@ class AttributeRetrieval final : public Node {
     const Params& p = ctx_->params();
     const std::string prefix = p.string("out");
     if (train_.empty() || test_.empty()) throw DataError("needs train and test submissions");
+    const Models models = fit_models();
+    const Scores sc = score(models);
+    std::vector<std::string> cols = names_;
+    cols.push_back("unmapped");
+    make_parent(prefix + "_confusion.csv");
+    write_tables(prefix, models, sc, cols);
+    std::vector<std::string> rows;
+    for (std::size_t i = 0; i < names_.size(); ++i) rows.push_back(cat(names_[i], " H=", show(sc.entropy[i])));
+    write_heatmap(prefix + "_confusion.png", cat(p.string("name"), ": attribute retrieval ", show(sc.retrieval)), sc.conf, rows,
+                  cols, "true attribute", "predicted attribute (argmax a, mapped on train)");
+    // Worker bias.
+    double bias_r = NAN, top = NAN;
+    if (workers_ && models.fits.count(0)) bias_r = worker_bias(models.fits.at(0).map, models.fits.at(0).votes, prefix, top);
+    const bool ensemble = models.ensemble();
+    log_info(ctx_->id(), p.string("name"), ": attribute retrieval ", sc.retrieval, " (effective ", sc.retrieval_eff, ") on ", sc.n,
+             " test submissions",
+             !ensemble ? std::string() : cat(" (ensemble of ", models.fits.size(), " models; alone ", sc.members_alone, ")"),
+             "; worker bias r ", bias_r);
+    Record r;
+    r.set("method", Array::strings({p.string("name")}));
+    r.set("retrieval", Array::scalar<double>(sc.retrieval));
+    r.set("retrieval_effective", Array::scalar<double>(sc.retrieval_eff));
+    r.set("entropy_mean", Array::scalar<double>(sc.entropy_rows ? sc.entropy_sum / sc.entropy_rows : NAN));
+    r.set("submissions", Array::scalar<double>(static_cast<double>(sc.n)));
+    r.set("worker_bias_r", Array::scalar<double>(bias_r));
+    r.set("worker_top_agreement", Array::scalar<double>(top));
+    out.emit(0, std::move(r));
+  }
+
+ private:
+  int truth_of(const Sub& s) const {
+    auto it = truth_.find({s.worker, s.grid});
+    if (it == truth_.end()) throw DataError(cat("submission (worker ", s.worker, ", grid ", s.grid, ") is not in truth.csv"));
+    return it->second;
+  }
+  // Each member maps its own dimensions from its own train votes: dimension order is arbitrary
+  // per model.
+  Models fit_models() const {
     const std::size_t A = names_.size();
-    auto truth_of = [&](const Sub& s) {
-      auto it = truth_.find({s.worker, s.grid});
-      if (it == truth_.end()) throw DataError(cat("submission (worker ", s.worker, ", grid ", s.grid, ") is not in truth.csv"));
-      return it->second;
-    };
-    auto effective = [](const Sub& s) {
-      std::vector<float> e = s.a;
-      if (s.spread.size() == e.size())
-        for (std::size_t k = 0; k < e.size(); ++k) e[k] *= s.spread[k];
-      return e;
-    };
-    // Each member (one model, or each model of an ensemble: crowd.cen_score's `member` tag) maps
-    // its own dimensions from its own train votes: dimension order is arbitrary per model.
-    std::map<std::int64_t, Fit> fits;
+    Models m;
     for (const Sub& s : train_) {
-      Fit& f = fits[s.member];
+      Fit& f = m.fits[s.member];
       if (f.votes.empty()) f.votes.assign(s.a.size(), std::vector<std::int64_t>(A, 0)), f.votes_eff = f.votes;
       if (s.a.size() != f.votes.size()) throw DataError(cat("member ", s.member, ": submissions with ", s.a.size(), " and ", f.votes.size(), " dimensions"));
       const int t = truth_of(s);
@@ -173,145 +228,128 @@ class AttributeRetrieval final : public Node {
       f.votes[argmax(s.a)][static_cast<std::size_t>(t)]++;
       f.votes_eff[argmax(effective(s))][static_cast<std::size_t>(t)]++;
     }
-    for (auto& [member, f] : fits) f.map = mapping(f.votes), f.map_eff = mapping(f.votes_eff);
-    std::map<std::int64_t, std::map<std::pair<std::int64_t, std::int64_t>, const Sub*>> test_of;
+    for (auto& [member, f] : m.fits) f.map = mapping(f.votes), f.map_eff = mapping(f.votes_eff);
     for (const Sub& s : test_) {
-      if (!fits.count(s.member)) throw DataError(cat("test submissions of member ", s.member, " but no train submissions of it"));
-      test_of[s.member][{s.worker, s.grid}] = &s;
+      if (!m.fits.count(s.member)) throw DataError(cat("test submissions of member ", s.member, " but no train submissions of it"));
+      m.test_of[s.member][{s.worker, s.grid}] = &s;
     }
-    for (const auto& [member, f] : fits)
-      if (!test_of.count(member)) throw DataError(cat("train submissions of member ", member, " but no test submissions of it"));
-    const std::int64_t first = fits.begin()->first;
-    const bool ensemble = fits.size() > 1;
-    // The paper's rule for one model: argmax a (or a * spread), mapped by that model's votes.
-    auto alone = [&](const Fit& f, const Sub& s, bool eff) { return eff ? f.map_eff[argmax(effective(s))] : f.map[argmax(s.a)]; };
-    // One model: the paper's rule, argmax a mapped. An ensemble: the attribute with the largest
-    // mean share, a member's share of attribute j being the part of its activation sum on the
-    // dimensions it maps to j (probability averaging, as deep ensembles average softmax outputs).
-    auto predict = [&](const Sub& s, bool eff) {
-      if (!ensemble) return alone(fits.begin()->second, s, eff);
-      std::vector<double> share(A, 0.0);
-      for (const auto& [member, f] : fits) {
-        auto it = test_of[member].find({s.worker, s.grid});
-        if (it == test_of[member].end())
-          throw DataError(cat("member ", member, " has no test submission (worker ", s.worker, ", grid ", s.grid, ")"));
-        const std::vector<float> a = eff ? effective(*it->second) : it->second->a;
-        const std::vector<int>& map = eff ? f.map_eff : f.map;
-        double total = 0;
-        for (float v : a) total += std::max(0.0f, v);
-        if (total <= 0) continue;
-        for (std::size_t k = 0; k < a.size(); ++k)
-          if (map[k] >= 0) share[static_cast<std::size_t>(map[k])] += std::max(0.0f, a[k]) / total;
-      }
-      const auto best = std::max_element(share.begin(), share.end());
-      return *best > 0 ? static_cast<int>(best - share.begin()) : -1;
-    };
-    // Score.
-    std::vector<std::vector<double>> conf(A, std::vector<double>(A + 1, 0.0));
-    std::int64_t n = 0, ok = 0, ok_eff = 0;
+    for (const auto& [member, f] : m.fits)
+      if (!m.test_of.count(member)) throw DataError(cat("train submissions of member ", member, " but no test submissions of it"));
+    return m;
+  }
+
+  // One model: the paper's rule, argmax a mapped. An ensemble: the attribute with the largest
+  // mean share, a member's share of attribute j being the part of its activation sum on the
+  // dimensions it maps to j (probability averaging, as deep ensembles average softmax outputs).
+  int predict(const Models& m, const Sub& s, bool eff) const {
+    if (!m.ensemble()) return alone(m.fits.begin()->second, s, eff);
+    std::vector<double> share(names_.size(), 0.0);
+    for (const auto& [member, f] : m.fits) {
+      const auto& tests = m.test_of.at(member);
+      auto it = tests.find({s.worker, s.grid});
+      if (it == tests.end())
+        throw DataError(cat("member ", member, " has no test submission (worker ", s.worker, ", grid ", s.grid, ")"));
+      const std::vector<float> a = eff ? effective(*it->second) : it->second->a;
+      const std::vector<int>& map = eff ? f.map_eff : f.map;
+      double total = 0;
+      for (float v : a) total += std::max(0.0f, v);
+      if (total <= 0) continue;
+      for (std::size_t k = 0; k < a.size(); ++k)
+        if (map[k] >= 0) share[static_cast<std::size_t>(map[k])] += std::max(0.0f, a[k]) / total;
+    }
+    const auto best = std::max_element(share.begin(), share.end());
+    return *best > 0 ? static_cast<int>(best - share.begin()) : -1;
+  }
+
+  Scores score(const Models& m) const {
+    const std::size_t A = names_.size();
+    const std::int64_t first = m.fits.begin()->first;
+    Scores sc;
+    sc.conf.assign(A, std::vector<double>(A + 1, 0.0));
+    std::int64_t ok = 0, ok_eff = 0;
     for (const Sub& s : test_) {
       if (s.member != first) continue;
       const int t = truth_of(s);
       if (t < 0) continue;
-      ++n;
-      const int pred = predict(s, false);
+      ++sc.n;
+      const int pred = predict(m, s, false);
       ok += pred == t;
-      ok_eff += predict(s, true) == t;
-      conf[static_cast<std::size_t>(t)][pred < 0 ? A : static_cast<std::size_t>(pred)] += 1;
+      ok_eff += predict(m, s, true) == t;
+      sc.conf[static_cast<std::size_t>(t)][pred < 0 ? A : static_cast<std::size_t>(pred)] += 1;
     }
-    std::vector<double> entropy(A, NAN);
-    double entropy_sum = 0;
-    int entropy_rows = 0;
+    sc.entropy.assign(A, NAN);
     for (std::size_t i = 0; i < A; ++i) {
       double total = 0;
-      for (double v : conf[i]) total += v;
+      for (double v : sc.conf[i]) total += v;
       if (total == 0) continue;
       double h = 0;
-      for (double& v : conf[i]) {
+      for (double& v : sc.conf[i]) {
         v /= total;
         if (v > 0) h -= v * std::log(v);
       }
-      entropy[i] = h, entropy_sum += h, ++entropy_rows;
+      sc.entropy[i] = h, sc.entropy_sum += h, ++sc.entropy_rows;
     }
-    const double retrieval = n ? double(ok) / double(n) : NAN, retrieval_eff = n ? double(ok_eff) / double(n) : NAN;
+    sc.retrieval = sc.n ? double(ok) / double(sc.n) : NAN, sc.retrieval_eff = sc.n ? double(ok_eff) / double(sc.n) : NAN;
     // An ensemble's members alone (argmax a, each with its own mapping): what combining them gained.
-    std::string members_alone;
-    if (ensemble)
-      for (const auto& [member, f] : fits) {
+    if (m.ensemble())
+      for (const auto& [member, f] : m.fits) {
         std::int64_t member_n = 0, member_ok = 0;
-        for (const auto& [key, sub] : test_of[member]) {
+        for (const auto& [key, sub] : m.test_of.at(member)) {
           const int t = truth_of(*sub);
           if (t < 0) continue;
           ++member_n;
           member_ok += alone(f, *sub, false) == t;
         }
-        members_alone += cat(members_alone.empty() ? "" : ", ", show(member_n ? double(member_ok) / double(member_n) : NAN));
+        sc.members_alone += cat(sc.members_alone.empty() ? "" : ", ", show(member_n ? double(member_ok) / double(member_n) : NAN));
       }
-    std::vector<std::string> cols = names_;
-    cols.push_back("unmapped");
-    make_parent(prefix + "_confusion.csv");
-    {
-      AtomicOutputFile c_file(prefix + "_confusion.csv"), md_file(prefix + "_confusion.md");
-      std::ostream &c = c_file.stream(), &md = md_file.stream();
-      c << "true_attribute";
-      md << "| true \\ predicted |";
-      for (const auto& h : cols) c << "," << h, md << " " << h << " |";
-      c << ",entropy\n";
-      md << " entropy |\n|---|";
-      for (std::size_t j = 0; j <= A; ++j) md << "---|";
-      md << "---|\n";
-      for (std::size_t i = 0; i < A; ++i) {
-        c << names_[i];
-        md << "| " << names_[i] << " |";
-        for (double v : conf[i]) c << "," << v, md << " " << show(v) << " |";
-        c << "," << entropy[i] << "\n";
-        md << " " << show(entropy[i]) << " |\n";
-      }
-      if (!ensemble)
-        md << "\nretrieval (argmax a): " << show(retrieval) << " of " << n << " test submissions; argmax a*spread: " << show(retrieval_eff)
-           << "\n";
-      else
-        md << "\nretrieval of the ensemble of " << fits.size() << " (largest mean attribute share): " << show(retrieval) << " of " << n
-           << " test submissions; with a*spread: " << show(retrieval_eff) << "; each member alone (argmax a): " << members_alone << "\n";
-      c_file.commit();
-      md_file.commit();
-      AtomicOutputFile d_file(prefix + "_dimensions.csv");
-      std::ostream& d = d_file.stream();
-      d << (ensemble ? "member," : "") << "dimension,mapped_attribute,mapped_attribute_effective";
-      for (const auto& h : names_) d << ",votes_" << h;
-      d << "\n";
-      for (const auto& [member, f] : fits)
-        for (std::size_t k = 0; k < f.map.size(); ++k) {
-          if (ensemble) d << member << ",";
-          d << k << "," << (f.map[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(f.map[k])]) << ","
-            << (f.map_eff[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(f.map_eff[k])]);
-          for (auto v : f.votes[k]) d << "," << v;
-          d << "\n";
-        }
-      d_file.commit();
-    }
-    std::vector<std::string> rows;
-    for (std::size_t i = 0; i < A; ++i) rows.push_back(cat(names_[i], " H=", show(entropy[i])));
-    write_heatmap(prefix + "_confusion.png", cat(p.string("name"), ": attribute retrieval ", show(retrieval)), conf, rows, cols,
-                  "true attribute", "predicted attribute (argmax a, mapped on train)");
-    // Worker bias.
-    double bias_r = NAN, top = NAN;
-    if (workers_ && fits.count(0)) bias_r = worker_bias(fits.at(0).map, fits.at(0).votes, prefix, top);
-    log_info(ctx_->id(), p.string("name"), ": attribute retrieval ", retrieval, " (effective ", retrieval_eff, ") on ", n,
-             " test submissions", !ensemble ? std::string() : cat(" (ensemble of ", fits.size(), " models; alone ", members_alone, ")"),
-             "; worker bias r ", bias_r);
-    Record r;
-    r.set("method", Array::strings({p.string("name")}));
-    r.set("retrieval", Array::scalar<double>(retrieval));
-    r.set("retrieval_effective", Array::scalar<double>(retrieval_eff));
-    r.set("entropy_mean", Array::scalar<double>(entropy_rows ? entropy_sum / entropy_rows : NAN));
-    r.set("submissions", Array::scalar<double>(static_cast<double>(n)));
-    r.set("worker_bias_r", Array::scalar<double>(bias_r));
-    r.set("worker_top_agreement", Array::scalar<double>(top));
-    out.emit(0, std::move(r));
+    return sc;
   }
 
- private:
+  // <prefix>_confusion.csv/.md and <prefix>_dimensions.csv (each member's mapping and votes).
+  void write_tables(const std::string& prefix, const Models& m, const Scores& sc, const std::vector<std::string>& cols) const {
+    const std::size_t A = names_.size();
+    const bool ensemble = m.ensemble();
+    AtomicOutputFile c_file(prefix + "_confusion.csv"), md_file(prefix + "_confusion.md");
+    std::ostream &c = c_file.stream(), &md = md_file.stream();
+    c << "true_attribute";
+    md << "| true \\ predicted |";
+    for (const auto& h : cols) c << "," << h, md << " " << h << " |";
+    c << ",entropy\n";
+    md << " entropy |\n|---|";
+    for (std::size_t j = 0; j <= A; ++j) md << "---|";
+    md << "---|\n";
+    for (std::size_t i = 0; i < A; ++i) {
+      c << names_[i];
+      md << "| " << names_[i] << " |";
+      for (double v : sc.conf[i]) c << "," << v, md << " " << show(v) << " |";
+      c << "," << sc.entropy[i] << "\n";
+      md << " " << show(sc.entropy[i]) << " |\n";
+    }
+    if (!ensemble)
+      md << "\nretrieval (argmax a): " << show(sc.retrieval) << " of " << sc.n << " test submissions; argmax a*spread: "
+         << show(sc.retrieval_eff) << "\n";
+    else
+      md << "\nretrieval of the ensemble of " << m.fits.size() << " (largest mean attribute share): " << show(sc.retrieval) << " of "
+         << sc.n << " test submissions; with a*spread: " << show(sc.retrieval_eff) << "; each member alone (argmax a): "
+         << sc.members_alone << "\n";
+    c_file.commit();
+    md_file.commit();
+    AtomicOutputFile d_file(prefix + "_dimensions.csv");
+    std::ostream& d = d_file.stream();
+    d << (ensemble ? "member," : "") << "dimension,mapped_attribute,mapped_attribute_effective";
+    for (const auto& h : names_) d << ",votes_" << h;
+    d << "\n";
+    for (const auto& [member, f] : m.fits)
+      for (std::size_t k = 0; k < f.map.size(); ++k) {
+        if (ensemble) d << member << ",";
+        d << k << "," << (f.map[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(f.map[k])]) << ","
+          << (f.map_eff[k] < 0 ? "unmapped" : names_[static_cast<std::size_t>(f.map_eff[k])]);
+        for (auto v : f.votes[k]) d << "," << v;
+        d << "\n";
+      }
+    d_file.commit();
+  }
+
   static std::string show(double v) {
     if (std::isnan(v)) return "n/a";
     char b[32];
@@ -390,6 +428,7 @@ NodeType attribute_retrieval_type() {
       .doc("Attribute retrieval against gen_crowd's ground truth: argmax of each test submission's attribute "
            "activation, mapped dimension -> attribute on train submissions; confusion matrix with row entropy "
            "(CSV, Markdown, PNG), and learned worker activations against the true worker biases.")
+      .example("ret: {type: crowd.attribute_retrieval, params: {name: CEN-mixture, truth: out/crowd_cen, out: out/cen_crowd/mixture/retrieval}}")
       .param(Param::string("name").doc("method name: the row of crowd.report"))
       .param(Param::path("truth").doc("gen_crowd's output directory (truth.csv, workers.csv)"))
       .param(Param::path("out").not_fingerprinted().doc("path prefix of the files, e.g. out/cen/mixture"))
