@@ -7,11 +7,11 @@
 
 #include "embedflow/error.hpp"
 #include "embedflow_engine/graph.hpp"
-#include "embedflow_engine/testing.hpp"
+#include "embedflow_runs/testing.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const embedflow::Registry& registry =
-      embedflow::engine::testing::plugin_registry({EMBEDFLOW_FUZZ_PLUGIN_DIR});
+      embedflow::runs::testing::plugin_registry({EMBEDFLOW_FUZZ_PLUGIN_DIR});
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::vector<embedflow::Diagnostic> problems;
   try {

@@ -1,6 +1,6 @@
 // _embedflow: the compiled half of the `embedflow` Python package (embedflow/__init__.py is the
-// API; this file is what it calls). Everything that runs a graph goes through the engine's
-// session functions, the same code path as `embedflow run`.
+// API; this file is what it calls). Everything that runs a graph goes through the runs
+// library's session functions, the same code path as `embedflow run`.
 //
 // Threads and the GIL: a graph always runs on a thread of its own (its oneTBB workers do the
 // work); the Python thread that started it waits with the GIL released, waking every 100 ms to
@@ -23,8 +23,8 @@
 #include "embedflow/version.hpp"
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph_file.hpp"
-#include "embedflow_engine/run_record.hpp"
-#include "embedflow_engine/session.hpp"
+#include "embedflow_runs/run_record.hpp"
+#include "embedflow_runs/session.hpp"
 #include "embedflow_python/numpy_record.hpp"
 #include "embedflow_runs/report.hpp"
 #include "embedflow_runs/sweep.hpp"
@@ -32,6 +32,7 @@
 namespace py = pybind11;
 using namespace embedflow;
 using namespace embedflow::engine;
+using namespace embedflow::runs;
 using embedflow::python::record_to_dict;
 
 namespace {

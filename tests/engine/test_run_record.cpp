@@ -12,7 +12,7 @@
 #include "cli.hpp"
 #include "embedflow/progress.hpp"
 #include "embedflow/report_files.hpp"
-#include "embedflow_engine/session.hpp"
+#include "embedflow_runs/session.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
@@ -129,7 +129,7 @@ TEST_CASE("a run loads the plugin families its graph names, and every plugin whe
   const Result typo = run_with_testing_plugin(dir, {"run", "typo.yaml", "--no-report"});
   CHECK(typo.exit_code == 2);
   CHECK_THAT(typo.err, Catch::Contains("core.snk") && Catch::Contains("core.sink"));
-  CHECK(embedflow::engine::named_types("a: {type: geo.photo_folder}\nb: {type: 'torch.resnet18'}\nx.type=eval.report\n"
+  CHECK(embedflow::runs::named_types("a: {type: geo.photo_folder}\nb: {type: 'torch.resnet18'}\nx.type=eval.report\n"
                                        "c: {\"type\": \"io.hdf5_reader\"}") ==
         std::set<std::string>{"eval.report", "geo.photo_folder", "io.hdf5_reader", "torch.resnet18"});
   // A component chosen by a variable: the text cannot tell its family, so every plugin loads.

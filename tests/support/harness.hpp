@@ -1,6 +1,6 @@
 // Plugins loaded into the test's own process, for the in-process harness: NodeRunner (one node,
 // embedflow/testing/node_runner.hpp) and GraphRunner (a whole graph,
-// embedflow_engine/testing.hpp). Tests that include this link embedflow_engine_testing.
+// embedflow_runs/testing.hpp). Tests that include this link embedflow_runs_testing.
 #pragma once
 
 #include <cstdlib>
@@ -9,22 +9,22 @@
 #include <embedflow/testing/node_runner.hpp>
 
 #include "cli.hpp"
-#include "embedflow_engine/testing.hpp"
+#include "embedflow_runs/testing.hpp"
 
 namespace embedflow::test {
 
-using embedflow::engine::testing::GraphRun;
-using embedflow::engine::testing::GraphRunner;
+using embedflow::runs::testing::GraphRun;
+using embedflow::runs::testing::GraphRunner;
 using embedflow::testing::NodeRunner;
 using embedflow::testing::format_records;
 
 // The plugins of this build (build/plugins), loaded once per process.
-inline const Registry& plugins() { return engine::testing::plugin_registry({plugin_dir()}); }
+inline const Registry& plugins() { return runs::testing::plugin_registry({plugin_dir()}); }
 
 #ifdef EMBEDFLOW_TESTING_PLUGIN_DIR
 // The same plus the tests' own plugin (testing.jittery and the other test-only node types).
 inline const Registry& plugins_and_testing() {
-  return engine::testing::plugin_registry({plugin_dir(), EMBEDFLOW_TESTING_PLUGIN_DIR});
+  return runs::testing::plugin_registry({plugin_dir(), EMBEDFLOW_TESTING_PLUGIN_DIR});
 }
 #endif
 

@@ -34,9 +34,9 @@
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
-#include "embedflow_engine/run_record.hpp"
+#include "embedflow_runs/run_record.hpp"
 #include "embedflow_engine/runtime.hpp"
-#include "embedflow_engine/session.hpp"
+#include "embedflow_runs/session.hpp"
 #include "embedflow_runs/report.hpp"
 #include "embedflow_runs/sweep.hpp"
 
@@ -105,7 +105,7 @@ void configure_logging(const Common& c) {
 // `plugin_dirs:` of a graph, relative to the graph file's folder, checked to exist.
 bool spec_plugin_dirs(const GraphSpec& spec, const std::string& graph, std::vector<std::string>& dirs) {
   try {
-    auto found = engine::spec_plugin_dirs(spec, graph);
+    auto found = runs::spec_plugin_dirs(spec, graph);
     dirs.insert(dirs.end(), found.begin(), found.end());
   } catch (const ConfigError& e) {
     std::cerr << "embedflow: " << e.what() << "\n";
@@ -136,14 +136,14 @@ std::string graph_file_text(const std::string& graph) {
   return ss.str();
 }
 
-// `graph_text`: load only the plugins the graph's text names (engine::load_plugins_for); empty:
+// `graph_text`: load only the plugins the graph's text names (runs::load_plugins_for); empty:
 // every plugin.
 bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out, const std::vector<std::string>& extra_dirs = {},
                   const std::string& graph_text = "") {
   static std::unique_ptr<PluginLoader> loader;  // libraries stay resident until exit
   try {
-    loader = graph_text.empty() ? engine::load_plugins(c.plugin_path, extra_dirs, registry)
-                                : engine::load_plugins_for(c.plugin_path, extra_dirs, registry, graph_text);
+    loader = graph_text.empty() ? runs::load_plugins(c.plugin_path, extra_dirs, registry)
+                                : runs::load_plugins_for(c.plugin_path, extra_dirs, registry, graph_text);
   } catch (const ConfigError& e) {
     std::cerr << "embedflow: " << e.what() << "\n";
     return false;

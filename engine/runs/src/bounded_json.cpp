@@ -1,8 +1,8 @@
-#include "embedflow_engine/bounded_json.hpp"
+#include "embedflow_runs/bounded_json.hpp"
 
 #include "embedflow/error.hpp"
 
-namespace embedflow::engine {
+namespace embedflow::runs {
 
 // Strings are skipped with their escapes; malformed text is left to the parser's own message.
 nlohmann::ordered_json parse_bounded_json(const std::string& text, const std::string& what) {
@@ -32,4 +32,4 @@ nlohmann::ordered_json parse_bounded_json(const std::string& text, const std::st
   }
 }
 
-}  // namespace embedflow::engine
+}  // namespace embedflow::runs

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "embedflow_engine/run_record.hpp"
+#include "embedflow_runs/run_record.hpp"
 #include "embedflow/error.hpp"
 
 #ifndef EMBEDFLOW_SOURCE_REPORT_ASSETS
@@ -16,7 +16,6 @@
 namespace embedflow::runs {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
-using engine::write_file_replacing;
 
 // The pages' own scripts and styles, embedded from page/ by the build (page_files.cpp).
 const char* page_file(const std::string& name);

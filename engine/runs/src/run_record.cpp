@@ -1,4 +1,4 @@
-#include "embedflow_engine/run_record.hpp"
+#include "embedflow_runs/run_record.hpp"
 
 #include <openssl/evp.h>
 #include <sys/resource.h>
@@ -18,13 +18,14 @@
 #include "embedflow/error.hpp"
 #include "embedflow/report_files.hpp"
 #include "embedflow/version.hpp"
-#include "embedflow_engine/bounded_json.hpp"
+#include "embedflow_runs/bounded_json.hpp"
 
 #ifndef EMBEDFLOW_GIT_COMMIT
 #define EMBEDFLOW_GIT_COMMIT ""
 #endif
 
-namespace embedflow::engine {
+namespace embedflow::runs {
+using namespace engine;
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
@@ -458,4 +459,4 @@ std::vector<std::string> graph_differences(const GraphSpec& a, const GraphSpec& 
   return out;
 }
 
-}  // namespace embedflow::engine
+}  // namespace embedflow::runs

@@ -12,9 +12,9 @@
 
 #include "embedflow/error.hpp"
 #include "embedflow/log.hpp"
-#include "embedflow_engine/bounded_json.hpp"
+#include "embedflow_runs/bounded_json.hpp"
 #include "embedflow_engine/graph_file.hpp"
-#include "embedflow_engine/run_record.hpp"
+#include "embedflow_runs/run_record.hpp"
 #include "embedflow_runs/report.hpp"
 
 namespace embedflow::runs {
@@ -222,7 +222,7 @@ json reader_differences(const GraphSpec& a, const GraphSpec& b, const std::strin
     rest = v.substr(root.size());
     return true;
   };
-  for (const std::string& line : engine::graph_differences(a, b)) {
+  for (const std::string& line : graph_differences(a, b)) {
     const auto arrow = line.rfind(" -> ");
     const auto colon = arrow == std::string::npos ? std::string::npos : line.rfind(": ", arrow);
     if (arrow == std::string::npos || colon == std::string::npos) {
@@ -262,7 +262,7 @@ ProgressLog read_progress_log(const fs::path& file) {
     if (line.empty()) continue;
     json m;
     try {
-      m = engine::parse_bounded_json(line, cat(file.string(), ":", line_no));
+      m = parse_bounded_json(line, cat(file.string(), ":", line_no));
     } catch (const ConfigError& e) {
       throw Error(cat(file.string(), ":", line_no, ": not a JSON line of metrics (", e.what(), ")"));
     }
@@ -298,23 +298,23 @@ json fill_progress_chart(json chart, const ProgressLog& log) {
 }
 
 RunData collect_run(const fs::path& dir) {
-  const fs::path record_path = dir / engine::kRunRecordFile;
+  const fs::path record_path = dir / kRunRecordFile;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw ConfigError(cat(dir.string(), ": no such folder"));
   if (!fs::exists(record_path, ec))
-    throw ConfigError(cat(dir.string(), ": no run record (", engine::kRunRecordFile,
+    throw ConfigError(cat(dir.string(), ": no run record (", kRunRecordFile,
                           ") in this folder; `embedflow run` writes one in the graph's output folder"));
   const fs::path root = fs::canonical(dir, ec);
   if (ec) throw ConfigError(cat(dir.string(), ": ", ec.message()));
-  for (const char* name : {engine::kRunRecordFile, engine::kMetricsFile})
+  for (const char* name : {kRunRecordFile, kMetricsFile})
     if (fs::exists(dir / name, ec) && !stays_inside(dir / name, root))
       throw ConfigError(cat((dir / name).string(), ": a symbolic link out of the run folder; the report reads files "
                                                    "inside the folder only"));
   RunData run;
-  json record = engine::read_run_record(record_path.string());
+  json record = read_run_record(record_path.string());
   std::vector<Diagnostic> problems;
   run.spec = engine::parse_graph_text(record["graph"]["resolved_yaml"].get<std::string>(),
-                                      (dir / engine::kResolvedGraphFile).string(), problems);
+                                      (dir / kResolvedGraphFile).string(), problems);
   run.out = record.contains("out") && record["out"].is_string() ? record["out"].get<std::string>() : run.spec.out.str();
   json& page = run.page;
   page["dir"] = dir.string();
@@ -331,7 +331,7 @@ RunData collect_run(const fs::path& dir) {
   };
   page["tables"] = list("results");
   json charts = json::array();
-  const ProgressLog log = fs::exists(dir / engine::kMetricsFile, ec) ? read_progress_log(dir / engine::kMetricsFile) : ProgressLog{};
+  const ProgressLog log = fs::exists(dir / kMetricsFile, ec) ? read_progress_log(dir / kMetricsFile) : ProgressLog{};
   for (json chart : list("charts")) {
     if (!chart.is_object() || !chart.contains("node") || !chart["node"].is_string()) continue;
     if (!chart.contains("series") || !chart["series"].is_array()) chart["series"] = json::array();
@@ -341,7 +341,7 @@ RunData collect_run(const fs::path& dir) {
   page["charts"] = charts;
 
   // Figures: inlined when the file is a regular image inside the run folder.
-  std::set<std::string> shown{engine::kRunRecordFile, engine::kMetricsFile, engine::kResolvedGraphFile};
+  std::set<std::string> shown{kRunRecordFile, kMetricsFile, kResolvedGraphFile};
   json figures = json::array();
   for (json f : list("figures")) {
     if (!f.is_object() || !f.contains("path") || !f["path"].is_string()) continue;
@@ -456,7 +456,7 @@ void write_report(const ReportOptions& options) {
   const std::vector<std::string> libraries = report_library_texts(options.assets);
 
   json data;
-  data["generated"] = engine::utc_timestamp(std::chrono::system_clock::now());
+  data["generated"] = utc_timestamp(std::chrono::system_clock::now());
   const std::vector<std::string> names = run_names(runs);
   data["runs"] = json::array();
   for (std::size_t i = 0; i < runs.size(); ++i) {

@@ -1,4 +1,4 @@
-#include "embedflow_engine/session.hpp"
+#include "embedflow_runs/session.hpp"
 
 #include <algorithm>
 #include <iostream>
@@ -7,9 +7,10 @@
 #include "embedflow/log.hpp"
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/graph_file.hpp"
-#include "embedflow_engine/run_record.hpp"
+#include "embedflow_runs/run_record.hpp"
 
-namespace embedflow::engine {
+namespace embedflow::runs {
+using namespace engine;
 namespace fs = std::filesystem;
 
 namespace {
@@ -190,4 +191,4 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
   return outcome;
 }
 
-}  // namespace embedflow::engine
+}  // namespace embedflow::runs

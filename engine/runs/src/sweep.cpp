@@ -25,8 +25,8 @@
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/graph_file.hpp"
 #include "embedflow_runs/report.hpp"
-#include "embedflow_engine/run_record.hpp"
-#include "embedflow_engine/session.hpp"
+#include "embedflow_runs/run_record.hpp"
+#include "embedflow_runs/session.hpp"
 #include "embedflow_runs/stats.hpp"
 #include "embedflow_runs/sweep_report.hpp"
 

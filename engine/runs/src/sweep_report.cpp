@@ -7,7 +7,7 @@
 #include <string>
 
 #include "embedflow/error.hpp"
-#include "embedflow_engine/run_record.hpp"
+#include "embedflow_runs/run_record.hpp"
 #include "embedflow_runs/report.hpp"
 
 namespace embedflow::runs {
@@ -111,7 +111,7 @@ void write_sweep_report(const fs::path& sweep_dir, const fs::path& output, const
   const std::string style = page_text("sweep.css") + page_text("tooltip.css");
   link_points(doc, sweep_dir, output);
   json data;
-  data["generated"] = engine::utc_timestamp(std::chrono::system_clock::now());
+  data["generated"] = utc_timestamp(std::chrono::system_clock::now());
   data["dir"] = sweep_dir.string();
   data["sweep"] = std::move(doc);
   const json& sweep = data["sweep"];

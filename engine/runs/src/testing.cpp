@@ -1,4 +1,4 @@
-#include "embedflow_engine/testing.hpp"
+#include "embedflow_runs/testing.hpp"
 
 #include <memory>
 #include <mutex>
@@ -8,7 +8,8 @@
 #include "embedflow_engine/graph_file.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
 
-namespace embedflow::engine::testing {
+namespace embedflow::runs::testing {
+using namespace engine;
 namespace {
 
 struct LoadedPlugins {
@@ -162,4 +163,4 @@ GraphRun GraphRunner::execute(const std::vector<std::string>& sets, bool run) co
   return result;
 }
 
-}  // namespace embedflow::engine::testing
+}  // namespace embedflow::runs::testing

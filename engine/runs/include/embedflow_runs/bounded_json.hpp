@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace embedflow::engine {
+namespace embedflow::runs {
 
 inline constexpr int kMaxJsonDepth = 64;
 
@@ -14,4 +14,4 @@ inline constexpr int kMaxJsonDepth = 64;
 // (...)"; malformed JSON is a ConfigError "<what>: not JSON: ...".
 nlohmann::ordered_json parse_bounded_json(const std::string& text, const std::string& what);
 
-}  // namespace embedflow::engine
+}  // namespace embedflow::runs

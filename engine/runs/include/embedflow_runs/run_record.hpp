@@ -32,7 +32,7 @@
 #include "embedflow_engine/plugin_loader.hpp"
 #include "embedflow_engine/runtime.hpp"
 
-namespace embedflow::engine {
+namespace embedflow::runs {
 
 inline constexpr const char* kRunRecordFile = "run.json";
 inline constexpr const char* kResolvedGraphFile = "graph.resolved.yaml";
@@ -56,8 +56,8 @@ class RunRecorder {
  public:
   // Creates `out_dir`, writes graph.resolved.yaml and the start record, and truncates
   // metrics.jsonl. Throws embedflow::Error naming the path when the folder cannot be written.
-  RunRecorder(std::filesystem::path out_dir, RunRecordInfo info, const ResolvedGraph& graph,
-              const std::vector<LoadedPlugin>& plugins);
+  RunRecorder(std::filesystem::path out_dir, RunRecordInfo info, const engine::ResolvedGraph& graph,
+              const std::vector<engine::LoadedPlugin>& plugins);
   // Appends one line to metrics.jsonl (thread-safe; reports without metrics are not written).
   void on_progress(std::string_view node, const ProgressReport& report);
   // Keeps a results table a node published (embedflow/results.hpp) for run.json's "results";
@@ -67,14 +67,14 @@ class RunRecorder {
   void on_figure(std::string_view node, const ResultFigure& figure);
   void on_text(std::string_view node, const std::string& title, const std::string& text);
   // Rewrites run.json with the end time, exit status and per-node figures.
-  void finish(const RunResult& result);
+  void finish(const engine::RunResult& result);
   const std::filesystem::path& dir() const { return dir_; }
   const nlohmann::ordered_json& record() const { return record_; }
 
  private:
   void write_record();
   std::filesystem::path dir_;
-  const ResolvedGraph& graph_;
+  const engine::ResolvedGraph& graph_;
   nlohmann::ordered_json record_;
   std::chrono::steady_clock::time_point start_;
   std::mutex metrics_mutex_;
@@ -88,7 +88,7 @@ class RunRecorder {
 
 // The run's output folder: --out, else the graph's `out:`, else its variable `out`, else
 // out/<graph file stem>.
-std::filesystem::path run_output_dir(const GraphSpec& spec, const std::string& out_option);
+std::filesystem::path run_output_dir(const engine::GraphSpec& spec, const std::string& out_option);
 
 // Lower-case hex SHA-256 of a file's bytes. Throws embedflow::Error naming the file.
 std::string sha256_file(const std::string& path);
@@ -98,7 +98,7 @@ nlohmann::ordered_json read_run_record(const std::string& path);
 
 // What differs between two graphs, one line each ("node 'scaled' param 'scale': 2.0 -> 3.0",
 // "edge added: a.out -> b.in", "seed: 7 -> 8"); empty when they are the same graph.
-std::vector<std::string> graph_differences(const GraphSpec& recorded, const GraphSpec& current);
+std::vector<std::string> graph_differences(const engine::GraphSpec& recorded, const engine::GraphSpec& current);
 
 // Writes `text` to `path` all or nothing (embedflow/atomic_file.hpp): a temporary named after
 // this process and a counter, written, flushed, checked and fsynced, then renamed over `path`
@@ -111,4 +111,4 @@ void write_file_replacing(const std::filesystem::path& path, const std::string& 
 // UTC ISO 8601 with milliseconds.
 std::string utc_timestamp(std::chrono::system_clock::time_point t);
 
-}  // namespace embedflow::engine
+}  // namespace embedflow::runs

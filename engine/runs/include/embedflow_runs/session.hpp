@@ -29,11 +29,11 @@
 #include "embedflow_engine/plugin_loader.hpp"
 #include "embedflow_engine/runtime.hpp"
 
-namespace embedflow::engine {
+namespace embedflow::runs {
 
 // `plugin_dirs:` of a parsed graph, relative to the graph file's folder. Throws ConfigError
 // naming an entry that is not a directory.
-std::vector<std::string> spec_plugin_dirs(const GraphSpec& spec, const std::string& graph_file);
+std::vector<std::string> spec_plugin_dirs(const engine::GraphSpec& spec, const std::string& graph_file);
 // The same for a graph file (parse problems are left to the real parse).
 std::vector<std::string> graph_plugin_dirs(const std::string& graph_file);
 
@@ -41,8 +41,8 @@ std::vector<std::string> graph_plugin_dirs(const std::string& graph_file);
 // load the default plugins), then `extra_dirs`, then EMBEDFLOW_PLUGIN_PATH and the directory
 // beside the executable. Throws ConfigError naming the directory or the plugin that failed.
 // The returned loader keeps the libraries loaded; keep it as long as anything from `registry`.
-std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_dirs,
-                                           const std::vector<std::string>& extra_dirs, Registry& registry);
+std::unique_ptr<engine::PluginLoader> load_plugins(const std::vector<std::string>& user_dirs,
+                                                   const std::vector<std::string>& extra_dirs, Registry& registry);
 
 // The same, loading only what a graph needs when that can be told from its text (the graph
 // file's text and the --set values): the plugin files of the families its `type:` values name
@@ -51,9 +51,9 @@ std::unique_ptr<PluginLoader> load_plugins(const std::vector<std::string>& user_
 // type is given by a variable (`type: ${arch}`), or when
 // the graph names torch or crowd: their nodes build models from specs stored in checkpoints and
 // snapshots, which may name any family. Starting a run that needs neither skips loading LibTorch.
-std::unique_ptr<PluginLoader> load_plugins_for(const std::vector<std::string>& user_dirs,
-                                               const std::vector<std::string>& extra_dirs, Registry& registry,
-                                               const std::string& graph_text);
+std::unique_ptr<engine::PluginLoader> load_plugins_for(const std::vector<std::string>& user_dirs,
+                                                       const std::vector<std::string>& extra_dirs, Registry& registry,
+                                                       const std::string& graph_text);
 // The type names ("family.name") a graph's text gives as `type:` values (or `...type=` in a --set).
 std::set<std::string> named_types(const std::string& graph_text);
 
@@ -61,8 +61,9 @@ std::set<std::string> named_types(const std::string& graph_text);
 // Problems are appended to `problems` (shape problems do not stop resolution, so one pass
 // reports everything it can); the result is runnable only when `problems` stays empty. Logs the
 // nodes left out by `enabled: false`.
-ResolvedGraph prepare_graph(GraphSpec spec, std::vector<Diagnostic>& problems, const std::vector<std::string>& sets,
-                            std::optional<std::uint64_t> seed, const Registry& registry);
+engine::ResolvedGraph prepare_graph(engine::GraphSpec spec, std::vector<Diagnostic>& problems,
+                                    const std::vector<std::string>& sets, std::optional<std::uint64_t> seed,
+                                    const Registry& registry);
 
 // What a run needs beyond its resolved graph: the run record's facts and the CLI's switches.
 struct RunRequest {
@@ -78,19 +79,19 @@ struct RunRequest {
   std::string trace_path;
   std::string from_record, graph_sha256;  // --from: the record repeated, its graph's hash
   const std::atomic<bool>* stop = nullptr;
-  std::vector<LoadedPlugin> plugins;    // for the record's versions
+  std::vector<engine::LoadedPlugin> plugins;  // for the record's versions
   // Extra observers of node outputs, by node index (the Python module's stream taps). A tapped
   // node that the cache plan would skip (every consumer replays) is a ConfigError.
-  std::map<std::size_t, std::shared_ptr<OutputTap>> taps;
+  std::map<std::size_t, std::shared_ptr<engine::OutputTap>> taps;
   std::ostream* messages = nullptr;     // --explain-cache and the dry-run line; null: std::cerr
   // Called just before and just after run_graph (the CLI installs and removes its signal
   // handlers there, and maps a drained SIGTERM to 143).
   std::function<void()> before_run;
-  std::function<void(RunResult&)> after_run;
+  std::function<void(engine::RunResult&)> after_run;
 };
 
 struct RunOutcome {
-  RunResult result;
+  engine::RunResult result;
   bool dry_run = false;                  // nothing ran; result is empty
   std::filesystem::path record_dir;      // where run.json is (empty after a dry run)
 };
@@ -98,6 +99,6 @@ struct RunOutcome {
 // Plans the caches, writes the run record, runs the graph and finishes the record. Throws
 // DataError when a cache entry cannot be planned and embedflow::Error when the output folder
 // cannot be written (the CLI's exit code 1 for both); a failing node is a RunResult, not a throw.
-RunOutcome execute_run(const ResolvedGraph& graph, const RunRequest& request);
+RunOutcome execute_run(const engine::ResolvedGraph& graph, const RunRequest& request);
 
-}  // namespace embedflow::engine
+}  // namespace embedflow::runs

@@ -29,7 +29,7 @@
 #include "embedflow/registry.hpp"
 #include "embedflow_engine/runtime.hpp"
 
-namespace embedflow::engine::testing {
+namespace embedflow::runs::testing {
 
 // The node and component types of every plugin on `search_path` (loaded with PluginLoader, as
 // the CLI loads them), once per process and search path; the libraries stay loaded.
@@ -39,7 +39,7 @@ struct GraphRun {
   std::vector<Diagnostic> problems;  // the graph did not validate: nothing ran, exit_code is 2
   int exit_code = 0;                 // as the CLI's: 0 done, 1 a node failed, 2 invalid
   std::string error;                 // the located message when exit_code != 0
-  std::vector<NodeStats> stats;
+  std::vector<engine::NodeStats> stats;
   std::map<std::string, std::vector<RecordPtr>> collected;  // "node.port" -> records emitted there
   std::string log;  // log lines written during the run ("[info] node: ...")
   std::string out;  // what nodes wrote to std::cout (core.sink)
@@ -81,4 +81,4 @@ class GraphRunner {
   int threads_ = 0;
 };
 
-}  // namespace embedflow::engine::testing
+}  // namespace embedflow::runs::testing
