@@ -23,6 +23,7 @@
 #include "embedflow/version.hpp"
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph_file.hpp"
+#include "embedflow_runs/plugins.hpp"
 #include "embedflow_runs/run_record.hpp"
 #include "embedflow_runs/session.hpp"
 #include "embedflow_python/numpy_record.hpp"
@@ -38,30 +39,6 @@ using embedflow::python::record_to_dict;
 namespace {
 
 constexpr auto kSignalPoll = std::chrono::milliseconds(100);
-
-// Plugins by search path, loaded once per process; the libraries stay loaded (never freed: node
-// types hold code from them until the interpreter exits).
-const Registry& registry_for(const std::vector<std::string>& user_dirs, const std::vector<std::string>& extra,
-                             std::vector<LoadedPlugin>* plugins = nullptr) {
-  struct Loaded {
-    Registry registry;
-    std::unique_ptr<PluginLoader> loader;
-  };
-  static std::mutex mutex;
-  static auto* loaded = new std::map<std::vector<std::string>, Loaded*>();
-  std::lock_guard<std::mutex> lock(mutex);
-  std::vector<std::string> key = user_dirs;
-  key.push_back("\n");  // user dirs must exist; graph dirs are checked by spec_plugin_dirs
-  key.insert(key.end(), extra.begin(), extra.end());
-  Loaded*& slot = (*loaded)[key];
-  if (!slot) {
-    auto fresh = std::make_unique<Loaded>();
-    fresh->loader = load_plugins(user_dirs, extra, fresh->registry);
-    slot = fresh.release();
-  }
-  if (plugins) *plugins = slot->loader->plugins();
-  return slot->registry;
-}
 
 py::list problems_to_python(const std::vector<Diagnostic>& problems) {
   py::list out;
@@ -113,7 +90,9 @@ Prepared prepare(const GraphArgs& a) {
   Prepared p;
   try {
     std::vector<std::string> extra = graph_plugin_dirs(a.graph);
-    const Registry& registry = registry_for(a.plugin_path, extra, &p.plugins);
+    const LoadedPlugins& plugins = loaded_plugins(a.plugin_path, extra);
+    const Registry& registry = plugins.registry;
+    p.plugins = plugins.loader->plugins();
     GraphSpec spec = load_graph_file(a.graph, p.problems);
     p.sets = a.sets;
     // As `embedflow run --out`: the whole run moves, outputs under the graph's `out` included.
@@ -222,7 +201,7 @@ py::dict run(const GraphArgs& a, int threads, const std::string& cache_dir, bool
 std::string inspect_json(const std::string& type, const std::vector<std::string>& plugin_path) {
   const Registry* registry = nullptr;
   try {
-    registry = &registry_for(plugin_path, {});
+    registry = &loaded_plugins(plugin_path, {}).registry;
   } catch (const ConfigError& e) {
     raise_config_error(e);
   }

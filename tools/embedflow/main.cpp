@@ -34,6 +34,7 @@
 #include "embedflow_engine/describe.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
+#include "embedflow_runs/plugins.hpp"
 #include "embedflow_runs/run_record.hpp"
 #include "embedflow_engine/runtime.hpp"
 #include "embedflow_runs/session.hpp"
@@ -119,7 +120,7 @@ bool graph_plugin_dirs(const std::string& graph, std::vector<std::string>& dirs)
   return spec_plugin_dirs(load_graph_file(graph, ignored), graph, dirs);
 }
 
-const PluginLoader* g_loader = nullptr;
+const LoadedPlugins* g_plugins = nullptr;
 
 // What names the types a run needs: the graph's text and the --set values ("" when the file
 // cannot be read: then every plugin loads, and the parse reports the file).
@@ -136,21 +137,18 @@ std::string graph_file_text(const std::string& graph) {
   return ss.str();
 }
 
-// `graph_text`: load only the plugins the graph's text names (runs::load_plugins_for); empty:
-// every plugin.
-bool load_plugins(const Common& c, Registry& registry, PluginLoader*& out, const std::vector<std::string>& extra_dirs = {},
-                  const std::string& graph_text = "") {
-  static std::unique_ptr<PluginLoader> loader;  // libraries stay resident until exit
+// The process's plugins (runs::loaded_plugins: the libraries stay resident until exit), or null
+// after printing why they could not be loaded. `graph_text`: load only the plugins the graph's
+// text names (runs::load_plugins_for); empty: every plugin.
+const LoadedPlugins* load_cli_plugins(const Common& c, const std::vector<std::string>& extra_dirs = {},
+                                      const std::string& graph_text = "") {
   try {
-    loader = graph_text.empty() ? runs::load_plugins(c.plugin_path, extra_dirs, registry)
-                                : runs::load_plugins_for(c.plugin_path, extra_dirs, registry, graph_text);
+    g_plugins = &loaded_plugins(c.plugin_path, extra_dirs, graph_text);
   } catch (const ConfigError& e) {
     std::cerr << "embedflow: " << e.what() << "\n";
-    return false;
+    return nullptr;
   }
-  g_loader = loader.get();
-  out = loader.get();
-  return true;
+  return g_plugins;
 }
 
 void print_problems(const std::vector<Diagnostic>& problems) {
@@ -160,7 +158,7 @@ void print_problems(const std::vector<Diagnostic>& problems) {
 
 // Overrides and resolves a parsed graph; prints every problem. Returns false when invalid.
 bool prepare_spec(GraphSpec spec, std::vector<Diagnostic> problems, const Common& c, std::optional<std::uint64_t> seed,
-                  Registry& registry, ResolvedGraph& out) {
+                  const Registry& registry, ResolvedGraph& out) {
   out = prepare_graph(std::move(spec), problems, c.sets, seed, registry);
   if (!problems.empty()) {
     print_problems(problems);
@@ -169,7 +167,7 @@ bool prepare_spec(GraphSpec spec, std::vector<Diagnostic> problems, const Common
   return true;
 }
 
-bool prepare(const std::string& file, const Common& c, std::optional<std::uint64_t> seed, Registry& registry,
+bool prepare(const std::string& file, const Common& c, std::optional<std::uint64_t> seed, const Registry& registry,
              ResolvedGraph& out) {
   std::vector<Diagnostic> problems;
   GraphSpec spec = load_graph_file(file, problems);
@@ -216,12 +214,11 @@ int parse_graph_command(const char* command, po::options_description& desc, cons
   return -1;
 }
 
-bool load_graph(const std::string& graph, const Common& c, std::optional<std::uint64_t> seed, Registry& registry,
-                ResolvedGraph& out) {
-  PluginLoader* loader = nullptr;
+bool load_graph(const std::string& graph, const Common& c, std::optional<std::uint64_t> seed, ResolvedGraph& out) {
   std::vector<std::string> extra;
-  return graph_plugin_dirs(graph, extra) && load_plugins(c, registry, loader, extra) &&
-         prepare(graph, c, seed, registry, out);
+  if (!graph_plugin_dirs(graph, extra)) return false;
+  const LoadedPlugins* plugins = load_cli_plugins(c, extra);
+  return plugins && prepare(graph, c, seed, plugins->registry, out);
 }
 
 // What `--from OUT/run.json` takes from the record, and how the graph file differs from it now.
@@ -261,8 +258,8 @@ void warn_about_changes(const Rerun& rerun, const std::string& graph, const Comm
   std::map<std::string, std::string> before;
   for (const auto& p : rerun.record["versions"].value("plugins", nlohmann::ordered_json::array()))
     before[p.value("name", "")] = p.value("version", "");
-  if (g_loader)
-    for (const auto& p : g_loader->plugins()) {
+  if (g_plugins)
+    for (const auto& p : g_plugins->loader->plugins()) {
       auto it = before.find(p.name);
       if (it != before.end() && it->second != p.version)
         log_warning("run", "plugin ", p.name, " is version ", p.version, "; run ", id, " used ", it->second);
@@ -298,7 +295,6 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cerr << "embedflow run: --threads must be positive\n";
     return kExitInvalid;
   }
-  Registry registry;
   ResolvedGraph g;
   if (seed < -1 || (seed == -1 && std::find(args.begin(), args.end(), "--seed") != args.end())) {
     std::cerr << "embedflow run: --seed must be a non-negative integer\n";
@@ -346,26 +342,27 @@ int cmd_run(const std::vector<std::string>& args) {
     std::vector<Diagnostic> problems;
     GraphSpec spec = parse_graph_text(rerun->record["graph"]["resolved_yaml"].get<std::string>(), rerun->resolved_path, problems);
     std::vector<std::string> extra;
-    PluginLoader* loader = nullptr;
+    const LoadedPlugins* plugins = nullptr;
     if (!spec_plugin_dirs(spec, graph, extra) ||
-        !load_plugins(c, registry, loader, extra, types_text(rerun->record["graph"]["resolved_yaml"].get<std::string>(), c)))
+        !(plugins = load_cli_plugins(c, extra, types_text(rerun->record["graph"]["resolved_yaml"].get<std::string>(), c))))
       return kExitInvalid;
     Common no_sets = c;
     no_sets.sets.clear();  // the recorded graph has them applied already
-    if (!prepare_spec(std::move(spec), std::move(problems), no_sets, std::nullopt, registry, g)) return kExitInvalid;
-    warn_about_changes(*rerun, graph, c, g, registry);
+    if (!prepare_spec(std::move(spec), std::move(problems), no_sets, std::nullopt, plugins->registry, g))
+      return kExitInvalid;
+    warn_about_changes(*rerun, graph, c, g, plugins->registry);
   } else {
     std::vector<std::string> extra;
-    PluginLoader* loader = nullptr;
+    const LoadedPlugins* plugins = nullptr;
     const std::string text = graph_file_text(graph);
-    if (!graph_plugin_dirs(graph, extra) || !load_plugins(c, registry, loader, extra, text.empty() ? "" : types_text(text, c)))
+    if (!graph_plugin_dirs(graph, extra) || !(plugins = load_cli_plugins(c, extra, text.empty() ? "" : types_text(text, c))))
       return kExitInvalid;
     std::vector<Diagnostic> problems;
     GraphSpec spec = load_graph_file(graph, problems);
     // --out moves the whole run: the record, and every output a graph puts under its `out` variable.
     if (!out_option.empty() && std::any_of(spec.vars.begin(), spec.vars.end(), [](const auto& v) { return v.first == "out"; }))
       c.sets.insert(c.sets.begin(), "out=" + out_option);
-    if (!prepare_spec(std::move(spec), std::move(problems), c, seed_override, registry, g)) return kExitInvalid;
+    if (!prepare_spec(std::move(spec), std::move(problems), c, seed_override, plugins->registry, g)) return kExitInvalid;
   }
 
   RunRequest request;
@@ -388,7 +385,7 @@ int cmd_run(const std::vector<std::string>& args) {
     request.from_record = from;
     request.graph_sha256 = rerun->record["graph"].value("sha256", "");
   }
-  if (g_loader) request.plugins = g_loader->plugins();
+  if (g_plugins) request.plugins = g_plugins->loader->plugins();
   request.before_run = [] {
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
@@ -521,9 +518,8 @@ int cmd_validate(const std::vector<std::string>& args) {
   po::options_description desc("embedflow validate GRAPH [options]");
   desc.add_options()("help,h", "this help");
   if (int r = parse_graph_command("validate", desc, args, c, graph); r >= 0) return r;
-  Registry registry;
   ResolvedGraph g;
-  if (!load_graph(graph, c, std::nullopt, registry, g)) return kExitInvalid;
+  if (!load_graph(graph, c, std::nullopt, g)) return kExitInvalid;
   std::cout << graph << ": valid (" << g.nodes.size() << " nodes, " << g.edges.size() << " edges)\n";
   return kExitOk;
 }
@@ -541,9 +537,10 @@ int cmd_inspect(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int r = parse_or_usage(desc, pos, args, vm, "inspect"); r >= 0) return r;
   configure_logging(c);
-  Registry registry;
-  PluginLoader* loader = nullptr;
-  if (!load_plugins(c, registry, loader)) return kExitInvalid;
+  const LoadedPlugins* plugins = load_cli_plugins(c);
+  if (!plugins) return kExitInvalid;
+  const Registry& registry = plugins->registry;
+  const PluginLoader* loader = plugins->loader.get();
   const LoadedPlugin* plugin = nullptr;
   for (const auto& p : loader->plugins())
     if (p.name == type) plugin = &p;
@@ -590,9 +587,8 @@ int cmd_dot(const std::vector<std::string>& args) {
   desc.add_options()("help,h", "this help")("output,o", po::value(&output), "write to this file instead of stdout")
       ("all-params", po::bool_switch(&dot.all_params), "show every parameter, defaults included");
   if (int r = parse_graph_command("dot", desc, args, c, graph); r >= 0) return r;
-  Registry registry;
   ResolvedGraph g;
-  if (!load_graph(graph, c, std::nullopt, registry, g)) return kExitInvalid;
+  if (!load_graph(graph, c, std::nullopt, g)) return kExitInvalid;
   if (output.empty()) {
     write_dot(std::cout, g, dot);
   } else {
@@ -877,9 +873,9 @@ int cmd_export(const std::vector<std::string>& args) {
     params += cat(", ", name, ": ", flow_list(*value));
   }
   const std::string text = "seed: 1\nnodes:\n  export: {type: torch.export, params: {" + params + "}}\nedges: []\n";
-  Registry registry;
-  PluginLoader* loader = nullptr;
-  if (!load_plugins(c, registry, loader)) return kExitInvalid;
+  const LoadedPlugins* plugins = load_cli_plugins(c);
+  if (!plugins) return kExitInvalid;
+  const Registry& registry = plugins->registry;
   if (!registry.node_type("torch.export")) {
     std::cerr << "embedflow export: the torch plugin (torch.export) is not loaded; built with EMBEDFLOW_WITH_TORCH=OFF, "
                  "or give --plugin-path\n";

@@ -1,21 +1,16 @@
 #include "embedflow_runs/testing.hpp"
 
 #include <memory>
-#include <mutex>
 
 #include "embedflow/testing/capture.hpp"
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/graph_file.hpp"
-#include "embedflow_engine/plugin_loader.hpp"
+#include "embedflow_runs/plugins.hpp"
+#include "embedflow_runs/session.hpp"
 
 namespace embedflow::runs::testing {
 using namespace engine;
 namespace {
-
-struct LoadedPlugins {
-  Registry registry;
-  std::unique_ptr<PluginLoader> loader;  // keeps the libraries loaded
-};
 
 // Keeps what one node emits on its collected ports. Taps are called serially per node.
 class Collector final : public OutputTap {
@@ -39,17 +34,7 @@ std::string join(const std::vector<Diagnostic>& problems) {
 }  // namespace
 
 const Registry& plugin_registry(const std::vector<std::string>& search_path) {
-  static std::mutex mutex;
-  static std::map<std::vector<std::string>, std::unique_ptr<LoadedPlugins>> loaded;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = loaded[search_path];
-  if (!slot) {
-    auto plugins = std::make_unique<LoadedPlugins>();
-    plugins->loader = std::make_unique<PluginLoader>(search_path);
-    plugins->loader->load_all(plugins->registry);
-    slot = std::move(plugins);
-  }
-  return slot->registry;
+  return loaded_plugins(search_path, {}).registry;
 }
 
 const std::vector<RecordPtr>& GraphRun::records(const std::string& output) const {
@@ -105,8 +90,7 @@ GraphRun GraphRunner::execute(const std::vector<std::string>& sets, bool run) co
   embedflow::testing::LogCapture log;
   std::vector<Diagnostic>& problems = result.problems;
   GraphSpec spec = from_file_ ? load_graph_file(file_, problems) : parse_graph_text(text_, file_, problems);
-  for (const auto& s : sets) apply_override(spec, s, problems);
-  ResolvedGraph g = resolve(std::move(spec), *registry_, problems);
+  ResolvedGraph g = prepare_graph(std::move(spec), problems, sets, std::nullopt, *registry_);
   if (!problems.empty()) {
     result.exit_code = 2;
     result.error = result.problem_text();

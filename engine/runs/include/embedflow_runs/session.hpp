@@ -2,10 +2,9 @@
 // the Python module so both load plugins, apply overrides, plan caches, record and report a run
 // the same way:
 //
-//   Registry registry;
-//   auto loader = load_plugins(user_dirs, graph_plugin_dirs(graph), registry);   // ConfigError
+//   const LoadedPlugins& p = loaded_plugins(user_dirs, graph_plugin_dirs(graph));   // ConfigError
 //   std::vector<Diagnostic> problems;
-//   ResolvedGraph g = prepare_graph(load_graph_file(graph, problems), problems, sets, seed, registry);
+//   ResolvedGraph g = prepare_graph(load_graph_file(graph, problems), problems, sets, seed, p.registry);
 //   if (problems.empty()) { RunOutcome o = execute_run(g, request); ...; runs::write_run_report(o.record_dir, quiet); }
 //
 // The functions print nothing except where the CLI always printed (the cache plan with
@@ -19,7 +18,6 @@
 #include <memory>
 #include <optional>
 #include <ostream>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -28,34 +26,9 @@
 #include "embedflow_engine/graph.hpp"
 #include "embedflow_engine/plugin_loader.hpp"
 #include "embedflow_engine/runtime.hpp"
+#include "embedflow_runs/plugins.hpp"
 
 namespace embedflow::runs {
-
-// `plugin_dirs:` of a parsed graph, relative to the graph file's folder. Throws ConfigError
-// naming an entry that is not a directory.
-std::vector<std::string> spec_plugin_dirs(const engine::GraphSpec& spec, const std::string& graph_file);
-// The same for a graph file (parse problems are left to the real parse).
-std::vector<std::string> graph_plugin_dirs(const std::string& graph_file);
-
-// Loads every plugin on the search path: `user_dirs` (each must exist: a typo would otherwise
-// load the default plugins), then `extra_dirs`, then EMBEDFLOW_PLUGIN_PATH and the directory
-// beside the executable. Throws ConfigError naming the directory or the plugin that failed.
-// The returned loader keeps the libraries loaded; keep it as long as anything from `registry`.
-std::unique_ptr<engine::PluginLoader> load_plugins(const std::vector<std::string>& user_dirs,
-                                                   const std::vector<std::string>& extra_dirs, Registry& registry);
-
-// The same, loading only what a graph needs when that can be told from its text (the graph
-// file's text and the --set values): the plugin files of the families its `type:` values name
-// (libembedflow_<family>.so), and core. Every plugin when a named type is not then registered
-// (a plugin file named otherwise, a misspelt type: validation then names the closest), when a
-// type is given by a variable (`type: ${arch}`), or when
-// the graph names torch or crowd: their nodes build models from specs stored in checkpoints and
-// snapshots, which may name any family. Starting a run that needs neither skips loading LibTorch.
-std::unique_ptr<engine::PluginLoader> load_plugins_for(const std::vector<std::string>& user_dirs,
-                                                       const std::vector<std::string>& extra_dirs, Registry& registry,
-                                                       const std::string& graph_text);
-// The type names ("family.name") a graph's text gives as `type:` values (or `...type=` in a --set).
-std::set<std::string> named_types(const std::string& graph_text);
 
 // Applies the seed override and the --set assignments in order, then resolves the graph.
 // Problems are appended to `problems` (shape problems do not stop resolution, so one pass

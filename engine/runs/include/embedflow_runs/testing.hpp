@@ -1,8 +1,9 @@
-// GraphRunner: runs a whole graph in the test's own process, through the same load, override,
-// resolve and run_graph steps as `embedflow run`, and hands back what the CLI would have shown
-// (validation problems, exit code, located error, log lines, printed output) plus the records
-// that reached chosen outputs. With NodeRunner (embedflow/testing/node_runner.hpp, one node at a
-// time) it replaces spawning the CLI in tests that are about nodes rather than about the CLI.
+// GraphRunner: runs a whole graph in the test's own process, through the same plugin cache,
+// graph preparation (prepare_graph) and run_graph as `embedflow run`, and hands back what the
+// CLI would have shown (validation problems, exit code, located error, log lines, printed
+// output) plus the records that reached chosen outputs. With NodeRunner
+// (embedflow/testing/node_runner.hpp, one node at a time) it replaces spawning the CLI in tests
+// that are about nodes rather than about the CLI.
 //
 //   const Registry& reg = plugin_registry({EMBEDFLOW_TEST_PLUGIN_DIR});
 //   GraphRun r = GraphRunner(reg, R"(nodes:
@@ -31,8 +32,10 @@
 
 namespace embedflow::runs::testing {
 
-// The node and component types of every plugin on `search_path` (loaded with PluginLoader, as
-// the CLI loads them), once per process and search path; the libraries stay loaded.
+// The node and component types of every plugin on `search_path` (then EMBEDFLOW_PLUGIN_PATH and
+// the directory beside the executable, as the CLI looks), from the process's one cache of loaded
+// plugins (embedflow_runs/plugins.hpp: loaded_plugins); the libraries stay loaded. Throws
+// ConfigError when a directory does not exist or a plugin fails to load.
 const Registry& plugin_registry(const std::vector<std::string>& search_path);
 
 struct GraphRun {
