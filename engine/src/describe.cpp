@@ -1,5 +1,6 @@
 #include "embedflow_engine/describe.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -194,6 +195,68 @@ static std::string dot_escape(const std::string& s) {
   return out;
 }
 
+// One node's record-shaped label: input ports, id and type, the parameters the file sets (or
+// all), output ports. Inside a subgraph's cluster the id is shown without the instance's prefix.
+static void write_dot_node(std::ostream& out, const ResolvedNode& n, std::size_t i, const DotOptions& options) {
+  std::string ins, outs;
+  for (std::size_t p = 0; p < n.type->inputs.size(); ++p)
+    ins += cat(p ? "|" : "", "<i", p, "> ", dot_escape(n.type->inputs[p].name), n.type->inputs[p].side ? " (side)" : "");
+  for (std::size_t p = 0; p < n.type->outputs.size(); ++p)
+    outs += cat(p ? "|" : "", "<o", p, "> ", dot_escape(n.type->outputs[p].name));
+  std::string params;
+  for (const auto& [k, v] : n.params.all()) {
+    // Defaults are noise in a drawing: only what the file sets, unless asked for all.
+    if (!options.all_params && !(n.spec->params.is_map() && n.spec->params.get(k))) continue;
+    std::string text = v.str();
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    params += dot_escape(k + "=" + text) + "\\l";
+  }
+  std::string id = n.id();
+  if (!n.spec->within.empty()) id = id.substr(n.spec->within.back().instance.size() + 2);
+  out << "  n" << i << " [label=\"{";
+  if (!ins.empty()) out << "{" << ins << "}|";
+  out << dot_escape(id) << "\\n" << dot_escape(n.type->name);
+  if (!params.empty()) out << "|" << params;
+  if (!outs.empty()) out << "|{" << outs << "}";
+  out << "}\"";
+  if (n.spec->cache.is_map() || (n.spec->cache.is_boolean() && n.spec->cache.as_boolean())) out << ", style=bold";
+  out << "];\n";
+}
+
+// The nodes `depth` subgraph instances deep whose instances begin with `path`: those directly
+// inside, then each instance one level deeper as a cluster of its own (a GStreamer bin's box).
+static void write_dot_scope(std::ostream& out, const ResolvedGraph& g, const std::vector<const SubgraphUse*>& path,
+                            const DotOptions& options) {
+  auto inside = [&](const ResolvedNode& n) {
+    if (!n.type || n.spec->within.size() < path.size()) return false;
+    for (std::size_t d = 0; d < path.size(); ++d)
+      if (n.spec->within[d].instance != path[d]->instance) return false;
+    return true;
+  };
+  std::vector<const SubgraphUse*> nested;  // instances one level deeper, in order of first node
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const ResolvedNode& n = g.nodes[i];
+    if (!inside(n)) continue;
+    if (n.spec->within.size() == path.size()) {
+      write_dot_node(out, n, i, options);
+      continue;
+    }
+    const SubgraphUse& use = n.spec->within[path.size()];
+    if (std::none_of(nested.begin(), nested.end(), [&](const SubgraphUse* u) { return u->instance == use.instance; }))
+      nested.push_back(&use);
+  }
+  for (const SubgraphUse* use : nested) {
+    std::string name = use->instance;
+    if (!path.empty()) name = name.substr(path.back()->instance.size() + 2);
+    out << "  subgraph \"cluster_" << dot_escape(use->instance) << "\" {\n  label=\"" << dot_escape(name) << " ("
+        << dot_escape(use->subgraph) << ")\"; style=rounded; color=gray50;\n";
+    std::vector<const SubgraphUse*> deeper = path;
+    deeper.push_back(use);
+    write_dot_scope(out, g, deeper, options);
+    out << "  }\n";
+  }
+}
+
 void write_dot(std::ostream& out, const ResolvedGraph& g, const DotOptions& options) {
   const bool compact = g.nodes.size() > kDotCompactNodes;
   out << "digraph embedflow {\n  rankdir=" << (compact ? "TB;\n  nodesep=0.25; ranksep=0.5; splines=true;" : "LR;")
@@ -203,31 +266,7 @@ void write_dot(std::ostream& out, const ResolvedGraph& g, const DotOptions& opti
     std::string first = g.spec.description.substr(0, g.spec.description.find('\n'));
     out << "  labelloc=t; label=\"" << dot_escape(first) << "\";\n";
   }
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    const ResolvedNode& n = g.nodes[i];
-    if (!n.type) continue;
-    std::string ins, outs;
-    for (std::size_t p = 0; p < n.type->inputs.size(); ++p)
-      ins += cat(p ? "|" : "", "<i", p, "> ", dot_escape(n.type->inputs[p].name), n.type->inputs[p].side ? " (side)" : "");
-    for (std::size_t p = 0; p < n.type->outputs.size(); ++p)
-      outs += cat(p ? "|" : "", "<o", p, "> ", dot_escape(n.type->outputs[p].name));
-    std::string params;
-    for (const auto& [k, v] : n.params.all()) {
-      // Defaults are noise in a drawing: only what the file sets, unless asked for all.
-      if (!options.all_params && !(n.spec->params.is_map() && n.spec->params.get(k))) continue;
-      std::string text = v.str();
-      if (text.size() > 40) text = text.substr(0, 37) + "...";
-      params += dot_escape(k + "=" + text) + "\\l";
-    }
-    out << "  n" << i << " [label=\"{";
-    if (!ins.empty()) out << "{" << ins << "}|";
-    out << dot_escape(n.id()) << "\\n" << dot_escape(n.type->name);
-    if (!params.empty()) out << "|" << params;
-    if (!outs.empty()) out << "|{" << outs << "}";
-    out << "}\"";
-    if (n.spec->cache.is_map() || (n.spec->cache.is_boolean() && n.spec->cache.as_boolean())) out << ", style=bold";
-    out << "];\n";
-  }
+  write_dot_scope(out, g, {}, options);
   for (const ResolvedEdge& e : g.edges) {
     const PortSchema& s = g.nodes[e.from.node].output_schemas[e.from.port];
     std::string label = s.str();

@@ -1,17 +1,15 @@
 #include "embedflow_engine/graph_file.hpp"
 
-#include <embedflow/csv.hpp>
 #include <embedflow/suggest.hpp>
 #include <embedflow/yaml.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
-#include <regex>
-#include <set>
 #include <sstream>
+
+#include "graph_parser.hpp"
 
 namespace embedflow::engine {
 
@@ -26,227 +24,20 @@ NodeSpec* GraphSpec::node(const std::string& id) {
   return nullptr;
 }
 
-namespace {
-
-SourceLocation loc(const std::string& file, const YAML::Mark& m) { return yaml_location(file, m.line, m.column); }
-
-struct Parser {
-  std::string file;
-  std::vector<Diagnostic>& problems;
-  YamlBudget budget;  // values and bytes converted so far: the alias-expansion limits are per document
-
-  Value to_value(const YAML::Node& n) { return yaml_to_value(n, file, &problems, &budget); }
-
-  // The maps the parser reads by key itself (the file, a node, vars): a repeated key would make
-  // yaml-cpp's lookup see only the first, so of two `nodes:` blocks one would vanish silently.
-  void repeated_keys(const YAML::Node& map, const std::string& node = "") {
-    std::map<std::string, int> seen;
-    for (const auto& kv : map) {
-      auto [first, fresh] = seen.emplace(kv.first.Scalar(), kv.first.Mark().line + 1);
-      if (!fresh) fail(kv.first, cat("key '", kv.first.Scalar(), "' is given twice (first at line ", first->second, ")"), node);
-    }
-  }
-
-  void fail(const YAML::Node& at, const std::string& msg, const std::string& node = "") {
-    problems.push_back(Diagnostic{loc(file, at.Mark()), node, msg});
-  }
-
-  void parse_edge(GraphSpec& g, const YAML::Node& e) {
-    if (!e.IsScalar()) {
-      fail(e, "an edge is a string 'node.port -> node.port'");
-      return;
-    }
-    static const std::regex pattern(R"(^\s*([A-Za-z_][\w-]*)(?:\.([A-Za-z_]\w*))?\s*->\s*([A-Za-z_][\w-]*)(?:\.([A-Za-z_]\w*))?\s*$)");
-    std::smatch m;
-    const std::string text = e.Scalar();
-    if (!std::regex_match(text, m, pattern)) {
-      fail(e, cat("bad edge '", text, "': expected 'node.port -> node.port' (ports may be omitted for single-port nodes)"));
-      return;
-    }
-    EdgeSpec edge;
-    edge.text = text;
-    edge.from_node = m[1];
-    edge.from_port = m[2];
-    edge.to_node = m[3];
-    edge.to_port = m[4];
-    edge.where = loc(file, e.Mark());
-    g.edges.push_back(std::move(edge));
-  }
-
-  void parse_node(GraphSpec& g, const std::string& id, const YAML::Node& key, const YAML::Node& body) {
-    NodeSpec n;
-    n.id = id;
-    n.where = loc(file, key.Mark());
-    static const std::regex id_pattern(R"(^[A-Za-z_][\w-]*$)");
-    if (!std::regex_match(id, id_pattern)) fail(key, cat("bad node id '", id, "': use letters, digits, _ and -"));
-    if (g.node(id)) fail(key, cat("node id '", id, "' is used twice"), id);
-    if (!body.IsMap()) {
-      fail(body, "a node is a map with at least 'type'", id);
-      g.nodes.push_back(std::move(n));
-      return;
-    }
-    static const std::set<std::string> keys{"type", "params", "cache", "enabled", "in_flight", "doc"};
-    repeated_keys(body, id);
-    for (const auto& kv : body) {
-      const std::string k = kv.first.Scalar();
-      if (!keys.count(k)) {
-        fail(kv.first, cat("unknown key '", k, "' (a node has type, params, cache, enabled, in_flight, doc)",
-                           did_you_mean(k, {keys.begin(), keys.end()})), id);
-      }
-    }
-    if (!body["type"] || !body["type"].IsScalar()) {
-      fail(body, "missing 'type: family.name'", id);
-    } else {
-      n.type = body["type"].Scalar();
-      n.type_where = loc(file, body["type"].Mark());
-    }
-    if (body["params"]) {
-      n.params = to_value(body["params"]);
-      if (!n.params.is_map() && !n.params.is_null()) fail(body["params"], "params must be a map", id);
-    } else {
-      n.params = Value::map({});
-      n.params.at(n.where);
-    }
-    if (body["cache"]) {
-      n.cache = to_value(body["cache"]);
-      if (!n.cache.is_boolean() && !n.cache.is_map()) fail(body["cache"], "cache is true, false or a map of options", id);
-    }
-    if (body["enabled"]) {
-      n.enabled = to_value(body["enabled"]);
-      if (!n.enabled.is_boolean() && !n.enabled.is_string())
-        fail(body["enabled"], "enabled is true, false or \"${variable}\"", id);
-    }
-    if (body["in_flight"]) {
-      Value v = to_value(body["in_flight"]);
-      if (!v.is_integer() || v.as_integer() < 1) fail(body["in_flight"], "in_flight must be a positive integer", id);
-      else n.in_flight = v.as_integer();
-    }
-    g.nodes.push_back(std::move(n));
-  }
-
-  GraphSpec parse(const YAML::Node& root, const std::string& text) {
-    GraphSpec g;
-    g.file = file;
-    // The leading comment block is the graph's description (shown by inspect and dot).
-    std::istringstream lines(text);
-    std::string line;
-    while (std::getline(lines, line) && !line.empty() && line[0] == '#') {
-      std::string body = line.substr(1);
-      if (!body.empty() && body[0] == ' ') body.erase(0, 1);
-      g.description += (g.description.empty() ? "" : "\n") + body;
-    }
-    if (!root.IsMap()) {
-      fail(root, "a graph file is a map with 'nodes' and 'edges'");
-      return g;
-    }
-    static const std::set<std::string> keys{"seed", "vars", "nodes", "edges", "max_in_flight", "description", "out",
-                                            "plugin_dirs"};
-    repeated_keys(root);
-    for (const auto& kv : root) {
-      const std::string k = kv.first.Scalar();
-      if (!keys.count(k)) {
-        fail(kv.first, cat("unknown top-level key '", k, "' (expected seed, vars, nodes, edges, max_in_flight, out, plugin_dirs)",
-                           did_you_mean(k, {keys.begin(), keys.end()})));
-      }
-    }
-    if (auto s = root["seed"]) {
-      Value v = to_value(s);
-      if (!v.is_integer() || v.as_integer() < 0) fail(s, "seed must be a non-negative integer");
-      else g.seed = static_cast<std::uint64_t>(v.as_integer());
-    }
-    if (auto s = root["max_in_flight"]) {
-      Value v = to_value(s);
-      if (!v.is_integer() || v.as_integer() < 1) fail(s, "max_in_flight must be a positive integer");
-      else g.max_in_flight = v.as_integer();
-    }
-    if (auto o = root["out"]) {
-      Value v = to_value(o);
-      if (!v.is_string() || v.as_string().empty()) fail(o, "out must be a directory path (the run's output folder)");
-      else g.out = v;
-    }
-    if (auto d = root["plugin_dirs"]) {
-      Value v = to_value(d);
-      bool ok = v.is_list();
-      if (ok)
-        for (const auto& item : v.as_list()) ok = ok && item.is_string();
-      if (!ok) fail(d, "plugin_dirs must be a list of directories (relative to the graph file)");
-      else
-        for (const auto& item : v.as_list()) g.plugin_dirs.push_back(item.as_string());
-    }
-    if (auto s = root["description"]) {
-      if (s.IsScalar()) g.description = s.Scalar();
-    }
-    if (auto v = root["vars"]) {
-      if (!v.IsMap()) fail(v, "'vars' must be a map of name: value");
-      else if (repeated_keys(v), true)
-        for (const auto& kv : v) {
-          static const std::regex name_pattern(R"(^[A-Za-z_]\w*$)");
-          if (!std::regex_match(kv.first.Scalar(), name_pattern)) fail(kv.first, "bad variable name '" + kv.first.Scalar() + "'");
-          g.vars.emplace_back(kv.first.Scalar(), to_value(kv.second));
-        }
-    }
-    auto nodes = root["nodes"];
-    if (!nodes) {
-      fail(root, "missing 'nodes'");
-    } else if (!nodes.IsMap()) {
-      fail(nodes, "'nodes' must be a map of id: {type: ..., params: {...}}");
-    } else if (nodes.size() > kMaxGraphNodes) {
-      // Far beyond any experiment; a generated or hostile file would otherwise cost a thread
-      // pool's worth of TBB nodes and plugin instances before anything runs.
-      fail(nodes, cat("the graph has ", nodes.size(), " nodes; at most ", kMaxGraphNodes, " are allowed"));
-    } else {
-      for (const auto& kv : nodes) parse_node(g, kv.first.Scalar(), kv.first, kv.second);
-    }
-    auto edges = root["edges"];
-    if (edges) {
-      if (!edges.IsSequence()) fail(edges, "'edges' must be a list of 'a.out -> b.in'");
-      else if (edges.size() > kMaxGraphEdges)
-        fail(edges, cat("the graph has ", edges.size(), " edges; at most ", kMaxGraphEdges, " are allowed"));
-      else
-        for (const auto& e : edges) parse_edge(g, e);
-    }
-    return g;
-  }
-};
-
-}  // namespace
-
 GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems) {
-  // YAML text is UTF-8. yaml-cpp given other bytes can spin for a minute and gigabytes (a 354-byte
-  // graph with a run of 0xa0 bytes did), so they are refused at their line before it sees them.
-  std::size_t bad_at = 0;
-  if (std::string why = csv_bytes_problem(text, &bad_at); !why.empty()) {
-    const std::size_t line_start = text.rfind('\n', bad_at == 0 ? 0 : bad_at - 1);
-    const auto line = static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad_at), '\n'));
-    const auto column = static_cast<int>(line_start == std::string::npos || bad_at == 0 ? bad_at : bad_at - line_start - 1);
-    problems.push_back(Diagnostic{yaml_location(file_name, line, column), "", why + " (a graph file is UTF-8 text)"});
-    GraphSpec g;
-    g.file = file_name;
-    return g;
-  }
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(text);
-  } catch (const YAML::Exception& e) {
-    problems.push_back(Diagnostic{loc(file_name, e.mark), "", "malformed YAML: " + e.msg});
-  }
-  if (docs.size() > 1)
-    problems.push_back(Diagnostic{loc(file_name, docs[1].Mark()), "",
-                                  "a second YAML document ('---'): a graph file holds one"});
-  if (docs.size() > 1 || (docs.empty() && !problems.empty())) {
-    GraphSpec g;
-    g.file = file_name;
-    return g;
-  }
-  const YAML::Node root = docs.empty() ? YAML::Node() : docs.front();  // empty text: "a graph file is a map"
-  Parser p{file_name, problems, YamlBudget{}};
-  GraphSpec g = p.parse(root, text);
+  GraphSpec g;
+  g.file = file_name;
+  const std::optional<YAML::Node> root = detail::load_yaml_document(text, file_name, problems);
+  if (!root) return g;
+  detail::Parser p{file_name, problems, YamlBudget{}, {}};
+  g = p.parse(*root, text);
   if (p.budget.values > kMaxYamlValues || p.budget.bytes > kMaxYamlBytes) {
     // The limit's problem says it all: what was left unread would only add follow-on problems.
     GraphSpec empty;
     empty.file = file_name;
     return empty;
   }
+  detail::expand_subgraphs(g, p.subgraphs, problems);
   return g;
 }
 

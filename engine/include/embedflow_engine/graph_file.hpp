@@ -14,6 +14,16 @@
 
 namespace embedflow::engine {
 
+// One use of a subgraph that made a node or an edge: the instance's id as expanded (an instance
+// nested in another is "outer__inner"), the subgraph's name, where the instance is written and
+// where the subgraph is defined.
+struct SubgraphUse {
+  std::string instance;
+  std::string subgraph;
+  SourceLocation used_at;
+  SourceLocation defined_at;
+};
+
 struct NodeSpec {
   std::string id;
   std::string type;
@@ -23,6 +33,7 @@ struct NodeSpec {
   std::int64_t in_flight = 0;  // sources: cap on messages in flight (0 = graph default)
   SourceLocation where;       // the node's id
   SourceLocation type_where;  // its type value
+  std::vector<SubgraphUse> within;  // the subgraph instances that made it, outermost first
 };
 
 struct EdgeSpec {
@@ -30,6 +41,7 @@ struct EdgeSpec {
   std::string from_node, from_port;  // port empty = the node's only output
   std::string to_node, to_port;      // port empty = the node's only input
   SourceLocation where;
+  std::vector<SubgraphUse> within;  // an edge written inside a subgraph: its instances
 };
 
 struct GraphSpec {
@@ -71,6 +83,17 @@ inline constexpr std::size_t kMaxGraphNodes = 10000, kMaxGraphEdges = 100000;
 
 GraphSpec load_graph_file(const std::string& path, std::vector<Diagnostic>& problems);
 GraphSpec parse_graph_text(const std::string& text, const std::string& file_name, std::vector<Diagnostic>& problems);
+
+// Subgraphs (`subgraphs:` in a graph file, a definition or the name of a file holding one) are
+// expanded by parsing: a node whose `type` names a subgraph becomes the subgraph's nodes, with
+// ids "<instance>__<node>" and the instance's parameters substituted, and edges to and from the
+// instance's ports become edges to and from the nodes inside. Everything after parsing sees plain
+// nodes (overrides, variables, validation, caches, the recorded graph).
+//
+// Problems from index `first` on that concern a node or an edge a subgraph made get the use site
+// appended ("(in subgraph 'evaluate' at g.yaml:12:3, used as 'eval_tc1' at g.yaml:40:3)"): their
+// location is the line inside the subgraph, which every instance shares.
+void name_subgraph_uses(const GraphSpec& spec, std::vector<Diagnostic>& problems, std::size_t first = 0);
 
 // Applies --set node.param=value (value in YAML syntax: 3, 0.5, true, [1, 2], {type: x}).
 // "seed=N", "node.cache=false", "node.enabled=false" and "var=value" (a name from `vars:`) are
