@@ -5,11 +5,7 @@
 //
 // Inputs: in {<field>: numeric}   Outputs: out {<field>: f64[], count: i64[]}
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 101}}
-//     median:  {type: core.aggregate, params: {field: value, op: {type: core.quantile, q: 0.5}}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> median.in, median.out -> show.in]
+// Example graph: `embedflow inspect core.aggregate`.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -109,6 +105,12 @@ class AggregateNode final : public Node {
 NodeType aggregate_type() {
   return NodeTypeBuilder("core.aggregate")
       .doc("Reduces a numeric field over the stream with an aggregate component; one record at end.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 101}}
+  median:  {type: core.aggregate, params: {field: value, op: {type: core.quantile, q: 0.5}}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> median.in, median.out -> show.in]
+)")
       .param(Param::string("field").default_value("value").doc("numeric field to reduce (all elements)"))
       .param(Param::component("op", "aggregate").default_value(Value::map({{"type", Value::string("core.sum")}}))
                  .doc("the reduction: core.sum, core.mean, core.max, core.quantile"))

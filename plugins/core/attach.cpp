@@ -5,12 +5,7 @@
 //
 // Inputs: in (stream), side (side port: latest value)   Outputs: out
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 5}}
-//     setting: {type: core.range, params: {count: 1, start: 42}}
-//     tagged:  {type: core.attach, params: {prefix: "side_"}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> tagged.in, setting.out -> tagged.side, tagged.out -> show.in]
+// Example graph: `embedflow inspect core.attach`.
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -40,6 +35,13 @@ NodeType attach_type() {
   return NodeTypeBuilder("core.attach")
       .deterministic()
       .doc("Adds the fields of the latest side-port record to every stream record.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 5}}
+  setting: {type: core.range, params: {count: 1, start: 42}}
+  tagged:  {type: core.attach, params: {prefix: "side_"}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> tagged.in, setting.out -> tagged.side, tagged.out -> show.in]
+)")
       .param(Param::string("prefix").default_value("").doc("prepended to the side record's field names"))
       .input("in", "*", "the stream")
       .side_input("side", "*", "latest value is attached")

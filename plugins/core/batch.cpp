@@ -5,11 +5,7 @@
 // Outputs: out (the same fields with a leading B)
 // Caveat: stacking copies; records are small next to the work done on a batch.
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 10}}
-//     batches: {type: core.batch, params: {size: 4, drop_last: false}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> batches.in, batches.out -> show.in]
+// Example graph: `embedflow inspect core.batch`.
 #include <algorithm>
 
 #include "core_types.hpp"
@@ -67,6 +63,12 @@ NodeType batch_type() {
   return NodeTypeBuilder("core.batch")
       .deterministic()
       .doc("Stacks consecutive records into batches of `size` (leading dim B).")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 10}}
+  batches: {type: core.batch, params: {size: 4, drop_last: false}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> batches.in, batches.out -> show.in]
+)")
       .param(Param::integer("size").min(1).doc("records per batch"))
       .param(Param::boolean("drop_last").default_value(false).doc("drop the final partial batch instead of emitting it"))
       .input("in", "*")

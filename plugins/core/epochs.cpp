@@ -11,11 +11,7 @@
 // Caveats: memory holds one pass (shared records, not copies); a pass is emitted after the whole
 // input has arrived.
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 5}}
-//     passes:  {type: core.epochs, params: {epochs: 3}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> passes.in, passes.out -> show.in]
+// Example graph: `embedflow inspect core.epochs`.
 #include <algorithm>
 
 #include "core_types.hpp"

@@ -6,12 +6,7 @@
 //
 // Inputs: in (any number of edges)   Outputs: out
 //
-//   nodes:
-//     low:  {type: core.range, params: {count: 2}}
-//     high: {type: core.range, params: {count: 3, start: 10}}
-//     both: {type: core.funnel}
-//     show: {type: core.sink, params: {mode: count, expect: 5}}
-//   edges: [low.out -> both.in, high.out -> both.in, both.out -> show.in]
+// Example graph: `embedflow inspect core.funnel`.
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -27,6 +22,13 @@ class Funnel final : public Node {
 NodeType funnel_type() {
   return NodeTypeBuilder("core.funnel")
       .doc("Passes the records of every edge into `in` to `out` unchanged: several writers into one port (e.g. a side port).")
+      .example(R"(nodes:
+  low:  {type: core.range, params: {count: 2}}
+  high: {type: core.range, params: {count: 3, start: 10}}
+  both: {type: core.funnel}
+  show: {type: core.sink, params: {mode: count, expect: 5}}
+edges: [low.out -> both.in, high.out -> both.in, both.out -> show.in]
+)")
       .input("in", "*", "any number of edges")
       .output("out", "*")
       .forward("in", "out")

@@ -3,11 +3,7 @@
 //
 // Inputs: in   Outputs: out
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 100}}
-//     first:   {type: core.limit, params: {count: 5}}
-//     show:    {type: core.sink, params: {mode: count, expect: 5}}
-//   edges: [numbers.out -> first.in, first.out -> show.in]
+// Example graph: `embedflow inspect core.limit`.
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -39,6 +35,12 @@ NodeType limit_type() {
   return NodeTypeBuilder("core.limit")
       .deterministic()
       .doc("Passes the first `count` records; then it is done consuming, so producers feeding nothing else stop.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 100}}
+  first:   {type: core.limit, params: {count: 5}}
+  show:    {type: core.sink, params: {mode: count, expect: 5}}
+edges: [numbers.out -> first.in, first.out -> show.in]
+)")
       .param(Param::integer("count").min(0).doc("records to pass"))
       .input("in", "*")
       .output("out", "*")

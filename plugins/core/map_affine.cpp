@@ -4,11 +4,7 @@
 //
 // Inputs: in {<field>: numeric}   Outputs: out (same record, <field> as f64)
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 5}}
-//     scaled:  {type: core.map_affine, params: {field: value, scale: 2.0, offset: 1.0, jitter: 0.1}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> scaled.in, scaled.out -> show.in]
+// Example graph: `embedflow inspect core.map_affine`.
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -48,6 +44,12 @@ class MapAffine final : public Node {
 NodeType map_affine_type() {
   return NodeTypeBuilder("core.map_affine")
       .doc("value*scale + offset (+ seeded Gaussian jitter) on one field; parallel, deterministic.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 5}}
+  scaled:  {type: core.map_affine, params: {field: value, scale: 2.0, offset: 1.0, jitter: 0.1}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> scaled.in, scaled.out -> show.in]
+)")
       .param(Param::string("field").default_value("value").doc("numeric field to transform"))
       .param(Param::number("scale").default_value(1.0).doc("multiplier"))
       .param(Param::number("offset").default_value(0.0).doc("added after scaling"))

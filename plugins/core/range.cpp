@@ -4,10 +4,7 @@
 //
 // Outputs: out {index: i64[], value: f64[], payload: u8[$payload_bytes] (only when > 0)}
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 10, start: 1.0, step: 0.5}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> show.in]
+// Example graph: `embedflow inspect core.range`.
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -44,6 +41,11 @@ NodeType range_type() {
   return NodeTypeBuilder("core.range")
       .deterministic()
       .doc("Counter source: emits count records {index, value = start + index*step}.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 10, start: 1.0, step: 0.5}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> show.in]
+)")
       .source()
       .param(Param::integer("count").min(0).doc("number of records to emit"))
       .param(Param::number("start").default_value(0.0).doc("value of the first record"))
@@ -56,7 +58,6 @@ NodeType range_type() {
           s.add(FieldSchema{"payload", DType::u8, std::vector<Dim>{Dim{Dim::Kind::fixed, c.params().integer("payload_bytes"), ""}}});
         c.set_output("out", s);
       })
-      .example("numbers: {type: core.range, params: {count: 10}}")
       .create<Range>();
 }
 

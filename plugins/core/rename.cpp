@@ -2,11 +2,7 @@
 //
 // Inputs: in   Outputs: out
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 3}}
-//     name:    {type: core.rename, params: {fields: {value: x}}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> name.in, name.out -> show.in]
+// Example graph: `embedflow inspect core.rename`.
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -42,6 +38,12 @@ NodeType rename_type() {
   return NodeTypeBuilder("core.rename")
       .deterministic()
       .doc("Renames fields (old: new); other fields pass unchanged.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 3}}
+  name:    {type: core.rename, params: {fields: {value: x}}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> name.in, name.out -> show.in]
+)")
       .param(Param::any("fields").doc("map of old field name to new field name"))
       .input("in", "*")
       .output("out", "*")

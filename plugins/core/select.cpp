@@ -3,11 +3,7 @@
 //
 // Inputs: in (any record with those fields)   Outputs: out (just those fields)
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 3}}
-//     pick:    {type: core.select, params: {fields: [value]}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> pick.in, pick.out -> show.in]
+// Example graph: `embedflow inspect core.select`.
 #include "core_types.hpp"
 #include "embedflow/suggest.hpp"
 
@@ -33,6 +29,12 @@ NodeType select_type() {
   return NodeTypeBuilder("core.select")
       .deterministic()
       .doc("Keeps only the named fields of each record.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 3}}
+  pick:    {type: core.select, params: {fields: [value]}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> pick.in, pick.out -> show.in]
+)")
       .param(Param::strings("fields").doc("fields to keep, in output order"))
       .input("in", "*")
       .output("out", "*")

@@ -7,11 +7,7 @@
 //
 // Inputs: in   Outputs: out (same records, permuted)
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 100}}
-//     mixed:   {type: core.shuffle, params: {buffer_size: 32}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> mixed.in, mixed.out -> show.in]
+// Example graph: `embedflow inspect core.shuffle`.
 #include <algorithm>
 
 #include "core_types.hpp"
@@ -60,6 +56,12 @@ class Shuffle final : public Node {
 NodeType shuffle_type() {
   return NodeTypeBuilder("core.shuffle")
       .doc("Seeded shuffle through a bounded buffer of buffer_size records.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 100}}
+  mixed:   {type: core.shuffle, params: {buffer_size: 32}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> mixed.in, mixed.out -> show.in]
+)")
       .param(Param::integer("buffer_size").default_value(1024).min(1).doc("records held; larger = closer to a uniform permutation"))
       .input("in", "*")
       .output("out", "*")

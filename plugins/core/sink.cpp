@@ -4,10 +4,7 @@
 //
 // Inputs: in   Outputs: none
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 3}}
-//     show:    {type: core.sink, params: {mode: print}}
-//   edges: [numbers.out -> show.in]
+// Example graph: `embedflow inspect core.sink`.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -71,6 +68,11 @@ class Sink final : public Node {
 NodeType sink_type() {
   return NodeTypeBuilder("core.sink")
       .doc("Counts or prints records; `expect` asserts the count at end of stream.")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 3}}
+  show:    {type: core.sink, params: {mode: print}}
+edges: [numbers.out -> show.in]
+)")
       .param(Param::choice("mode", {"count", "print"}).default_value("count").doc("count records, or print one line each"))
       .param(Param::path("out").optional().not_fingerprinted().doc("write to this file instead of stdout"))
       .param(Param::integer("expect").optional().min(0).doc("fail unless exactly this many records arrive"))

@@ -3,12 +3,7 @@
 //
 // Inputs: in (a batch: all fields share a leading dim)   Outputs: out (records)
 //
-//   nodes:
-//     numbers: {type: core.range, params: {count: 10}}
-//     batches: {type: core.batch, params: {size: 4}}
-//     rows:    {type: core.unbatch}
-//     show:    {type: core.sink, params: {mode: count, expect: 10}}
-//   edges: [numbers.out -> batches.in, batches.out -> rows.in, rows.out -> show.in]
+// Example graph: `embedflow inspect core.unbatch`.
 #include "core_types.hpp"
 
 namespace embedflow::core {
@@ -32,6 +27,13 @@ NodeType unbatch_type() {
   return NodeTypeBuilder("core.unbatch")
       .deterministic()
       .doc("Splits batches into single records (zero-copy rows).")
+      .example(R"(nodes:
+  numbers: {type: core.range, params: {count: 10}}
+  batches: {type: core.batch, params: {size: 4}}
+  rows:    {type: core.unbatch}
+  show:    {type: core.sink, params: {mode: count, expect: 10}}
+edges: [numbers.out -> batches.in, batches.out -> rows.in, rows.out -> show.in]
+)")
       .input("in", "*")
       .output("out", "*")
       .check([](SchemaContext& c) { c.set_output("out", unbatched(c.input("in"))); })

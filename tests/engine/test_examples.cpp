@@ -7,8 +7,9 @@
 //    hook run with those inputs connected and `any` arriving (NodeRunner).
 // Examples use paths relative to the source tree (tests/...), as a user pastes them from there,
 // and write under out/: they run in a scratch directory holding a link to the source's tests/.
-// Families whose plugin is not built, examples that need one, and node types without an example
-// are named in the output (WARN) and skipped. Component types have no example to check.
+// Families whose plugin is not built, and examples that need one, are named in the output (WARN)
+// and skipped. A node type without an example fails the test, which names them all. Component
+// types have no example to check.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -131,7 +132,7 @@ TEST_CASE("every node type's example validates, and whole-graph examples run as 
   }
   std::string names;
   for (const auto& n : without_example) names += (names.empty() ? "" : ", ") + n;
-  if (!names.empty()) WARN(without_example.size() << " node types have no example: " << names);
+  if (!names.empty()) FAIL_CHECK(without_example.size() << " node types have no example: " << names);
   for (const auto& family : loaded) {
     INFO("family " << family);
     CHECK(checked[family] > 0);
