@@ -57,6 +57,8 @@
 //   maps f32 [N,C,H,W] images in [0,1] to the embeddings torch.embed computes, with the weights the
 //   final snapshot carries (the best evaluation's with validation, the weight average with
 //   ema_decay); export_mean/export_std put an input normalisation inside it (export.hpp).
+// Parts: one update (optimisation_step.hpp); the counters, weight average, model selection and
+//   checkpoints (train_state.hpp); the prefetch thread (step_queue.hpp).
 // Caveats: the model's device decides where tensors go; checkpoints restore the CPU RNG only.
 //
 //   seed: 1
@@ -67,36 +69,27 @@
 //             epochs: 2, log_dir: out/train, checkpoint_dir: out/train/ckpt, checkpoint_every: 100, threads: 2}}
 //   edges: [data.out -> train.in]
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
-#include <exception>
 #include <filesystem>
-#include <limits>
-#include <mutex>
 #include <numeric>
 #include <random>
-#include <thread>
 
 #include "embedflow/progress.hpp"
 #include "embedflow/results.hpp"
 
 #include "bridge.hpp"
 #include "catalog.hpp"
-#include "checkpoint.hpp"
 #include "cpu_allocator.hpp"
-#include "distributed.hpp"
 #include "export.hpp"
 #include "loss.hpp"
 #include "metrics_log.hpp"
 #include "model.hpp"
-#include "optimizers.hpp"
+#include "optimisation_step.hpp"
 #include "schedule.hpp"
+#include "step_queue.hpp"
 #include "torch_types.hpp"
-#include "validation.hpp"
+#include "train_state.hpp"
 #include "validation_spec.hpp"
-#include "weight_average.hpp"
 
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
@@ -140,30 +133,16 @@ std::string id_range(const Record& r) {
   return "";
 }
 
-using Clock = std::chrono::steady_clock;
-
-// What a step emits while it runs on the training thread, handed to the engine's emitter by the
-// engine's own thread (process and close) in the order it was emitted.
-class Outbox final : public Emitter {
- public:
-  void emit(std::size_t port, RecordPtr record) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    records_.emplace_back(port, std::move(record));
-  }
-  std::uint64_t sequence() const override { return 0; }  // the trainer derives no seeds from it
-  void deliver(Emitter& out) {
-    std::vector<std::pair<std::size_t, RecordPtr>> ready;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ready.swap(records_);
-    }
-    for (auto& [port, record] : ready) out.emit(port, std::move(record));
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::pair<std::size_t, RecordPtr>> records_;
-};
+// A metrics row as the `metrics` output's record.
+Record metrics_record(const MetricRow& row) {
+  Record r;
+  r.set("step", Array::scalar<std::int64_t>(row.step));
+  r.set("epoch", Array::scalar<std::int64_t>(row.epoch));
+  r.set("loss", Array::scalar<double>(row.loss));
+  r.set("lr", Array::scalar<double>(row.lr));
+  r.set("samples_per_s", Array::scalar<double>(row.samples_per_s));
+  return r;
+}
 
 class Train final : public Node {
  public:
@@ -177,95 +156,87 @@ class Train final : public Node {
     use_caching_cpu_allocator(std::size_t{1} << 30);
     model_ = ctx.component<Model>("model");
     loss_ = ctx.component<Loss>("loss");
-    optimizer_factory_ = ctx.component<OptimizerFactory>("optimizer");
-    schedule_ = ctx.component<Schedule>("schedule");
+    loss_name_ = p.value("loss").get("type")->as_string();
+    step_ = std::make_unique<OptimisationStep>(ctx, *model_, *loss_, loss_name_);
     spec_text_ = spec_to_text(p.value("model"));
     model_spec_ = p.value("model");
-    loss_name_ = p.value("loss").get("type")->as_string();
     epochs_ = p.integer("epochs");
     shuffle_replay_ = p.boolean("shuffle_replay");
     max_steps_ = p.integer("max_steps");
-    labelled_fraction_ = p.number("labelled_fraction");
-    clip_norm_ = p.number("clip_grad_norm");
-    clip_value_ = p.number("clip_grad_value");
     log_every_ = p.integer("log_every");
     checkpoint_every_ = p.integer("checkpoint_every");
-    keep_ = p.integer("keep_checkpoints");
     snapshot_every_ = p.integer("snapshot_every");
-    ema_decay_ = p.number("ema_decay");  // below 1: checked with the schema
-    bucket_mb_ = p.number("bucket_mb");
-    prefetch_ = p.integer("prefetch");
-    if (!p.string("checkpoint_dir").empty()) checkpoint_dir_ = p.string("checkpoint_dir");
+    if (p.integer("prefetch") > 0)
+      queue_ = std::make_unique<StepQueue>(p.integer("prefetch"),
+                                           [this](const RecordPtr& batch, Emitter& out) { feed(batch, out); });
     export_path_ = p.string("export");
     export_.mean = p.numbers("export_mean");
     export_.std = p.numbers("export_std");
-    device_ = model_->device();
-    const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
-                                                        p.number("rendezvous_timeout"), ctx.id());
-    if (dist.world_size > 1) group_ = std::make_unique<DataParallelGroup>(dist);
-    primary_ = dist.rank == 0;
-
-    const std::string& resume = p.string("resume");
-    if (resume == "auto") {
-      auto found = newest_readable_checkpoint(checkpoint_dir_, ctx.id());
-      if (!found) log_info(ctx.id(), "resume: auto found no checkpoint in ", checkpoint_dir_.string(), "; starting fresh");
-      else resume_path_ = *found;
-    } else if (!resume.empty()) {
-      resume_path_ = resume;
-      if (!fs::exists(resume_path_)) throw ConfigError(cat("resume: checkpoint '", resume, "' does not exist"));
-    }
-    if (ctx.input_connected(1)) validator_ = std::make_unique<Validator>(ctx, primary_);
-    if (!resume_path_.empty()) read_checkpoint_header();
-    if (!p.string("log_dir").empty() && primary_) log_ = std::make_unique<MetricsLog>(p.string("log_dir"), history_);
-    window_start_ = Clock::now();
+    state_ = std::make_unique<TrainState>(ctx, *model_, spec_text_, step_->primary());
+    validator_ = state_->validator();
+    if (state_->resuming())
+      done_ = (max_steps_ > 0 && state_->step() >= max_steps_) || (validator_ && validator_->exhausted());
+    if (!p.string("log_dir").empty() && step_->primary()) log_ = std::make_unique<MetricsLog>(p.string("log_dir"), state_->history());
+    state_->start_window();
   }
 
-  ~Train() override { stop_training_thread(); }
+  // The training thread goes first: its steps use every other member.
+  ~Train() override { queue_.reset(); }
 
   void process(std::size_t port, const RecordPtr& batch, Emitter& out) override {
     if (port == 1) return validator_->add(batch);  // validation batches are held for the evaluations
     // With a validation input, training waits in close() for both streams to end, so every
     // evaluation sees the whole validation set whichever stream comes first.
     if (validator_) return held_.push_back(batch);
-    if (prefetch_ == 0) return feed(batch, out);
-    // Prefetch: the step runs on the training thread, so this engine thread goes back to the
-    // upstream nodes and makes the next batches while it does. The batches are trained on in
-    // the order they arrive, with the same RNG draws as without prefetch.
-    if (!training_thread_.joinable()) training_thread_ = std::thread([this] { train_arrivals(); });
-    {
-      std::unique_lock<std::mutex> lock(queue_mutex_);
-      queue_changed_.wait(lock, [this] { return arrivals_.size() < static_cast<std::size_t>(prefetch_) || failure_; });
-      if (!failure_) arrivals_.push_back(batch);
-    }
-    queue_changed_.notify_all();
-    outbox_.deliver(out);
-    rethrow_failure();
-  }
-
-  void feed(const RecordPtr& batch, Emitter& out) {
-    const std::int64_t index = position_++;
-    try {
-      // Even a run resumed at max_steps builds the model: its final snapshot needs it.
-      if (!model_->prepared()) setup(*batch);
-      if (done_) return ctx_->done_consuming();  // resumed at max_steps
-      if (epochs_ > 1) replay_.push_back(batch);
-      if (index < resume_position_) return;  // trained on before the checkpoint we resumed from
-      train_step(*batch, 0, index, out);
-    } catch (const c10::Error& e) {
-      throw DataError(cat("LibTorch failed at step ", step_ + 1, " (input batch ", index, id_range(*batch), "): ",
-                          e.what_without_backtrace()));
-    }
+    if (queue_) return queue_->push(batch, out);
+    feed(batch, out);
   }
 
   void close(Emitter& out) override {
-    stop_training_thread();
-    outbox_.deliver(out);
-    rethrow_failure();
+    if (queue_) queue_->finish(out);
     // A run resumed at its end (max_steps reached, patience exhausted) still feeds one batch: it
     // builds the model and restores the checkpoint, whose weights the final snapshot carries.
     for (std::size_t k = 0; k < held_.size() && (!done_ || !model_->prepared()) && !ctx_->stop_requested(); ++k)
       feed(held_[k], out);
     held_.clear();
+    replay(out);
+    if (!model_->prepared()) {
+      log_warning(ctx_->id(), "the input stream was empty: nothing trained, no checkpoint or snapshot written");
+      return;
+    }
+    if (state_->window_open()) flush_metrics(out);
+    if (validator_ && validator_->last_step() != state_->step()) evaluate(out);
+    if (state_->checkpointing() && !state_->checkpoint_current()) save_checkpoint();
+    if (ctx_->output_connected(1) && (validator_ || !state_->snapshot_current())) out.emit(1, state_->snapshot(true));
+    if (!export_path_.empty() && step_->primary()) export_model();
+    if (log_) log_->plot(state_->history());
+    const std::vector<MetricRow>& history = state_->history();
+    log_info(ctx_->id(), "trained ", state_->step(), " steps",
+             state_->resumed_from() > 0 ? cat(" (resumed at step ", state_->resumed_from(), ")") : "",
+             history.empty() ? "" : cat("; last loss ", history.back().loss));
+  }
+
+ private:
+  // An input batch: trained on unless a resumed run did before its checkpoint, and kept for the
+  // replayed passes.
+  void feed(const RecordPtr& batch, Emitter& out) {
+    const std::int64_t index = state_->next_position();
+    try {
+      // Even a run resumed at max_steps builds the model: its final snapshot needs it.
+      if (!model_->prepared()) setup(*batch);
+      if (done_) return ctx_->done_consuming();  // resumed at max_steps
+      if (epochs_ > 1) replay_.push_back(batch);
+      if (state_->trained_before(index)) return;
+      train_step(*batch, 0, index, out);
+    } catch (const c10::Error& e) {
+      throw DataError(cat("LibTorch failed at step ", state_->step() + 1, " (input batch ", index, id_range(*batch), "): ",
+                          e.what_without_backtrace()));
+    }
+  }
+
+  // Passes 2..epochs over the batches of the first, from memory, each in a seeded random order
+  // unless shuffle_replay is false.
+  void replay(Emitter& out) {
     for (std::int64_t pass = 1; pass < epochs_ && !done_; ++pass) {
       std::vector<std::size_t> order(replay_.size());
       std::iota(order.begin(), order.end(), 0);
@@ -275,79 +246,17 @@ class Train final : public Node {
       }
       for (std::size_t k = 0; k < order.size() && !done_; ++k) {
         if (ctx_->stop_requested()) break;
-        const std::int64_t index = position_++;
-        if (index < resume_position_) continue;
+        const std::int64_t index = state_->next_position();
+        if (state_->trained_before(index)) continue;
         try {
           train_step(*replay_[order[k]], pass, index, out);
         } catch (const c10::Error& e) {
-          throw DataError(cat("LibTorch failed at step ", step_ + 1, " (input batch ", index, ", replayed in pass ", pass,
-                              id_range(*replay_[order[k]]), "): ", e.what_without_backtrace()));
+          throw DataError(cat("LibTorch failed at step ", state_->step() + 1, " (input batch ", index, ", replayed in pass ",
+                              pass, id_range(*replay_[order[k]]), "): ", e.what_without_backtrace()));
         }
       }
     }
     replay_.clear();
-    if (!model_->prepared()) {
-      log_warning(ctx_->id(), "the input stream was empty: nothing trained, no checkpoint or snapshot written");
-      return;
-    }
-    if (window_steps_ > 0) flush_metrics(out);
-    if (validator_ && validator_->last_step() != step_) evaluate(out);
-    if (!checkpoint_dir_.empty() && last_checkpoint_ != step_) save_checkpoint();
-    if (ctx_->output_connected(1) && (validator_ || last_snapshot_ != step_)) emit_snapshot(out, true);
-    if (!export_path_.empty() && primary_) export_model();
-    if (log_) log_->plot(history_);
-    log_info(ctx_->id(), "trained ", step_, " steps", resumed_from_ > 0 ? cat(" (resumed at step ", resumed_from_, ")") : "",
-             history_.empty() ? "" : cat("; last loss ", history_.back().loss));
-  }
-
- private:
-  // The training thread: steps on the arrived batches in order until close() stops it.
-  void train_arrivals() {
-    for (;;) {
-      RecordPtr batch;
-      {
-        std::unique_lock<std::mutex> lock(queue_mutex_);
-        queue_changed_.wait(lock, [this] { return !arrivals_.empty() || stopping_; });
-        if (arrivals_.empty()) return;
-        batch = arrivals_.front();
-      }
-      try {
-        feed(batch, outbox_);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(queue_mutex_);
-        failure_ = std::current_exception();
-      }
-      {
-        // Popped after the step: the batch in training counts against the depth, so with depth k
-        // the engine thread makes k batches ahead of the step in progress, the last of them held
-        // in process() until this step ends.
-        std::lock_guard<std::mutex> lock(queue_mutex_);
-        arrivals_.pop_front();
-        if (failure_) arrivals_.clear();
-      }
-      queue_changed_.notify_all();
-      if (failure_) return;
-    }
-  }
-
-  // Lets the training thread finish the batches that arrived, then joins it.
-  void stop_training_thread() {
-    if (!training_thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      stopping_ = true;
-    }
-    queue_changed_.notify_all();
-    training_thread_.join();
-  }
-
-  void rethrow_failure() {
-    std::exception_ptr e;
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      e = failure_;
-    }
-    if (e) std::rethrow_exception(e);
   }
 
   // At the first batch: build input-dependent layers, move to the device, make the optimizer
@@ -367,177 +276,65 @@ class Train final : public Node {
     // Normalisation values that do not fit the images fail now rather than after training.
     if (!export_path_.empty() && input_size_.size() == 3)
       check_export_normalization(export_.mean, export_.std, input_size_[0], cat("node '", ctx_->id(), "'"));
-    model_->prepare(sample.narrow(0, 0, std::min<std::int64_t>(2, sample.size(0))));
-    model_->to(device_);
-    params_ = model_->trainable_parameters();
-    if (params_.empty()) throw ConfigError("the model has no trainable parameters (is everything frozen?)");
-    optimizer_ = optimizer_factory_->make(params_);
-    std::int64_t trainable = 0;
-    for (const auto& t : params_) trainable += t.numel();
-    log_info(ctx_->id(), "model: ", trainable, " trainable parameters on ", device_.str(),
+    step_->build(sample);
+    log_info(ctx_->id(), "model: ", step_->trainable_parameters(), " trainable parameters on ", step_->device().str(),
              model_->channels_last() ? ", channels-last" : "", " (", short_model_spec(model_spec_), ")");
     log_debug(ctx_->id(), "model spec: ", spec_text_);
     publish_text(*ctx_, "model", spec_text_);
-    if (!resume_path_.empty()) restore_checkpoint();
-    if (group_) {
-      // Every rank starts from rank 0's weights; afterwards the averaged gradients keep the
-      // parameters equal, and the state the optimizer does not own (batch norm statistics,
-      // frozen parts) is re-sent from rank 0 before every step.
-      std::vector<torch::Tensor> all;
-      for (const auto& named : model_->state()) {
-        all.push_back(named.second);
-        bool trained = false;
-        for (const auto& t : params_) trained = trained || t.unsafeGetTensorImpl() == named.second.unsafeGetTensorImpl();
-        if (!trained) untrained_state_.push_back(named.second);
-      }
-      group_->broadcast_from_rank0(all);
-      group_->overlap_gradients(params_, static_cast<std::int64_t>(bucket_mb_ * (1 << 20)));
-      log_info(ctx_->id(), "data parallel: gradients all-reduced ",
-               group_->buckets() > 0 ? cat("in ", group_->buckets(), " bucket(s) while the backward pass runs")
-                                     : std::string("in one piece after the backward pass"));
-    }
-    // After the broadcast, so every rank averages from rank 0's initial weights.
-    if (ema_decay_ > 0 && !average_) average_ = std::make_unique<WeightAverage>(*model_, ema_decay_);
+    if (state_->resuming()) state_->restore(step_->optimizer());
+    step_->join_ranks();
+    // After the ranks joined, so every rank averages from rank 0's initial weights.
+    state_->start_average();
     model_->set_training(true);
-  }
-
-  // Semi-supervised mode: a copy of the batch whose `label` is -1 (unknown: in no pair of the
-  // label-batch losses) for the samples outside the labelled subset. Whether a sample is labelled
-  // depends only on the graph seed, the node and its id, so it stays labelled in every epoch.
-  Record mask_labels(const Record& batch, std::int64_t index) const {
-    Record r = batch;
-    const Array* label = batch.find("label");
-    if (!label) return r;  // nothing to hide (pair or triplet batches)
-    const Array* id = batch.find("id");
-    if (!id || id->is_string() || id->numel() != label->numel())
-      throw DataError(cat("labelled_fraction needs an integer id per label (input batch ", index, ": ", batch.describe(), ")"));
-    std::vector<std::int64_t> masked(static_cast<std::size_t>(label->numel()));
-    for (std::int64_t i = 0; i < label->numel(); ++i) {
-      const std::uint64_t h = derive_seed(derive_seed(ctx_->seed(), "labelled"), static_cast<std::uint64_t>(id->as_int(i)));
-      const bool labelled = double(h >> 11) * 0x1.0p-53 < labelled_fraction_;
-      masked[static_cast<std::size_t>(i)] = labelled ? label->as_int(i) : -1;
-    }
-    r.set("label", Array::from_vector<std::int64_t>(label->shape(), std::move(masked)));
-    return r;
   }
 
   void train_step(const Record& batch, std::int64_t pass, std::int64_t index, Emitter& out) {
     set_torch_threads(threads_, ctx_->threads(), ctx_->id());  // OpenMP thread counts are per calling thread
-    epoch_ = pass;
-    if (const Array* e = batch.find("epoch"); e && !e->is_string() && e->numel() > 0) epoch_ = e->as_int(0);
-    const double lr = optimizer_factory_->lr() * schedule_->factor(step_, max_steps_);
-    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-
-    Record masked, shard;
-    if (labelled_fraction_ < 1.0) masked = mask_labels(batch, index);
-    const Record& whole = labelled_fraction_ < 1.0 ? masked : batch;
-    std::int64_t full = 0, local = 0;
-    const bool presharded = whole.find("unsharded_rows") != nullptr;
-    if (presharded) check_shard(whole, index, group_.get(), full, local);
-    if (group_) {
-      if (!presharded) shard = rank_slice(whole, index, *group_, full, local);
-      group_->broadcast_from_rank0(untrained_state_);
-    }
-    StepInputs in(*model_, group_ && !presharded ? shard : whole, device_, loss_name_);
-    torch::Tensor loss = loss_->compute(in);
-    double value = loss.item<double>();
-    // Data parallel: the whole batch's mean is the slices' means weighted by their share of it.
-    const double share = group_ ? static_cast<double>(local) / static_cast<double>(full) : 1.0;
-    optimizer_->zero_grad();
-    if (group_) {
-      // The loss is summed over the ranks while the backward pass runs, and the gradients' buckets
-      // are reduced as backward produces them (overlap_gradients); the step waits for both.
-      auto whole_loss = group_->start_sum(value * share);
-      // Scaled so that the mean over ranks of the gradients is the whole batch's gradient.
-      (loss * (share * static_cast<double>(group_->size()))).backward();
-      group_->average_gradients(params_);
-      value = whole_loss();
-    }
-    if (!std::isfinite(value))
-      throw DataError(cat("loss is ", std::isnan(value) ? std::string("NaN") : cat(value), " at step ", step_ + 1, " (epoch ", epoch_, ", input batch ", index,
-                          pass > 0 ? cat(", replayed in pass ", pass) : "", id_range(batch), ")",
-                          last_checkpoint_ > 0 ? cat("; last checkpoint: step ", last_checkpoint_) : ""));
-    if (!group_) loss.backward();
-    if (clip_norm_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_norm_);
-    if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
-    optimizer_->step();
-    ++step_;
-    if (average_) average_->update(step_);
-
-    if (epoch_ != loss_epoch_) {
-      loss_epoch_ = epoch_;
-      epoch_loss_sum_ = 0;
-      epoch_loss_steps_ = 0;
-    }
-    epoch_loss_sum_ += value;
-    ++epoch_loss_steps_;
-    window_loss_ += value;
-    window_samples_ += group_ ? full : in.batch_size();
-    ++window_steps_;
-    last_lr_ = lr;
-    if (step_ % log_every_ == 0) flush_metrics(out);
+    state_->set_epoch(pass);
+    if (const Array* e = batch.find("epoch"); e && !e->is_string() && e->numel() > 0) state_->set_epoch(e->as_int(0));
+    const double lr = step_->learning_rate(state_->step(), max_steps_);
+    std::int64_t samples = 0;
+    const double loss = step_->update(
+        batch, index, lr, [&](double value) { check_loss(value, batch, pass, index); }, samples);
+    state_->count_step(loss, samples, lr);
+    const std::int64_t step = state_->step();
+    if (step % log_every_ == 0) flush_metrics(out);
     else report_step({});
-    if (validator_ && validator_->due(step_)) evaluate(out);  // before the checkpoint, which keeps its result
-    if (!checkpoint_dir_.empty() && checkpoint_every_ > 0 && step_ % checkpoint_every_ == 0) save_checkpoint();
-    if (snapshot_every_ > 0 && step_ % snapshot_every_ == 0 && ctx_->output_connected(1)) emit_snapshot(out);
-    if (max_steps_ > 0 && step_ >= max_steps_) {
+    if (validator_ && validator_->due(step)) evaluate(out);  // before the checkpoint, which keeps its result
+    if (state_->checkpointing() && checkpoint_every_ > 0 && step % checkpoint_every_ == 0) save_checkpoint();
+    if (snapshot_every_ > 0 && step % snapshot_every_ == 0 && ctx_->output_connected(1)) out.emit(1, state_->snapshot(false));
+    if (max_steps_ > 0 && step >= max_steps_) {
       done_ = true;
       ctx_->done_consuming();  // the readers and augmenters feeding only this trainer stop
     }
   }
 
+  // A NaN or infinite loss stops the run before the update, naming the step and the batch.
+  void check_loss(double value, const Record& batch, std::int64_t pass, std::int64_t index) const {
+    if (std::isfinite(value)) return;
+    const std::int64_t last_checkpoint = state_->last_checkpoint();
+    throw DataError(cat("loss is ", std::isnan(value) ? std::string("NaN") : cat(value), " at step ", state_->step() + 1,
+                        " (epoch ", state_->epoch(), ", input batch ", index, pass > 0 ? cat(", replayed in pass ", pass) : "",
+                        id_range(batch), ")", last_checkpoint > 0 ? cat("; last checkpoint: step ", last_checkpoint) : ""));
+  }
+
   void flush_metrics(Emitter& out) {
-    auto now = Clock::now();
-    double seconds = std::chrono::duration<double>(now - window_start_).count();
-    MetricRow row{step_, epoch_, window_loss_ / static_cast<double>(window_steps_), last_lr_,
-                  seconds > 0 ? static_cast<double>(window_samples_) / seconds : 0.0};
-    history_.push_back(row);
+    const MetricRow row = state_->close_window();
     if (log_) log_->append(row);
     report_step({{"loss", row.loss}, {"lr", row.lr}, {"samples_per_s", row.samples_per_s},
                  {"epoch", static_cast<double>(row.epoch)}});
-    if (ctx_->output_connected(0)) {
-      Record r;
-      r.set("step", Array::scalar<std::int64_t>(row.step));
-      r.set("epoch", Array::scalar<std::int64_t>(row.epoch));
-      r.set("loss", Array::scalar<double>(row.loss));
-      r.set("lr", Array::scalar<double>(row.lr));
-      r.set("samples_per_s", Array::scalar<double>(row.samples_per_s));
-      out.emit(0, std::move(r));
-    }
-    window_loss_ = 0;
-    window_samples_ = 0;
-    window_steps_ = 0;
-    window_start_ = Clock::now();  // time spent writing metrics is not charged to the next window
+    if (ctx_->output_connected(0)) out.emit(0, metrics_record(row));
+    state_->start_window();  // time spent writing metrics is not charged to the next window
   }
 
   // The progress line shows the step; reports with metrics also go to the run's metrics.jsonl.
   void report_step(std::vector<std::pair<std::string, double>> metrics) {
     ProgressReport p;
-    p.done = static_cast<std::uint64_t>(step_);
+    p.done = static_cast<std::uint64_t>(state_->step());
     p.total = max_steps_ > 0 ? static_cast<std::uint64_t>(max_steps_) : 0;
     p.unit = "steps";
     p.metrics = std::move(metrics);
     report_progress(*ctx_, p);
-  }
-
-  // What snapshots and checkpoints export as the model: the live state, or with averaging the
-  // average in place of every floating-point tensor.
-  NamedTensors exported_state() { return average_ ? average_->exported(*model_) : model_->state(); }
-
-  double epoch_loss() const {
-    return epoch_loss_steps_ > 0 ? epoch_loss_sum_ / static_cast<double>(epoch_loss_steps_)
-                                 : std::numeric_limits<double>::quiet_NaN();
-  }
-
-  // With validation, the final snapshot carries the best evaluation's weights.
-  void emit_snapshot(Emitter& out, bool final = false) {
-    Record r = final && validator_ && validator_->has_best() ? validator_->best_snapshot(spec_text_)
-                                                             : make_snapshot(exported_state(), spec_text_, step_, epoch_);
-    if (!r.find("loss")) r.set("loss", Array::from_vector<double>({1}, {epoch_loss()}));
-    if (validator_) validator_->annotate(r);
-    r.set("source", Array::strings({ctx_->id()}));
-    out.emit(1, std::move(r));
-    last_snapshot_ = step_;
   }
 
   // The TorchScript module of the weights the final snapshot carries, through the archive
@@ -545,8 +342,7 @@ class Train final : public Node {
   void export_model() {
     if (input_size_.size() != 3)
       throw DataError(cat("export: the training images are not [N,C,H,W] batches; nothing to trace"));
-    const Record snapshot = validator_ && validator_->has_best() ? validator_->best_snapshot(spec_text_)
-                                                                 : make_snapshot(exported_state(), spec_text_, step_, epoch_);
+    const Record snapshot = state_->final_weights();
     const Array& w = snapshot.get("weights");
     const std::string what = cat("node '", ctx_->id(), "' model of step ", snapshot.get("step").as_int(0));
     torch::serialize::InputArchive archive;
@@ -571,142 +367,34 @@ class Train final : public Node {
   // An evaluation on the validation set: a new best is kept as best.pt; patience may stop training.
   void evaluate(Emitter& out) {
     set_torch_threads(threads_, ctx_->threads(), ctx_->id());
-    if (validator_->evaluate(*model_, *loss_, loss_name_, exported_state(), step_, epoch_, epoch_loss(), out, 2) &&
-        !checkpoint_dir_.empty())
+    if (validator_->evaluate(*model_, *loss_, loss_name_, state_->exported_state(), state_->step(), state_->epoch(),
+                             state_->epoch_loss(), out, 2) &&
+        state_->checkpointing())
       save_checkpoint("best.pt");
     if (validator_->exhausted() && !done_) log_info(ctx_->id(), validator_->stop_reason());
     done_ = done_ || validator_->exhausted();
   }
 
-  void save_checkpoint(const std::string& name = "") {
-    if (!primary_) {  // the ranks hold equal models: rank 0 writes the checkpoint
-      if (name.empty()) last_checkpoint_ = step_;
-      return;
-    }
-    auto t0 = Clock::now();
-    CheckpointContent c;
-    c.spec = spec_text_;
-    c.loss_spec = spec_to_text(ctx_->params().value("loss"));
-    c.optimizer_spec = spec_to_text(ctx_->params().value("optimizer"));
-    c.schedule_spec = spec_to_text(ctx_->params().value("schedule"));
-    c.progress = progress();
-    c.model = exported_state();
-    c.input_size = input_size_;
-    if (average_) c.live_model = model_->state();
-    if (validator_) c.extra = [this](torch::serialize::OutputArchive& a) { validator_->save(a); };
-    const fs::path file = write_checkpoint(checkpoint_dir_, c, *optimizer_, keep_, name);
-    if (name.empty()) last_checkpoint_ = step_;
-    log_debug(ctx_->id(), "checkpoint ", file.string(), " in ",
-              std::chrono::duration<double>(Clock::now() - t0).count(), " s");
-  }
-
-  // What a checkpoint carries of this trainer's counters and metrics.
-  TrainProgress progress() const {
-    TrainProgress p;
-    p.step = step_;
-    p.epoch = epoch_;
-    p.position = position_;
-    p.metrics = history_;
-    p.window_loss = window_loss_;
-    p.window_samples = window_samples_;
-    p.window_steps = window_steps_;
-    p.last_lr = last_lr_;
-    p.epoch_loss_sum = epoch_loss_sum_;
-    p.epoch_loss_steps = epoch_loss_steps_;
-    p.loss_epoch = loss_epoch_;
-    return p;
-  }
-
-  // Step, position and metrics are read in open() so the log files restart from them.
-  void read_checkpoint_header() {
-    checkpoint_ = std::make_unique<CheckpointReader>(resume_path_);
-    const std::string& what = checkpoint_->what();
-    if (checkpoint_->spec() != spec_text_)
-      log_warning(ctx_->id(), "resume: the checkpoint's model spec differs from this graph's:\n  checkpoint: ",
-                  checkpoint_->spec(), "\n  graph:      ", spec_text_);
-    const TrainProgress& p = checkpoint_->progress();
-    step_ = p.step;
-    resumed_from_ = step_;
-    last_checkpoint_ = step_;
-    epoch_ = p.epoch;
-    resume_position_ = p.position;
-    history_ = p.metrics;
-    window_loss_ = p.window_loss;
-    window_samples_ = p.window_samples;
-    window_steps_ = p.window_steps;
-    last_lr_ = p.last_lr;
-    epoch_loss_sum_ = p.epoch_loss_sum;
-    epoch_loss_steps_ = p.epoch_loss_steps;
-    loss_epoch_ = p.loss_epoch;
-    if (validator_) validator_->restore(checkpoint_->archive(), what);
-    if ((max_steps_ > 0 && step_ >= max_steps_) || (validator_ && validator_->exhausted())) done_ = true;
-    log_info(ctx_->id(), "resuming from ", what, " at step ", step_, " (skipping the first ", resume_position_, " input batches)");
-  }
-
-  void restore_checkpoint() {
-    const std::string what = resume_path_.string();
-    // A checkpoint written with averaging holds the average as `model` and the weights training
-    // goes on from as `live_model`.
-    const bool averaged = checkpoint_->has_live_model();
-    checkpoint_->read_model(*model_);
-    if (ema_decay_ > 0) {
-      average_ = std::make_unique<WeightAverage>(*model_, ema_decay_);
-      if (!averaged) log_info(ctx_->id(), "resume: ", what, " was written without ema_decay; the average starts from its weights");
-    } else if (averaged) {
-      log_warning(ctx_->id(), "resume: ", what, " was written with ema_decay; this run (ema_decay 0) continues without an average");
-    }
-    if (averaged) checkpoint_->read_live_model(*model_);
-    checkpoint_->read_optimizer(*optimizer_);
-    checkpoint_->restore_rng();
-    checkpoint_.reset();
-  }
+  void save_checkpoint(const std::string& name = "") { state_->save(step_->optimizer(), input_size_, name); }
 
   NodeContext* ctx_ = nullptr;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Loss> loss_;
-  std::unique_ptr<OptimizerFactory> optimizer_factory_;
-  std::unique_ptr<Schedule> schedule_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::vector<torch::Tensor> params_;
-  std::unique_ptr<DataParallelGroup> group_;      // null unless world_size > 1
-  bool primary_ = true;                           // rank 0 (or not data parallel): writes files
-  std::vector<torch::Tensor> untrained_state_;    // re-sent from rank 0 before each step
-  double ema_decay_ = 0;
-  std::int64_t prefetch_ = 0;                     // batches arriving ahead of the step in progress
-  std::thread training_thread_;                   // runs the steps when prefetch_ > 0
-  std::mutex queue_mutex_;
-  std::condition_variable queue_changed_;
-  std::deque<RecordPtr> arrivals_;                // front: the batch in training, then those waiting
-  bool stopping_ = false;
-  std::exception_ptr failure_;                    // the training thread's, rethrown on the engine's
-  Outbox outbox_;
-  double bucket_mb_ = 0;                          // data parallel: gradient bucket size; 0: no overlap
-  std::unique_ptr<WeightAverage> average_;        // null: averaging off
-  torch::Device device_{torch::kCPU};
+  std::unique_ptr<OptimisationStep> step_;
+  std::unique_ptr<TrainState> state_;
+  Validator* validator_ = nullptr;      // state_'s; null without a validation input
+  std::unique_ptr<StepQueue> queue_;    // null without prefetch: steps run on the engine's thread
   std::string spec_text_, loss_name_;
   Value model_spec_;
-  double labelled_fraction_ = 1.0;
-  std::int64_t threads_ = 0, epochs_ = 1, max_steps_ = 0, log_every_ = 1, checkpoint_every_ = 0, keep_ = 0,
-               snapshot_every_ = 0;
+  std::int64_t threads_ = 0, epochs_ = 1, max_steps_ = 0, log_every_ = 1, checkpoint_every_ = 0, snapshot_every_ = 0;
   bool shuffle_replay_ = true;
-  double clip_norm_ = 0, clip_value_ = 0;
-  fs::path checkpoint_dir_, resume_path_, export_path_;
+  fs::path export_path_;
   ExportOptions export_;
   std::vector<std::int64_t> input_size_;  // C, H, W of the first batch's images
-  std::unique_ptr<CheckpointReader> checkpoint_;
   std::unique_ptr<MetricsLog> log_;
   std::vector<RecordPtr> replay_;
-  std::unique_ptr<Validator> validator_;  // null without a validation input
   std::vector<RecordPtr> held_;           // training batches waiting for the validation stream
-  std::vector<MetricRow> history_;
-
-  std::int64_t step_ = 0, epoch_ = 0, position_ = 0, resume_position_ = 0, resumed_from_ = 0;
-  std::int64_t last_checkpoint_ = -1, last_snapshot_ = -1;
   bool done_ = false;
-  double window_loss_ = 0, last_lr_ = 0, epoch_loss_sum_ = 0;
-  std::int64_t epoch_loss_steps_ = 0, loss_epoch_ = -1;
-  std::int64_t window_samples_ = 0, window_steps_ = 0;
-  Clock::time_point window_start_;
 };
 
 }  // namespace

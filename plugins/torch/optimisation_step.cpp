@@ -1,0 +1,119 @@
+// torch.train's optimisation step (optimisation_step.hpp).
+
+#include "optimisation_step.hpp"
+
+#include <algorithm>
+
+namespace embedflow::torchfam {
+
+OptimisationStep::OptimisationStep(NodeContext& ctx, Model& model, Loss& loss, std::string loss_name)
+    : ctx_(ctx), model_(model), loss_(loss), loss_name_(std::move(loss_name)) {
+  const Params& p = ctx.params();
+  optimizer_factory_ = ctx.component<OptimizerFactory>("optimizer");
+  schedule_ = ctx.component<Schedule>("schedule");
+  labelled_fraction_ = p.number("labelled_fraction");
+  clip_norm_ = p.number("clip_grad_norm");
+  clip_value_ = p.number("clip_grad_value");
+  bucket_mb_ = p.number("bucket_mb");
+  device_ = model_.device();
+  const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
+                                                      p.number("rendezvous_timeout"), ctx.id());
+  if (dist.world_size > 1) group_ = std::make_unique<DataParallelGroup>(dist);
+  primary_ = dist.rank == 0;
+}
+
+void OptimisationStep::build(const torch::Tensor& sample) {
+  model_.prepare(sample.narrow(0, 0, std::min<std::int64_t>(2, sample.size(0))));
+  model_.to(device_);
+  params_ = model_.trainable_parameters();
+  if (params_.empty()) throw ConfigError("the model has no trainable parameters (is everything frozen?)");
+  optimizer_ = optimizer_factory_->make(params_);
+}
+
+std::int64_t OptimisationStep::trainable_parameters() const {
+  std::int64_t trainable = 0;
+  for (const auto& t : params_) trainable += t.numel();
+  return trainable;
+}
+
+void OptimisationStep::join_ranks() {
+  if (!group_) return;
+  // Every rank starts from rank 0's weights; afterwards the averaged gradients keep the
+  // parameters equal, and the state the optimizer does not own (batch norm statistics,
+  // frozen parts) is re-sent from rank 0 before every step.
+  std::vector<torch::Tensor> all;
+  for (const auto& named : model_.state()) {
+    all.push_back(named.second);
+    bool trained = false;
+    for (const auto& t : params_) trained = trained || t.unsafeGetTensorImpl() == named.second.unsafeGetTensorImpl();
+    if (!trained) untrained_state_.push_back(named.second);
+  }
+  group_->broadcast_from_rank0(all);
+  group_->overlap_gradients(params_, static_cast<std::int64_t>(bucket_mb_ * (1 << 20)));
+  log_info(ctx_.id(), "data parallel: gradients all-reduced ",
+           group_->buckets() > 0 ? cat("in ", group_->buckets(), " bucket(s) while the backward pass runs")
+                                 : std::string("in one piece after the backward pass"));
+}
+
+double OptimisationStep::learning_rate(std::int64_t step, std::int64_t max_steps) const {
+  return optimizer_factory_->lr() * schedule_->factor(step, max_steps);
+}
+
+// Semi-supervised mode: a copy of the batch whose `label` is -1 (unknown: in no pair of the
+// label-batch losses) for the samples outside the labelled subset. Whether a sample is labelled
+// depends only on the graph seed, the node and its id, so it stays labelled in every epoch.
+Record OptimisationStep::mask_labels(const Record& batch, std::int64_t index) const {
+  Record r = batch;
+  const Array* label = batch.find("label");
+  if (!label) return r;  // nothing to hide (pair or triplet batches)
+  const Array* id = batch.find("id");
+  if (!id || id->is_string() || id->numel() != label->numel())
+    throw DataError(cat("labelled_fraction needs an integer id per label (input batch ", index, ": ", batch.describe(), ")"));
+  std::vector<std::int64_t> masked(static_cast<std::size_t>(label->numel()));
+  for (std::int64_t i = 0; i < label->numel(); ++i) {
+    const std::uint64_t h = derive_seed(derive_seed(ctx_.seed(), "labelled"), static_cast<std::uint64_t>(id->as_int(i)));
+    const bool labelled = double(h >> 11) * 0x1.0p-53 < labelled_fraction_;
+    masked[static_cast<std::size_t>(i)] = labelled ? label->as_int(i) : -1;
+  }
+  r.set("label", Array::from_vector<std::int64_t>(label->shape(), std::move(masked)));
+  return r;
+}
+
+double OptimisationStep::update(const Record& batch, std::int64_t index, double lr,
+                                const std::function<void(double)>& check_loss, std::int64_t& samples) {
+  for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  Record masked, shard;
+  if (labelled_fraction_ < 1.0) masked = mask_labels(batch, index);
+  const Record& whole = labelled_fraction_ < 1.0 ? masked : batch;
+  std::int64_t full = 0, local = 0;
+  const bool presharded = whole.find("unsharded_rows") != nullptr;
+  if (presharded) check_shard(whole, index, group_.get(), full, local);
+  if (group_) {
+    if (!presharded) shard = rank_slice(whole, index, *group_, full, local);
+    group_->broadcast_from_rank0(untrained_state_);
+  }
+  StepInputs in(model_, group_ && !presharded ? shard : whole, device_, loss_name_);
+  torch::Tensor loss = loss_.compute(in);
+  double value = loss.item<double>();
+  // Data parallel: the whole batch's mean is the slices' means weighted by their share of it.
+  const double share = group_ ? static_cast<double>(local) / static_cast<double>(full) : 1.0;
+  optimizer_->zero_grad();
+  if (group_) {
+    // The loss is summed over the ranks while the backward pass runs, and the gradients' buckets
+    // are reduced as backward produces them (overlap_gradients); the step waits for both.
+    auto whole_loss = group_->start_sum(value * share);
+    // Scaled so that the mean over ranks of the gradients is the whole batch's gradient.
+    (loss * (share * static_cast<double>(group_->size()))).backward();
+    group_->average_gradients(params_);
+    value = whole_loss();
+  }
+  check_loss(value);
+  if (!group_) loss.backward();
+  if (clip_norm_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_norm_);
+  if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
+  optimizer_->step();
+  samples = group_ ? full : in.batch_size();
+  return value;
+}
+
+}  // namespace embedflow::torchfam
