@@ -97,6 +97,7 @@ NodeType dimension_plot_type() {
   return NodeTypeBuilder("crowd.dimension_plot")
       .doc("Per-dimension 1-D embedding plots with thumbnails (PNG): for each dimension, `count` images at evenly spaced "
            "quantiles placed at their coordinate, with a random vertical position.")
+      .example("dims: {type: crowd.dimension_plot, params: {out: out/cen_crowd/mixture/dimensions.png, count: 40}}")
       .param(Param::path("out").not_fingerprinted().doc("PNG path"))
       .param(Param::integer("count").default_value(40).min(1).doc("thumbnails per dimension"))
       .param(Param::integer("width").default_value(1600).min(100).doc("image width in pixels"))

@@ -109,6 +109,7 @@ NodeType pair_accuracy_type() {
   return NodeTypeBuilder("crowd.pair_accuracy")
       .doc("Held-out pair prediction accuracy: same cluster iff distance < threshold; the threshold is given (a CEN's "
            "(xi_n + xi_p)/2) or fitted to maximise accuracy on scored train pairs (baselines).")
+      .example("acc: {type: crowd.pair_accuracy, params: {name: CEN-mixture, threshold: 0.55}}")
       .param(Param::string("name").doc("method name: the row of crowd.report"))
       .param(Param::string("series").default_value("").doc("curve this point belongs to in crowd.report's chart; empty: name"))
       .param(Param::number("x").default_value(-1.0).doc("x of this point in the chart, e.g. the reader's train_fraction; -1: none"))

@@ -141,6 +141,7 @@ NodeType report_type() {
   return NodeTypeBuilder("crowd.report")
       .doc("Merges crowd metrics records (method + scalar fields) into a Markdown/CSV table per method, and plots "
            "plot_metric against x per series (<out>_curve.png/.csv).")
+      .example("table: {type: crowd.report, params: {out: out/cen_crowd/table, columns: [accuracy, retrieval]}}")
       .param(Param::path("out").not_fingerprinted().doc("path prefix of the files, e.g. out/cen/table"))
       .param(Param::string("title").default_value("crowd evaluation").doc("table and chart title"))
       .param(Param::strings("columns").default_value(std::vector<std::string>{}).doc("metric columns in order; empty: every field seen"))

@@ -163,6 +163,7 @@ NodeType synthetic_geotags_type() {
       .doc("Fake geotags for labelled images: each class lives in its own neighbourhoods, a fraction `fuzziness` "
            "of photos is placed in a random neighbourhood (label fuzziness), some sit on exact-coordinate hot spots. "
            "Feeds geo.pair_sampler with a known ground truth.")
+      .example("tags: {type: geo.synthetic_geotags, params: {classes: 5, fuzziness: 0.2}}")
       .param(Param::number("fuzziness").default_value(0.0).range(0, 1)
                  .doc("fraction of photos placed in a neighbourhood drawn among all classes' instead of their own"))
       .param(Param::integer("classes").default_value(10).min(1).doc("labels are 0..classes-1"))

@@ -288,6 +288,7 @@ NodeType cen_score_type() {
            "d = ||a * (x_i - x_j)|| (||x_i - x_j|| for a plain model), per-submission attribute activations a, a^w, "
            "a^g and embedding spreads, image embeddings and every worker's a^w, for crowd.pair_accuracy, "
            "crowd.attribute_retrieval and crowd.dimension_plot.")
+      .example("score: {type: crowd.cen_score, params: {threads: 1}}")
       .param(Param::integer("threads").default_value(0).min(0).not_fingerprinted().doc(
           "LibTorch intra-op threads; 0: the graph's --threads"))
       .param(Param::string("image_field").default_value("image").doc("field of the `images` records holding the model input"))
