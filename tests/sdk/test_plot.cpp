@@ -11,6 +11,7 @@
 #include "embedflow/error.hpp"
 #include "embedflow/plot/bar_chart.hpp"
 #include "embedflow/plot/line_chart.hpp"
+#include "embedflow/plot/png.hpp"
 
 using namespace embedflow;
 namespace fs = std::filesystem;
@@ -210,3 +211,25 @@ TEST_CASE("plot: a chart without both axis labels is refused", "[plot]") {
   bars.x_label = "distance (m)";
   CHECK_THROWS_AS(save_bar_chart(path.string(), bars), Error);
 }
+
+TEST_CASE("plot: save_png writes RGB and BGR pixels of one image as the same PNG bytes", "[plot]") {
+  // A 3 x 2 image with distinct channel values, once in RGB and once in BGR byte order.
+  const int h = 3, w = 2;
+  std::vector<std::uint8_t> rgb(h * w * 3), bgr(h * w * 3);
+  for (int i = 0; i < h * w; ++i) {
+    const std::uint8_t r = static_cast<std::uint8_t>(40 * i), g = static_cast<std::uint8_t>(200 - 30 * i), b = 7;
+    rgb[3 * i] = r, rgb[3 * i + 1] = g, rgb[3 * i + 2] = b;
+    bgr[3 * i] = b, bgr[3 * i + 1] = g, bgr[3 * i + 2] = r;
+  }
+  const fs::path dir = test::scratch_dir("plot");
+  save_png((dir / "rgb.png").string(), rgb.data(), h, w, 3);
+  save_png((dir / "sub" / "bgr.png").string(), bgr.data(), h, w, 3, PixelOrder::bgr);  // parent created
+  CHECK(test::read_file(dir / "rgb.png") == test::read_file(dir / "sub" / "bgr.png"));
+  const cv::Mat back = cv::imread((dir / "rgb.png").string(), cv::IMREAD_COLOR);  // BGR
+  REQUIRE(back.rows == h);
+  REQUIRE(back.cols == w);
+  CHECK(back.at<cv::Vec3b>(1, 0)[2] == rgb[3 * 2]);  // red of pixel (1, 0)
+  CHECK(back.at<cv::Vec3b>(1, 0)[0] == 7);
+  CHECK_THROWS_AS(save_png((dir / "two.png").string(), rgb.data(), h, w, 2), Error);
+}
+
