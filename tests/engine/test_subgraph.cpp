@@ -283,3 +283,19 @@ edges: [numbers -> both]
   for (std::size_t p = d.find("n0:o0 ->"); p != std::string::npos; p = d.find("n0:o0 ->", p + 1)) ++edges;
   CHECK(edges == 2);
 }
+
+TEST_CASE("embedflow run loads the plugins of node types that only a subgraph file names") {
+  const fs::path dir = scratch_dir("subgraph_plugins");
+  write_file(dir / "parts" / "save.yaml", cat("inputs: {in: write}\nnodes:\n  write: {type: io.hdf5_writer, params: {path: ",
+                                              (dir / "numbers.h5").string(), ", group: numbers}}\n"));
+  // The graph's own text names core types alone; io comes in through the subgraph file.
+  const Result r = run_graph_file(dir, "g.yaml", R"(subgraphs: {save: parts/save.yaml}
+nodes:
+  numbers: {type: core.range, params: {count: 4}}
+  keep: {type: save}
+edges: [numbers -> keep]
+)", {"--no-report"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::file_size(dir / "numbers.h5") > 0);
+}

@@ -56,7 +56,11 @@ std::unique_ptr<PluginLoader> load_plugins_for(const std::vector<std::string>& u
   const std::set<std::string> types = named_types(graph_text);
   // A type given by a variable ("type: ${arch}") cannot be told from the text.
   static const std::regex type_by_variable(R"re(type["']?\s*[:=]\s*["']?\$\{)re");
-  const bool hidden = std::regex_search(graph_text, type_by_variable);
+  // Nor are the types of a subgraph read from a file of its own (subgraphs: {score: parts/score.yaml}).
+  const std::size_t subgraphs = graph_text.find("subgraphs");
+  const bool subgraph_file = subgraphs != std::string::npos && (graph_text.find(".yaml", subgraphs) != std::string::npos ||
+                                                                graph_text.find(".yml", subgraphs) != std::string::npos);
+  const bool hidden = std::regex_search(graph_text, type_by_variable) || subgraph_file;
   std::set<std::string> families{"core"};
   for (const auto& t : types) families.insert(t.substr(0, t.find('.')));
   if (!types.empty() && !hidden && !families.count("torch") && !families.count("crowd")) {
