@@ -1,4 +1,4 @@
-// The crowd family through the CLI and the simulator as a program:
+// The crowd family in whole graphs run in process (GraphRunner), and the simulator as a program:
 //  - crowd.grid_reader's pairs, grids and annotations tables equal an independent Python
 //    expansion of the annotation CSV; the JSON file gives the same stream;
 //  - splits: grid-disjoint (and worker-disjoint with split_by: worker), the test part is
@@ -10,13 +10,13 @@
 //  - its images read back by io.hdf5_reader and image.files_reader (PNG decoded by PIL as the
 //    oracle), Fashion-MNIST attributes recomputed from the IDX files;
 //  - graphs/crowd_data.yaml runs; malformed files stop a run with file:line; bad parameters are
-//    validation errors.
+//    validation errors; node examples run as pasted from `embedflow inspect` (through the CLI).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <fstream>
 
-#include "cli.hpp"
+#include "harness.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
@@ -75,6 +75,14 @@ def pairs(path, port="data"):
                     d["pair_label"][:].tolist()))
 )PY";
 
+// Runs a graph that must succeed; a failure fails the test with its message.
+GraphRun run_ok(const std::string& yaml, const std::vector<std::string>& sets = {}, int threads = 0) {
+  GraphRun r = GraphRunner(plugins(), yaml).threads(threads).run(sets);
+  INFO(r.message());
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+
 // A reader graph writing the pairs, grids and annotations ports to out/{pairs,grids,anns}.h5.
 std::string reader_graph(const fs::path& out, const std::string& params) {
   return "seed: 5\nnodes:\n"
@@ -93,12 +101,12 @@ TEST_CASE("grid_reader on the tiny file: pairs, unassigned images, CSV = JSON, s
     const fs::path out = dir / name;
     fs::create_directories(out);
     const std::string file = source_dir() + "/tests/crowd/data/" + name;
-    Result r = run_graph_file_ok(out, "g.yaml", reader_graph(out, "path: " + file + ", grid_size: 4, batch_size: 5"));
+    run_ok(reader_graph(out, "path: " + file + ", grid_size: 4, batch_size: 5"));
   }
   // Single-pair records (batch_size 0) carry the same values.
   const fs::path single = dir / "single";
   fs::create_directories(single);
-  run_graph_file_ok(single, "g.yaml", reader_graph(single, "path: " + source_dir() + "/tests/crowd/data/tiny.csv, grid_size: 4, batch_size: 0"));
+  run_ok(reader_graph(single, "path: " + source_dir() + "/tests/crowd/data/tiny.csv, grid_size: 4, batch_size: 0"));
   check_python(std::string(kPython) + R"PY(
 d = sys.argv[1]; tiny = sys.argv[2]
 anns = annotations(tiny)
@@ -143,8 +151,8 @@ TEST_CASE("grid_reader pairs equal a Python expansion of gen_crowd's annotations
   for (const Run& run : runs) {
     const fs::path out = dir / run.name;
     fs::create_directories(out);
-    Result r = run_graph_file(out, "g.yaml", reader_graph(out, run.params));
-    INFO(run.name << ": " << r.err);
+    GraphRun r = GraphRunner(plugins(), reader_graph(out, run.params)).run();
+    INFO(run.name << ": " << r.message());
     REQUIRE(r.exit_code == 0);
   }
   check_python(std::string(kPython) + R"PY(
@@ -192,12 +200,16 @@ print("ok")
 TEST_CASE("shuffled pairs are seeded by the graph seed and are a permutation") {
   const std::string csv = (small_crowd() / "annotations.csv").string();
   const fs::path dir = scratch_dir("crowd_shuffle");
-  const std::vector<std::pair<std::string, std::vector<std::string>>> runs{
-      {"a", {}}, {"b", {}}, {"c", {"--seed", "6"}}, {"t2", {"--threads", "2"}}};
-  for (const auto& [name, extra] : runs) {
+  struct Run {
+    std::string name;
+    std::vector<std::string> sets;
+    int threads;
+  };
+  const std::vector<Run> runs{{"a", {}, 0}, {"b", {}, 0}, {"c", {"seed=6"}, 0}, {"t2", {}, 2}};
+  for (const auto& [name, sets, threads] : runs) {
     const fs::path out = dir / name;
     fs::create_directories(out);
-    run_graph_file_ok(out, "g.yaml", reader_graph(out, "path: " + csv + ", split: train, shuffle: true, epochs: 2, batch_size: 500"), extra);
+    run_ok(reader_graph(out, "path: " + csv + ", split: train, shuffle: true, epochs: 2, batch_size: 500"), sets, threads);
   }
   check_python(std::string(kPython) + R"PY(
 d = sys.argv[1]
@@ -382,7 +394,7 @@ TEST_CASE("gen_crowd images are read by io.hdf5_reader and image.files_reader") 
       "  out1:  {type: io.hdf5_writer, params: {path: " + (dir / "h5.h5").string() + "}}\n"
       "  out2:  {type: io.hdf5_writer, params: {path: " + (dir / "png.h5").string() + "}}\n"
       "edges: [h5.out -> out1.in, png.out -> out2.in]\n";
-  Result r = run_graph_file_ok(dir, "g.yaml", yaml);
+  run_ok(yaml);
   Result fm = gen(dir / "fmnist", {"--dataset", "fashion-mnist", "--images", "600", "--workers", "20", "--grids", "50",
                                    "--fmnist-split", "test", "--no-png"});
   INFO(fm.err);
@@ -441,8 +453,7 @@ TEST_CASE("image.pair_join passes the reader's worker, grid, epoch and members t
     r.replace(r.find("NAMES"), 5, names);
     return r;
   };
-  Result r = run_graph_file_ok(dir, "g.yaml", "seed: 5\nnodes:\n  pairs: " + with("names: sampler") + "\n  plain: " +
-                               with("names: contract") + R"(
+  run_ok("seed: 5\nnodes:\n  pairs: " + with("names: sampler") + "\n  plain: " + with("names: contract") + R"(
   images: {type: io.hdf5_reader, params: {path: )" + (data / "images.h5").string() + R"(}}
   table:  {type: image.collect}
   join:   {type: image.pair_join}
@@ -468,8 +479,8 @@ print("ok")
 
 TEST_CASE("graphs/crowd_data.yaml runs on gen_crowd output") {
   const fs::path data = small_crowd();
-  Result r = run_cli({"run", source_dir() + "/graphs/crowd_data.yaml", "--set", "data=" + data.string()});
-  INFO(r.out << r.err);
+  const GraphRun r = GraphRunner::from_file(plugins(), source_dir() + "/graphs/crowd_data.yaml").run({"data=" + data.string()});
+  INFO(r.out << r.message());
   REQUIRE(r.exit_code == 0);
   // 340 train grids of 276 pairs in batches of 64; the test reader's 60 grids one batch each.
   CHECK(r.out.find("count: 1467\n") != std::string::npos);
@@ -519,25 +530,31 @@ TEST_CASE("malformed annotation files stop a run naming file:line; bad parameter
   const fs::path dir = scratch_dir("crowd_errors");
   write_file(dir / "bad.csv", "worker,grid,image,cluster\n0,0,1,0\n0,0,2,zero\n");
   const std::string sink = "  show: {type: core.sink}\nedges: [read.out -> show.in]\n";
-  Result r = run_graph_file(dir, "bad.yaml", "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.csv").string() + ", grid_size: 0}}\n" + sink);
+  GraphRun r = GraphRunner(plugins(), "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.csv").string() +
+                                          ", grid_size: 0}}\n" + sink, "bad.yaml")
+                   .run();
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find((dir / "bad.csv").string() + ":3: column 'cluster': 'zero' is not an integer") != std::string::npos);
-  CHECK(r.err.find("node 'read'") != std::string::npos);
+  CHECK(r.error.find((dir / "bad.csv").string() + ":3: column 'cluster': 'zero' is not an integer") != std::string::npos);
+  CHECK(r.error.find("node 'read'") != std::string::npos);
 
   write_file(dir / "bad.json", "{\"annotations\": [{\"worker\": 0, \"grid\": 0, \"images\": [1, 2], \"clusters\": [0, 1]},\n"
                                "  {\"worker\": 1, \"grid\": 0, \"images\": [1, 3], \"clusters\": [0, 1]}]}\n");
-  r = run_graph_file(dir, "bad_json.yaml", "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.json").string() + ", grid_size: 2}}\n" + sink);
+  r = GraphRunner(plugins(), "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + (dir / "bad.json").string() +
+                                 ", grid_size: 2}}\n" + sink, "bad_json.yaml")
+          .run();
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find((dir / "bad.json").string() + ":2: grid 0 (worker 1) lists image 3") != std::string::npos);
+  CHECK(r.error.find((dir / "bad.json").string() + ":2: grid 0 (worker 1) lists image 3") != std::string::npos);
 
   const std::string tiny = source_dir() + "/tests/crowd/data/tiny.csv";
-  write_file(dir / "v.yaml", "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + tiny +
+  r = GraphRunner(plugins(), "nodes:\n  read: {type: crowd.grid_reader, params: {path: " + tiny +
                                  ", train_fraction: 0.5}}\n  miss: {type: crowd.grid_reader, params: {path: " +
                                  (dir / "missing.csv").string() + "}}\n  show: {type: core.sink}\n  show2: {type: core.sink}\n"
-                                 "edges: [read.out -> show.in, miss.out -> show2.in]\n");
-  r = run_cli({"validate", (dir / "v.yaml").string()});
+                                 "edges: [read.out -> show.in, miss.out -> show2.in]\n",
+                  "v.yaml")
+          .validate();
   CHECK(r.exit_code == 2);
-  CHECK(r.err.find("train_fraction applies to split: train only") != std::string::npos);
-  CHECK(r.err.find("missing.csv: no such annotation file") != std::string::npos);
-  CHECK(r.err.find("v.yaml:2:") != std::string::npos);
+  const std::string problems = r.problem_text();
+  CHECK(problems.find("train_fraction applies to split: train only") != std::string::npos);
+  CHECK(problems.find("missing.csv: no such annotation file") != std::string::npos);
+  CHECK(problems.find("v.yaml:2:") != std::string::npos);
 }

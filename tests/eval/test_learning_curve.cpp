@@ -1,11 +1,11 @@
-// eval.learning_curve and eval.curve_chart through the CLI: per-step P@1, R-precision and MAP@R
+// eval.learning_curve and eval.curve_chart in whole graphs run in process: per-step P@1, R-precision and MAP@R
 // of embeddings tagged with a training step equal an independent NumPy computation; the chart
 // holds every run; a stream without `step` is an error naming the field.
 #include <catch2/catch.hpp>
 
 #include <opencv2/imgcodecs.hpp>
 
-#include "cli.hpp"
+#include "harness.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
@@ -32,15 +32,17 @@ with h5py.File(sys.argv[1], "w") as f:
   REQUIRE(made.exit_code == 0);
   const fs::path out = dir / "out";
   fs::create_directories(out);
-  write_file(dir / "curve.yaml",
-             "seed: 1\nnodes:\n"
-             "  data:   {type: io.hdf5_reader, params: {path: " + h5 + ", batch_size: 32}}\n"
-             "  euclid: {type: eval.learning_curve, params: {name: euclidean, out: " + (out / "euclid").string() + "}}\n"
-             "  cosine: {type: eval.learning_curve, params: {name: cosine, distance: cosine}}\n"
-             "  chart:  {type: eval.curve_chart, params: {metric: map_at_r, out: " + (out / "chart").string() + "}}\n"
-             "edges: [data.out -> euclid.in, data.out -> cosine.in, euclid.curve -> chart.curves, cosine.curve -> chart.curves]\n");
-  Result r = run_cli({"run", (dir / "curve.yaml").string()});
-  INFO(r.err);
+  GraphRun r =
+      GraphRunner(plugins(),
+                  "seed: 1\nnodes:\n"
+                  "  data:   {type: io.hdf5_reader, params: {path: " + h5 + ", batch_size: 32}}\n"
+                  "  euclid: {type: eval.learning_curve, params: {name: euclidean, out: " + (out / "euclid").string() + "}}\n"
+                  "  cosine: {type: eval.learning_curve, params: {name: cosine, distance: cosine}}\n"
+                  "  chart:  {type: eval.curve_chart, params: {metric: map_at_r, out: " + (out / "chart").string() + "}}\n"
+                  "edges: [data.out -> euclid.in, data.out -> cosine.in, euclid.curve -> chart.curves, cosine.curve -> chart.curves]\n",
+                  "curve.yaml")
+          .run();
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   check_python(R"PY(
 import sys, csv, numpy as np, h5py
@@ -85,12 +87,13 @@ print("ok", maps)
   }
 
   // Embeddings without a step (torch.embed in its default mode) are a located error.
-  write_file(dir / "nostep.yaml",
-             "seed: 1\nnodes:\n"
-             "  data:  {type: io.hdf5_reader, params: {path: " + h5 + ", fields: [embedding, label], batch_size: 32}}\n"
-             "  curve: {type: eval.learning_curve}\n"
-             "edges: [data.out -> curve.in]\n");
-  Result bad = run_cli({"run", (dir / "nostep.yaml").string()});
+  GraphRun bad = GraphRunner(plugins(),
+                             "seed: 1\nnodes:\n"
+                             "  data:  {type: io.hdf5_reader, params: {path: " + h5 + ", fields: [embedding, label], batch_size: 32}}\n"
+                             "  curve: {type: eval.learning_curve}\n"
+                             "edges: [data.out -> curve.in]\n",
+                             "nostep.yaml")
+                     .run();
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(bad.err, Catch::Contains("curve") && Catch::Contains("step"));
+  CHECK_THAT(bad.message(), Catch::Contains("curve") && Catch::Contains("step"));
 }

@@ -1,10 +1,10 @@
-// eval.neighbour_average (database-side augmentation) through the CLI: the output equals an
+// eval.neighbour_average (database-side augmentation) in whole graphs run in process: the output equals an
 // independent NumPy computation (centre, normalise, mean with the k nearest cosine neighbours,
 // normalise), other fields and the record order pass through, k = 0 only centres and normalises,
 // and a stream without embeddings is an error naming the field.
 #include <catch2/catch.hpp>
 
-#include "cli.hpp"
+#include "harness.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
@@ -24,17 +24,18 @@ with h5py.File(sys.argv[1], "w") as f:
   INFO(made.err);
   REQUIRE(made.exit_code == 0);
   auto graph = [&](const std::string& name, const std::string& params) {
-    write_file(dir / (name + ".yaml"), "seed: 1\nnodes:\n"
-               "  data: {type: io.hdf5_reader, params: {path: " + in + ", batch_size: 32}}\n"
-               "  dba:  {type: eval.neighbour_average, params: " + params + "}\n"
-               "  save: {type: io.hdf5_writer, params: {path: " + (dir / (name + ".h5")).string() + "}}\n"
-               "edges: [data.out -> dba.in, dba.out -> save.in]\n");
-    return run_cli({"run", (dir / (name + ".yaml")).string(), "--quiet"});
+    return GraphRunner(plugins(), "seed: 1\nnodes:\n"
+                       "  data: {type: io.hdf5_reader, params: {path: " + in + ", batch_size: 32}}\n"
+                       "  dba:  {type: eval.neighbour_average, params: " + params + "}\n"
+                       "  save: {type: io.hdf5_writer, params: {path: " + (dir / (name + ".h5")).string() + "}}\n"
+                       "edges: [data.out -> dba.in, dba.out -> save.in]\n",
+                       name + ".yaml")
+        .run();
   };
   for (const auto& [name, params] : std::vector<std::pair<std::string, std::string>>{
            {"k4", "{k: 4, center: true}"}, {"k0", "{k: 0, center: true}"}, {"raw", "{k: 3, center: false}"}}) {
-    Result r = graph(name, params);
-    INFO(name << ": " << r.err);
+    GraphRun r = graph(name, params);
+    INFO(name << ": " << r.message());
     REQUIRE(r.exit_code == 0);
   }
   check_python(R"PY(
@@ -70,9 +71,11 @@ assert nn_agree(a) >= nn_agree(b), (nn_agree(a), nn_agree(b))
 print("ok")
 )PY", {dir.string()});
   // A stream without embeddings names the missing field.
-  write_file(dir / "bad.yaml", "seed: 1\nnodes:\n  data: {type: core.range, params: {count: 10, batch_size: 5}}\n"
-             "  dba:  {type: eval.neighbour_average}\n  sink: {type: core.sink}\nedges: [data.out -> dba.in, dba.out -> sink.in]\n");
-  Result bad = run_cli({"run", (dir / "bad.yaml").string(), "--quiet"});
+  GraphRun bad = GraphRunner(plugins(), "seed: 1\nnodes:\n  data: {type: core.range, params: {count: 10, batch_size: 5}}\n"
+                             "  dba:  {type: eval.neighbour_average}\n  sink: {type: core.sink}\n"
+                             "edges: [data.out -> dba.in, dba.out -> sink.in]\n",
+                             "bad.yaml")
+                     .run();
   CHECK(bad.exit_code != 0);
-  CHECK_THAT(bad.err, Catch::Contains("embedding"));
+  CHECK_THAT(bad.message(), Catch::Contains("embedding"));
 }

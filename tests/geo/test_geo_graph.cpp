@@ -1,11 +1,13 @@
-// Graph-level tests of the geo family through the CLI: graphs/geo_pairs.yaml on generated photos
+// Graph-level tests of the geo family: graphs/geo_pairs.yaml on generated photos through the CLI
 // (every emitted pair checked by an independent Python/NumPy pass over the CSV and the HDF5
-// outputs, exact counts against scikit-learn, --threads 1 vs 2), bad CSV rows, and validation.
+// outputs, exact counts against scikit-learn, --threads 1 vs 2, the stage cache), and in process
+// (GraphRunner): bad CSV rows, validation, the YFCC reader, synthetic geotags, duplicate ids and
+// max_pairs.
 #include <catch2/catch.hpp>
 
 #include <fstream>
 
-#include "cli.hpp"
+#include "harness.hpp"
 
 using namespace embedflow::test;
 namespace fs = std::filesystem;
@@ -166,15 +168,16 @@ TEST_CASE("a malformed CSV row stops the run naming file:line, or is skipped and
   write_file(graph, "seed: 1\nnodes:\n  photos: {type: geo.csv_photos, params: {path: " + csv.string() +
                         "}}\n  stats: {type: geo.pair_stats, params: {out: " + (dir / "stats").string() +
                         ", histogram_pairs: 10}}\nedges:\n  - photos.out -> stats.photos\n");
-  const Result fail = run_cli({"run", graph.string()});
+  const GraphRunner runner = GraphRunner::from_file(plugins(), graph.string());
+  const GraphRun fail = runner.run();
   CHECK(fail.exit_code == 1);
-  CHECK(fail.err.find(csv.string() + ":4: lon 'not-a-number'") != std::string::npos);
+  CHECK(fail.error.find(csv.string() + ":4: lon 'not-a-number'") != std::string::npos);
 
-  const Result skip = run_cli({"run", graph.string(), "--set", "photos.on_bad_row=skip"});
-  INFO(skip.err);
+  const GraphRun skip = runner.run({"photos.on_bad_row=skip"});
+  INFO(skip.message());
   REQUIRE(skip.exit_code == 0);
-  CHECK(skip.err.find("skipped 1 malformed rows") != std::string::npos);
-  CHECK(skip.err.find(":4: lon") != std::string::npos);
+  CHECK(skip.log.find("skipped 1 malformed rows") != std::string::npos);
+  CHECK(skip.log.find(":4: lon") != std::string::npos);
   const std::string summary = read_file(dir / "stats" / "summary.json");
   CHECK(summary.find("\"photos\": 3,") != std::string::npos);
   // Two photos share coordinates: exactly one pair within 1 m.
@@ -182,12 +185,13 @@ TEST_CASE("a malformed CSV row stops the run naming file:line, or is skipped and
 }
 
 TEST_CASE("inconsistent sampler settings are reported at load time", "[geo][graph]") {
-  const Result r = run_cli({"validate", source_dir() + "/graphs/geo_pairs.yaml", "--set", "ring.negative_max_m=20",
-                            "--set", "p10_2000.negative_min_m=5", "--set", "p1_2000.date_from=June"});
+  const GraphRun r = GraphRunner::from_file(plugins(), source_dir() + "/graphs/geo_pairs.yaml")
+                         .validate({"ring.negative_max_m=20", "p10_2000.negative_min_m=5", "p1_2000.date_from=June"});
   CHECK(r.exit_code == 2);
-  CHECK(r.err.find("negative_max_m (20) is below negative_min_m (30)") != std::string::npos);
-  CHECK(r.err.find("negative_min_m (5) must exceed positive_radius_m (10)") != std::string::npos);
-  CHECK(r.err.find("date_from 'June' is not an ISO 8601 date") != std::string::npos);
+  const std::string problems = r.problem_text();
+  CHECK(problems.find("negative_max_m (20) is below negative_min_m (30)") != std::string::npos);
+  CHECK(problems.find("negative_min_m (5) must exceed positive_radius_m (10)") != std::string::npos);
+  CHECK(problems.find("date_from 'June' is not an ISO 8601 date") != std::string::npos);
 }
 
 TEST_CASE("each geo node's example graph runs as pasted", "[geo][graph]") {
@@ -210,10 +214,8 @@ TEST_CASE("each geo node's example graph runs as pasted", "[geo][graph]") {
     };
     replace_all("tests/geo/data/", source_dir() + "/tests/geo/data/");
     replace_all("out/", (out / "").string());
-    const fs::path graph = out / (std::string(file) + ".yaml");
-    write_file(graph, yaml);
-    const Result r = run_cli({"run", graph.string()});
-    INFO(r.err);
+    const GraphRun r = GraphRunner(plugins(), yaml, std::string(file) + ".yaml").run();
+    INFO(r.message());
     CHECK(r.exit_code == 0);
   }
   CHECK(fs::exists(out / "pair_sampler_example" / "datasets.md"));
@@ -233,17 +235,20 @@ TEST_CASE("geo.yfcc_photos on a handmade YFCC100M sample: kept rows, counted dro
                     "  photos: {type: geo.yfcc_photos, params: {path: " + tsv + ", images: /data/yfcc, batch_size: 4}}\n"
                     "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
                     "edges: [photos.out -> save]\n");
-  check_cli_fails({"run", graph.string(), "--no-cache"}, 1, tsv + ":10: lat 'forty' is not a latitude");
+  const GraphRunner runner = GraphRunner::from_file(plugins(), graph.string());
+  const GraphRun strict = runner.run();
+  CHECK(strict.exit_code == 1);
+  CHECK_THAT(strict.error, Catch::Contains(tsv + ":10: lat 'forty' is not a latitude"));
 
-  const Result r = run_cli({"run", graph.string(), "--no-cache", "--set", "photos.on_bad_row=skip"});
-  INFO(r.err);
+  const GraphRun r = runner.run({"photos.on_bad_row=skip"});
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.err, Catch::Contains("10 of 20 rows emitted; 1 without coordinates, 1 videos, 0 outside bbox, "
+  CHECK_THAT(r.log, Catch::Contains("10 of 20 rows emitted; 1 without coordinates, 1 videos, 0 outside bbox, "
                                     "3 below min_accuracy, 5 bad rows skipped"));
-  CHECK_THAT(r.err, Catch::Contains(":11: time 'not+a+date'"));
-  CHECK_THAT(r.err, Catch::Contains(":13: photo/video marker '2' is not 0 or 1"));
-  CHECK_THAT(r.err, Catch::Contains(":17: expected 23 fields, got 15"));
-  CHECK_THAT(r.err, Catch::Contains(":18: id '61852189x7'"));
+  CHECK_THAT(r.log, Catch::Contains(":11: time 'not+a+date'"));
+  CHECK_THAT(r.log, Catch::Contains(":13: photo/video marker '2' is not 0 or 1"));
+  CHECK_THAT(r.log, Catch::Contains(":17: expected 23 fields, got 15"));
+  CHECK_THAT(r.log, Catch::Contains(":18: id '61852189x7'"));
   const Result check = run_python(R"(
 import sys, h5py
 with h5py.File(sys.argv[1]) as f:
@@ -263,14 +268,14 @@ with h5py.File(sys.argv[1]) as f:
   CHECK_THAT(check.out, Catch::Contains("40.706086 -73.996864 1329386197 [16, 16, 16, 16, 16, 16, 16, 16, 16, 16]"));
 
   // min_accuracy 0 keeps every geotagged photo; the template names Flickr's own file layout.
-  const Result all = run_cli({"run", graph.string(), "--no-cache", "--set", "photos.on_bad_row=skip", "--set",
-                              "photos.min_accuracy=0"});
-  INFO(all.err);
+  const GraphRun all = runner.run({"photos.on_bad_row=skip", "photos.min_accuracy=0"});
+  INFO(all.message());
   REQUIRE(all.exit_code == 0);
-  CHECK_THAT(all.err, Catch::Contains("13 of 20 rows emitted"));
+  CHECK_THAT(all.log, Catch::Contains("13 of 20 rows emitted"));
 
-  check_cli_fails({"validate", graph.string(), "--set", "photos.image_path=\"{farm}/{id}_{secret}.jpg\""}, 2,
-                  "give either images");
+  const GraphRun both = runner.validate({"photos.image_path=\"{farm}/{id}_{secret}.jpg\""});
+  CHECK(both.exit_code == 2);
+  CHECK_THAT(both.problem_text(), Catch::Contains("give either images"));
 }
 
 TEST_CASE("synthetic geotags: classes live apart, fuzziness mixes positives, output is deterministic", "[geo][graph]") {
@@ -286,18 +291,18 @@ with h5py.File(sys.argv[1], "w") as f:
 )", {(dir / "labels.h5").string()});
   REQUIRE(make.exit_code == 0);
   auto run = [&](double fuzziness, const std::string& tag) {
-    const fs::path graph = dir / ("g_" + tag + ".yaml");
-    write_file(graph, "seed: 4\nnodes:\n"
+    const GraphRun r = GraphRunner(plugins(), "seed: 4\nnodes:\n"
                       "  labels: {type: io.hdf5_reader, params: {path: " + (dir / "labels.h5").string() + ", batch_size: 1000}}\n"
                       "  tags: {type: geo.synthetic_geotags, params: {classes: 5, fuzziness: " + std::to_string(fuzziness) + "}}\n"
                       "  pairs: {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000, k_pos: 4, k_neg: 4}}\n"
                       "  save_pairs: {type: io.hdf5_writer, params: {path: " + (dir / (tag + "_pairs.h5")).string() + ", group: pairs}}\n"
                       "  save_photos: {type: io.hdf5_writer, params: {path: " + (dir / (tag + "_photos.h5")).string() + ", group: photos}}\n"
-                      "edges: [labels -> tags, tags -> pairs.photos, pairs.out -> save_pairs, tags -> save_photos]\n");
-    const Result r = run_cli({"run", graph.string(), "--no-cache"});
-    INFO(r.err);
+                      "edges: [labels -> tags, tags -> pairs.photos, pairs.out -> save_pairs, tags -> save_photos]\n",
+                                   "g_" + tag + ".yaml")
+                           .run();
+    INFO(r.message());
     REQUIRE(r.exit_code == 0);
-    CHECK_THAT(r.err, Catch::Contains("20000 photos geotagged"));
+    CHECK_THAT(r.log, Catch::Contains("20000 photos geotagged"));
   };
   run(0.0, "p0");
   run(0.0, "p0_again");
@@ -343,13 +348,13 @@ TEST_CASE("geo.yfcc_photos on 20k generated YFCC100M rows equals Python's csv an
   const Result gen = run_process({GEN_PHOTOS, "--rows", "20000", "--seed", "6", "--out", tsv.string(), "--format", "yfcc"});
   INFO(gen.err);
   REQUIRE(gen.exit_code == 0);
-  const fs::path graph = dir / "g.yaml";
-  write_file(graph, "seed: 1\nnodes:\n"
-                    "  photos: {type: geo.yfcc_photos, params: {path: " + tsv.string() + ", images: /photos, batch_size: 3000}}\n"
-                    "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
-                    "edges: [photos.out -> save]\n");
-  const Result r = run_cli({"run", graph.string(), "--no-cache"});
-  INFO(r.err);
+  const GraphRun r =
+      GraphRunner(plugins(), "seed: 1\nnodes:\n"
+                             "  photos: {type: geo.yfcc_photos, params: {path: " + tsv.string() + ", images: /photos, batch_size: 3000}}\n"
+                             "  save: {type: io.hdf5_writer, params: {path: " + (dir / "photos.h5").string() + ", group: photos}}\n"
+                             "edges: [photos.out -> save]\n")
+          .run();
+  INFO(r.message());
   REQUIRE(r.exit_code == 0);
   // The oracle: Python's csv module (tab, no quoting), urllib's percent-decoding and datetime.
   const Result check = run_python(R"(
@@ -383,7 +388,7 @@ print("rows", rows, "kept", len(ids), "quoted", sum('"' in x for x in desc), "ne
   INFO(check.out << check.err);
   REQUIRE(check.exit_code == 0);
   CHECK_THAT(check.out, Catch::Contains("rows 20000 kept"));
-  CHECK_THAT(r.err, Catch::Contains(" of 20000 rows emitted; 0 outside bbox, "));
+  CHECK_THAT(r.log, Catch::Contains(" of 20000 rows emitted; 0 outside bbox, "));
 }
 
 TEST_CASE("geo.position_embedding: distances between embeddings are metres; geo.pair_precision against Python", "[geo][graph]") {
@@ -462,17 +467,18 @@ TEST_CASE("a repeated photo id stops the reader naming the file and both lines; 
                         "k_pos: 100, k_neg: 100}}\n  save: {type: io.hdf5_writer, params: {path: " +
                         (dir / "pairs.h5").string() + ", group: pairs}}\nedges:\n  - photos.out -> pairs.photos\n"
                         "  - pairs.out -> save.in\n");
-  const Result fail = run_cli({"run", graph.string()});
+  const GraphRunner runner = GraphRunner::from_file(plugins(), graph.string());
+  const GraphRun fail = runner.run();
   CHECK(fail.exit_code == 1);
-  CHECK(fail.err.find(csv.string() + ":4: photo id 1 repeats the id of line 2") != std::string::npos);
-  CHECK(fail.err.find("duplicate_ids: keep_first") != std::string::npos);
+  CHECK(fail.error.find(csv.string() + ":4: photo id 1 repeats the id of line 2") != std::string::npos);
+  CHECK(fail.error.find("duplicate_ids: keep_first") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "pairs.h5"));
 
-  const Result keep = run_cli({"run", graph.string(), "--set", "photos.duplicate_ids=keep_first"});
-  INFO(keep.err);
+  const GraphRun keep = runner.run({"photos.duplicate_ids=keep_first"});
+  INFO(keep.message());
   REQUIRE(keep.exit_code == 0);
-  CHECK(keep.err.find("dropped 1 rows repeating an earlier row's photo id") != std::string::npos);
-  CHECK(keep.err.find(":4: photo id 1 repeats the id of line 2") != std::string::npos);
+  CHECK(keep.log.find("dropped 1 rows repeating an earlier row's photo id") != std::string::npos);
+  CHECK(keep.log.find(":4: photo id 1 repeats the id of line 2") != std::string::npos);
   // Every pair joins two different photos; photo 1 is line 2's (its only positive is photo 2).
   check_python(R"PY(
 import sys, h5py
@@ -494,10 +500,10 @@ assert sorted(y for x, y, lab in pairs if x == 1 and lab == 1) == [2], pairs
                         "negative_min_m: 2000, duplicate_time_s: -1}}\n  save: {type: io.hdf5_writer, params: {path: " +
                         (dir / "twice.h5").string() + ", group: pairs}}\nedges:\n  - a.out -> pairs.photos\n"
                         "  - b.out -> pairs.photos\n  - pairs.out -> save.in\n");
-  const Result both = run_cli({"run", twice.string()});
+  const GraphRun both = GraphRunner::from_file(plugins(), twice.string()).run();
   CHECK(both.exit_code == 1);
-  CHECK(both.err.find("photo id 1 appears twice among the photos") != std::string::npos);
-  CHECK(both.err.find("paired with itself") != std::string::npos);
+  CHECK(both.error.find("photo id 1 appears twice among the photos") != std::string::npos);
+  CHECK(both.error.find("paired with itself") != std::string::npos);
 }
 
 TEST_CASE("a k_neg asking for every pair stops at max_pairs with an error naming it; the run exits 1", "[geo][graph]") {
@@ -508,17 +514,18 @@ TEST_CASE("a k_neg asking for every pair stops at max_pairs with an error naming
                         "{positive_radius_m: 10, negative_min_m: 2000, k_neg: 1000000000, max_pairs: 20000}}\n"
                         "  save: {type: io.hdf5_writer, params: {path: " + (dir / "pairs.h5").string() +
                         ", group: pairs}}\nedges:\n  - photos.out -> pairs.photos\n  - pairs.out -> save.in\n");
-  const Result r = run_cli({"run", graph.string()});
-  INFO(r.err);
+  const GraphRunner runner = GraphRunner::from_file(plugins(), graph.string());
+  const GraphRun r = runner.run();
+  INFO(r.message());
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find("node 'pairs' (geo.pair_sampler)") != std::string::npos);
-  CHECK(r.err.find("more than max_pairs = 20000 pair rows") != std::string::npos);
-  CHECK(r.err.find("k_neg = 1000000000") != std::string::npos);
+  CHECK(r.error.find("node 'pairs' (geo.pair_sampler)") != std::string::npos);
+  CHECK(r.error.find("more than max_pairs = 20000 pair rows") != std::string::npos);
+  CHECK(r.error.find("k_neg = 1000000000") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "pairs.h5"));  // a failed run never replaces an output
   // The same set within a bound it fits: every anchor with a positive takes every photo beyond
   // 2 km as a negative.
-  const Result ok = run_cli({"run", graph.string(), "--set", "pairs.max_pairs=100000000"});
-  INFO(ok.err);
+  const GraphRun ok = runner.run({"pairs.max_pairs=100000000"});
+  INFO(ok.message());
   CHECK(ok.exit_code == 0);
   CHECK(fs::exists(dir / "pairs.h5"));
 }

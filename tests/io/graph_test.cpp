@@ -1,6 +1,8 @@
-// io.hdf5_reader and io.hdf5_writer through graph files and the CLI: write, copy (rebatched and
-// shuffled), append, read h5py files, and clear load-time errors.
+// io.hdf5_reader and io.hdf5_writer through whole graphs run in process (GraphRunner): write,
+// copy (rebatched and shuffled), append, read h5py files, and clear load-time errors; through the
+// CLI where its own behaviour is under test (a signal mid-stream).
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -8,8 +10,8 @@
 #include <set>
 #include <thread>
 
-#include "cli.hpp"
 #include "embedflow/hdf5/stream_file.hpp"
+#include "harness.hpp"
 
 using namespace embedflow;
 namespace fs = std::filesystem;
@@ -38,12 +40,11 @@ std::vector<std::int64_t> column(const fs::path& file, const std::string& port, 
 
 }  // namespace
 
-TEST_CASE("io.hdf5_writer stores a stream; io.hdf5_reader copies it rebatched and shuffled", "[io][cli]") {
+TEST_CASE("io.hdf5_writer stores a stream; io.hdf5_reader copies it rebatched and shuffled", "[io]") {
   fs::path dir = scratch_dir("io-graph");
   fs::path numbers = dir / "out" / "numbers.h5";
-  write_file(dir / "write.yaml", write_graph(numbers));
-  auto res = run_cli({"run", (dir / "write.yaml").string()});
-  INFO(res.out << res.err);
+  GraphRun res = GraphRunner(plugins(), write_graph(numbers), "write.yaml").run();
+  INFO(res.message());
   REQUIRE(res.exit_code == 0);
   {
     hdf5::StreamFileReader r(numbers);
@@ -67,12 +68,10 @@ TEST_CASE("io.hdf5_writer stores a stream; io.hdf5_reader copies it rebatched an
            "edges: [read.out -> save.in]\n";
   };
   fs::path copy1 = dir / "copy1.h5", copy2 = dir / "copy2.h5", copy3 = dir / "copy3.h5";
-  write_file(dir / "copy1.yaml", copy_graph(copy1, 5));
-  write_file(dir / "copy2.yaml", copy_graph(copy2, 5));
-  write_file(dir / "copy3.yaml", copy_graph(copy3, 6));
-  for (const char* g : {"copy1.yaml", "copy2.yaml", "copy3.yaml"}) {
-    auto r = run_cli({"run", (dir / g).string()});
-    INFO(g << ": " << r.out << r.err);
+  const std::pair<fs::path, int> copies[] = {{copy1, 5}, {copy2, 5}, {copy3, 6}};
+  for (const auto& [copy, seed] : copies) {
+    GraphRun r = GraphRunner(plugins(), copy_graph(copy, seed), copy.stem().string() + ".yaml").run();
+    INFO(copy << ": " << r.message());
     REQUIRE(r.exit_code == 0);
   }
   hdf5::StreamFileReader c1(copy1);
@@ -89,20 +88,19 @@ TEST_CASE("io.hdf5_writer stores a stream; io.hdf5_reader copies it rebatched an
   REQUIRE(a != identity);
 }
 
-TEST_CASE("io.hdf5_writer mode append adds records; overwrite replaces", "[io][cli]") {
+TEST_CASE("io.hdf5_writer mode append adds records; overwrite replaces", "[io]") {
   fs::path dir = scratch_dir("io-append");
   fs::path file = dir / "numbers.h5";
-  write_file(dir / "append.yaml", write_graph(file, "append"));
-  for (int i = 0; i < 2; ++i) REQUIRE(run_cli({"run", (dir / "append.yaml").string()}).exit_code == 0);
+  const GraphRunner append(plugins(), write_graph(file, "append"), "append.yaml");
+  for (int i = 0; i < 2; ++i) REQUIRE(append.run().exit_code == 0);
   REQUIRE(hdf5::StreamFileReader(file).port("numbers").rows() == 2000);
-  write_file(dir / "overwrite.yaml", write_graph(file, "overwrite"));
-  REQUIRE(run_cli({"run", (dir / "overwrite.yaml").string()}).exit_code == 0);
+  REQUIRE(GraphRunner(plugins(), write_graph(file, "overwrite"), "overwrite.yaml").run().exit_code == 0);
   REQUIRE(hdf5::StreamFileReader(file).port("numbers").rows() == 1000);
   // No temporaries left behind by clean runs.
   for (const auto& e : fs::directory_iterator(dir)) REQUIRE_FALSE(hdf5::StreamFileWriter::temp_owner_pid(e.path()));
 }
 
-TEST_CASE("io.hdf5_reader streams an h5py file and declares its schema at load", "[io][cli][python]") {
+TEST_CASE("io.hdf5_reader streams an h5py file and declares its schema at load", "[io][python]") {
   fs::path dir = scratch_dir("io-h5py");
   fs::path file = dir / "features.h5";
   auto py = run_python(R"PY(
@@ -114,14 +112,16 @@ print("ok")
 )PY",
                        {file.string()});
   REQUIRE(py.exit_code == 0);
-  write_file(dir / "read.yaml",
-             "# Reads h5py-written features in batches of 128 and counts them.\n"
-             "nodes:\n"
-             "  read: {type: io.hdf5_reader, params: {path: " + file.string() + ", object: train, batch_size: 128, start: 10, stop: 490}}\n"
-             "  save: {type: io.hdf5_writer, params: {path: " + (dir / "copy.h5").string() + "}}\n"
-             "edges: [read.out -> save.in]\n");
-  auto res = run_cli({"run", (dir / "read.yaml").string()});
-  INFO(res.out << res.err);
+  GraphRun res = GraphRunner(plugins(),
+                             "# Reads h5py-written features in batches of 128 and counts them.\n"
+                             "nodes:\n"
+                             "  read: {type: io.hdf5_reader, params: {path: " + file.string() +
+                                 ", object: train, batch_size: 128, start: 10, stop: 490}}\n"
+                             "  save: {type: io.hdf5_writer, params: {path: " + (dir / "copy.h5").string() + "}}\n"
+                             "edges: [read.out -> save.in]\n",
+                             "read.yaml")
+                     .run();
+  INFO(res.message());
   REQUIRE(res.exit_code == 0);
   hdf5::StreamFileReader r(dir / "copy.h5");
   const hdf5::Table& t = r.port("data");
@@ -131,32 +131,35 @@ print("ok")
   REQUIRE(column(dir / "copy.h5", "data", "label")[0] == 0);  // row 10 -> 10 % 10
 
   // A consumer that needs a field the file lacks fails at load, not at the first record.
-  write_file(dir / "bad_field.yaml",
-             "# Asks for a dataset that is not there.\n"
-             "nodes:\n"
-             "  read: {type: io.hdf5_reader, params: {path: " + file.string() + ", object: train, fields: [feature, colour]}}\n"
-             "  show: {type: core.sink}\n"
-             "edges: [read.out -> show.in]\n");
-  auto bad = run_cli({"validate", (dir / "bad_field.yaml").string()});
+  GraphRun bad = GraphRunner(plugins(),
+                             "# Asks for a dataset that is not there.\n"
+                             "nodes:\n"
+                             "  read: {type: io.hdf5_reader, params: {path: " + file.string() +
+                                 ", object: train, fields: [feature, colour]}}\n"
+                             "  show: {type: core.sink}\n"
+                             "edges: [read.out -> show.in]\n",
+                             "bad_field.yaml")
+                     .validate();
   REQUIRE(bad.exit_code == 2);
-  REQUIRE_THAT(bad.err + bad.out, Catch::Contains("no dataset 'colour'") && Catch::Contains("features.h5"));
+  REQUIRE_THAT(bad.problem_text(), Catch::Contains("no dataset 'colour'") && Catch::Contains("features.h5"));
 }
 
-TEST_CASE("io.hdf5_reader names a missing file at load", "[io][cli]") {
+TEST_CASE("io.hdf5_reader names a missing file at load", "[io]") {
   fs::path dir = scratch_dir("io-missing");
-  write_file(dir / "missing.yaml",
-             "# Reads a file that does not exist.\n"
-             "nodes:\n"
-             "  read: {type: io.hdf5_reader, params: {path: " + (dir / "nowhere.h5").string() + "}}\n"
-             "  show: {type: core.sink}\n"
-             "edges: [read.out -> show.in]\n");
-  auto res = run_cli({"validate", (dir / "missing.yaml").string()});
+  GraphRun res = GraphRunner(plugins(),
+                             "# Reads a file that does not exist.\n"
+                             "nodes:\n"
+                             "  read: {type: io.hdf5_reader, params: {path: " + (dir / "nowhere.h5").string() + "}}\n"
+                             "  show: {type: core.sink}\n"
+                             "edges: [read.out -> show.in]\n",
+                             "missing.yaml")
+                     .validate();
   REQUIRE(res.exit_code == 2);
-  REQUIRE_THAT(res.err + res.out, Catch::Contains("missing.yaml:") && Catch::Contains("node 'read'") &&
+  REQUIRE_THAT(res.problem_text(), Catch::Contains("missing.yaml:") && Catch::Contains("node 'read'") &&
                                       Catch::Contains("nowhere.h5: no such file"));
 }
 
-TEST_CASE("io.hdf5_reader refuses a dataset that declares rows it does not store", "[io][cli][python]") {
+TEST_CASE("io.hdf5_reader refuses a dataset that declares rows it does not store", "[io][python]") {
   // 2^40 rows of 8 floats declared, one chunk written: ~1.7 KB on disk. Sized from the declared
   // shape, the reader would ask for gigabytes; read as declared, it would stream zeros.
   fs::path dir = scratch_dir("io-declared");
@@ -171,27 +174,31 @@ print("ok")
 )PY",
                        {file.string()});
   REQUIRE(py.exit_code == 0);
-  write_file(dir / "read.yaml",
-             "nodes:\n"
-             "  read: {type: io.hdf5_reader, params: {path: " + file.string() + ", fields: [x], batch_size: 64}}\n"
-             "  show: {type: core.sink}\n"
-             "edges: [read.out -> show.in]\n");
-  auto res = run_cli({"run", (dir / "read.yaml").string(), "-q"});
-  INFO(res.out << res.err);
-  CHECK(res.exit_code != 0);
-  CHECK(res.exit_code != 139);
-  CHECK_THAT(res.err, Catch::Contains("huge.h5") && Catch::Contains("declares 1099511627776 rows") &&
-                          Catch::Contains("truncated or damaged"));
-  CHECK(res.max_rss_kb < 500 * 1024);
+  GraphRun res = GraphRunner(plugins(),
+                             "nodes:\n"
+                             "  read: {type: io.hdf5_reader, params: {path: " + file.string() + ", fields: [x], batch_size: 64}}\n"
+                             "  show: {type: core.sink}\n"
+                             "edges: [read.out -> show.in]\n",
+                             "read.yaml")
+                     .run();
+  INFO(res.message());
+  CHECK(res.exit_code != 0);  // and no crash: a segfault would have ended this test process
+  CHECK_THAT(res.error, Catch::Contains("huge.h5") && Catch::Contains("declares 1099511627776 rows") &&
+                            Catch::Contains("truncated or damaged"));
+  // The run happened in this process: its peak resident set bounds the reader's.
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  CHECK(usage.ru_maxrss < 500 * 1024);
 }
 
 namespace {
 
-// A complete file written by a clean run, to be left untouched by the runs that follow.
+// A complete file written by a clean run, to be left untouched by the runs that follow; the
+// graph stays in dir/write.yaml for a later clean run.
 std::string complete_file(const fs::path& dir, const fs::path& file) {
   write_file(dir / "write.yaml", write_graph(file));
-  auto res = run_cli({"run", (dir / "write.yaml").string(), "-q"});
-  INFO(res.out << res.err);
+  GraphRun res = GraphRunner::from_file(plugins(), (dir / "write.yaml").string()).run();
+  INFO(res.message());
   REQUIRE(res.exit_code == 0);
   return read_file(file);
 }
@@ -245,22 +252,22 @@ TEST_CASE("io.hdf5_writer interrupted mid-stream leaves the earlier complete fil
   }
 }
 
-TEST_CASE("io.hdf5_writer failing mid-stream leaves the earlier complete file byte-identical", "[io][cli]") {
+TEST_CASE("io.hdf5_writer failing mid-stream leaves the earlier complete file byte-identical", "[io]") {
   fs::path dir = scratch_dir("io-error");
   fs::path file = dir / "out" / "numbers.h5";
   const std::string before = complete_file(dir, file);
-  write_file(dir / "fail.yaml",
-             "nodes:\n"
-             "  numbers: {type: core.range, params: {count: 100000}}\n"
-             "  poison:  {type: testing.explode, params: {at: 60000}}\n"
-             "  batches: {type: core.batch, params: {size: 100}}\n"
-             "  save:    {type: io.hdf5_writer, params: {path: " + file.string() + ", group: numbers}}\n"
-             "edges: [numbers.out -> poison.in, poison.out -> batches.in, batches.out -> save.in]\n");
-  auto res = run_cli({"run", (dir / "fail.yaml").string(), "-q",
-                      std::string("--plugin-path=") + EMBEDFLOW_TESTING_PLUGIN_DIR});
-  INFO(res.out << res.err);
+  GraphRun res = GraphRunner(plugins_and_testing(),
+                             "nodes:\n"
+                             "  numbers: {type: core.range, params: {count: 100000}}\n"
+                             "  poison:  {type: testing.explode, params: {at: 60000}}\n"
+                             "  batches: {type: core.batch, params: {size: 100}}\n"
+                             "  save:    {type: io.hdf5_writer, params: {path: " + file.string() + ", group: numbers}}\n"
+                             "edges: [numbers.out -> poison.in, poison.out -> batches.in, batches.out -> save.in]\n",
+                             "fail.yaml")
+                     .run();
+  INFO(res.message());
   CHECK(res.exit_code == 1);
-  CHECK_THAT(res.err, Catch::Contains("record 60000 is poisoned"));
+  CHECK_THAT(res.error, Catch::Contains("record 60000 is poisoned"));
   CHECK(read_file(file) == before);
   for (const auto& e : fs::directory_iterator(dir / "out")) {
     CHECK_FALSE(hdf5::StreamFileWriter::temp_owner_pid(e.path()));

@@ -11,7 +11,7 @@
 //   other such stage ends before it, so the run cannot end sooner.
 //
 // A node that has ended counts no more (a trainer that stopped early stays short of its total):
-// the runtime passes it as not reporting. A stage with a known total but no rate yet (one
+// the progress line passes it as not reporting. A stage with a known total but no rate yet (one
 // report, or no progress since its first) gives no ETA; when no stage has both, the line shows
 // no ETA rather than a guess. Stages that have not reported at all (an evaluator waiting for its
 // trainer) are not counted, so the ETA is the time to the end of the work under way: a run whose

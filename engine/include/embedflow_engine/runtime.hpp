@@ -26,6 +26,7 @@
 #include "embedflow/node.hpp"
 #include "embedflow/progress.hpp"
 #include "embedflow_engine/graph.hpp"
+#include "embedflow_engine/live_view.hpp"
 
 namespace embedflow::engine {
 
@@ -50,11 +51,12 @@ struct NodePlan {
 struct RunOptions {
   int threads = 0;            // 0 = every core
   std::string trace_path;     // Chrome trace JSON
-  bool progress = false;      // progress line on stderr
+  bool progress = false;      // show live_view while the graph runs
+  LiveViewFactory live_view;  // the runs library's progress line on stderr, say; empty: none
   const std::atomic<bool>* stop = nullptr;  // set by SIGINT
   std::vector<NodePlan>* plans = nullptr;    // per node, indexed like ResolvedGraph::nodes
   // Called with every progress report a node makes (progress.hpp), on the reporting thread,
-  // after the runtime has noted it for the progress line. The run's metrics.jsonl is written here.
+  // after the runtime has noted it for the live view. The run's metrics.jsonl is written here.
   std::function<void(std::string_view node, const ProgressReport& report)> on_progress;
 };
 
