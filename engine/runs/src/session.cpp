@@ -5,6 +5,7 @@
 #include "embedflow/log.hpp"
 #include "embedflow_engine/cache.hpp"
 #include "embedflow_engine/graph_file.hpp"
+#include "embedflow_runs/progress_line.hpp"
 #include "embedflow_runs/run_record.hpp"
 
 namespace embedflow::runs {
@@ -110,6 +111,7 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
   options.trace_path = request.trace_path;
   options.stop = request.stop;
   options.progress = request.progress;
+  options.live_view = progress_line;  // drawn on stderr when `progress`
   options.on_progress = [&recorder](std::string_view node, const ProgressReport& report) {
     recorder.on_progress(node, report);
   };
