@@ -2,7 +2,7 @@
 // one calculator: the test feeds it records and reads what it emitted, with no graph file, no
 // engine and no child process.
 //
-//   const Registry& reg = ...;  // plugins loaded in process (embedflow_engine/testing.hpp: plugin_registry)
+//   const Registry& reg = ...;  // plugins loaded in process (embedflow_runs/testing.hpp: plugin_registry)
 //   NodeRunner range(reg, "core.range", "{count: 10}");
 //   range.run_source();                                   // open, produce until exhausted, close
 //   NodeRunner batch(reg, "core.batch", "{size: 4}", NodeRunner::Options().with_id("batches"));
