@@ -2,7 +2,7 @@
 // hand computation and against python3-torch (F.mse_loss, F.binary_cross_entropy, the closed-form
 // KL and its autograd gradients) on fixed tensors, through evaluate_loss with "output.<name>"
 // fields standing for the model's named outputs; then torch.conv_ae / torch.conv_vae training on
-// a Fashion-MNIST subset through the CLI: the reconstruction loss falls, a VAE with KL and a
+// a Fashion-MNIST subset in graphs run in process: the reconstruction loss falls, a VAE with KL and a
 // latent contrastive term repeats its losses exactly under the same seed, and a KL term on a
 // model without logvar is a clear error.
 #include <catch2/catch.hpp>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "cli.hpp"
+#include "harness.hpp"
 #include "torch_test_util.hpp"
 #include "torch_types.hpp"
 
@@ -68,11 +68,10 @@ std::vector<double> train_losses(const fs::path& dir, const std::string& model, 
                      "  train: {type: torch.train, params: {model: " + model + ", loss: " + loss +
                      ", optimizer: {type: torch.adam, lr: " + lr + "}, epochs: " + std::to_string(epochs) + ", log_every: 1, threads: 2, " + extra + (extra.empty() ? "" : ", ") + "log_dir: " +
                      (dir / "log").string() + "}}\nedges:\n  - data.out -> train.in\n";
-  write_file(dir / "g.yaml", yaml);
-  auto r = run_cli({"run", (dir / "g.yaml").string(), "--quiet"});
-  if (err) *err = r.out + r.err;
+  const GraphRun r = GraphRunner(plugins(), yaml, "g.yaml").run();
+  if (err) *err = r.out + r.message();
   if (r.exit_code != 0) {
-    if (!err) FAIL(r.out << r.err);
+    if (!err) FAIL(r.out << r.message());
     return {};
   }
   std::vector<double> losses = embedflow::test::metrics_losses(dir / "log" / "metrics.csv");
@@ -185,7 +184,7 @@ print(' '.join(repr(float(v)) for v in vals))
   for (std::size_t i = 0; i < px; ++i) CHECK(grec[i] == Approx(v[at + i]).epsilon(1e-4).margin(1e-5));
 }
 
-TEST_CASE("torch.conv_ae training lowers the reconstruction loss", "[torch][autoencoder][cli]") {
+TEST_CASE("torch.conv_ae training lowers the reconstruction loss", "[torch][autoencoder]") {
   fs::path dir = scratch_dir("torch-conv-ae");
   auto losses = train_losses(dir, "{type: torch.conv_ae, channels: [8, 16], latent_dim: 8}", "{type: torch.reconstruction}",
                              "3", nullptr, 6, "0.01");
@@ -198,7 +197,7 @@ TEST_CASE("torch.conv_ae training lowers the reconstruction loss", "[torch][auto
 }
 
 TEST_CASE("a siamese conv VAE (reconstruction + KL + latent all-pairs) is deterministic by seed",
-          "[torch][autoencoder][cli]") {
+          "[torch][autoencoder]") {
   const std::string model = "{type: torch.conv_vae, channels: [8, 16], latent_dim: 4}";
   const std::string loss =
       "{type: torch.sum, a: {type: torch.reconstruction, error: bce, reduction: sum}, b: {type: torch.kl_divergence, "
@@ -215,7 +214,7 @@ TEST_CASE("a siamese conv VAE (reconstruction + KL + latent all-pairs) is determ
   CHECK(mean(first, 4, 8) < mean(first, 0, 4));
 }
 
-TEST_CASE("a KL term on a plain autoencoder and a wrong image size are clear errors", "[torch][autoencoder][cli]") {
+TEST_CASE("a KL term on a plain autoencoder and a wrong image size are clear errors", "[torch][autoencoder]") {
   std::string err;
   auto none = train_losses(scratch_dir("torch-ae-kl"), "{type: torch.conv_ae, channels: [8]}",
                            "{type: torch.kl_divergence}", "3", &err);
@@ -233,7 +232,7 @@ TEST_CASE("a KL term on a plain autoencoder and a wrong image size are clear err
   CHECK_THAT(err, Catch::Contains("divisible by 2^3"));
 }
 
-TEST_CASE("torch.embed emits a VAE's mu and reconstructions and draws the mosaic", "[torch][autoencoder][embed][cli]") {
+TEST_CASE("torch.embed emits a VAE's mu and reconstructions and draws the mosaic", "[torch][autoencoder][embed]") {
   fs::path dir = scratch_dir("torch-vae-embed");
   const std::string h5 = fashion_h5().string();
   std::string yaml =
@@ -249,9 +248,8 @@ TEST_CASE("torch.embed emits a VAE's mu and reconstructions and draws the mosaic
       "  save:  {type: io.hdf5_writer, params: {path: " + (dir / "emb.h5").string() + ", group: emb}}\n"
       "edges:\n  - data.out -> train.in\n  - train.model -> embed.model\n  - test.out -> head.in\n"
       "  - head.out -> embed.in\n  - embed.out -> save.in\n";
-  write_file(dir / "g.yaml", yaml);
-  auto r = run_cli({"run", (dir / "g.yaml").string(), "--quiet"});
-  INFO(r.out << r.err);
+  const GraphRun r = GraphRunner(plugins(), yaml, "g.yaml").run();
+  INFO(r.out << r.message());
   REQUIRE(r.exit_code == 0);
   // The embedding is mu (eval mode: the latent is the mean); reconstructions have the images' shape;
   // the mosaic is 3 rows of 8 cells (20 images) over their reconstruction rows: 6 x 30 + 2 high.
@@ -272,7 +270,7 @@ print(w, h)
   CHECK(py.out == "242 182\n");
 }
 
-TEST_CASE("labelled_fraction hides labels from the latent refinement (semi-supervised)", "[torch][autoencoder][semi][cli]") {
+TEST_CASE("labelled_fraction hides labels from the latent refinement (semi-supervised)", "[torch][autoencoder][semi]") {
   const std::string model = "{type: torch.conv_ae, channels: [8], latent_dim: 4}";
   const std::string ae = "{type: torch.sum, a: {type: torch.reconstruction}}";
   const std::string siamese = "{type: torch.sum, a: {type: torch.reconstruction}, b: {type: torch.all_pairs_contrastive}}";
@@ -295,7 +293,7 @@ TEST_CASE("labelled_fraction hides labels from the latent refinement (semi-super
 }
 
 TEST_CASE("a triplet autoencoder trains on triplet batches (reconstruction of all three + triplet margin)",
-          "[torch][autoencoder][triplet][cli]") {
+          "[torch][autoencoder][triplet]") {
   fs::path dir = scratch_dir("torch-triplet-ae");
   // 256 triplets from the subset: anchor and positive of one class, negative of another.
   auto py = run_python(R"PY(
@@ -320,9 +318,8 @@ with h5py.File(sys.argv[2], 'w') as g:
       "loss: {type: torch.sum, a: {type: torch.reconstruction}, b: {type: torch.triplet_margin, margin: 1.0}, weights: [1, 0.1]}, "
       "optimizer: {type: torch.adam, lr: 0.01}, epochs: 3, log_every: 1, threads: 2, log_dir: " + (dir / "log").string() +
       "}}\nedges:\n  - data.out -> train.in\n";
-  write_file(dir / "g.yaml", yaml);
-  auto r = run_cli({"run", (dir / "g.yaml").string(), "--quiet"});
-  INFO(r.out << r.err);
+  const GraphRun r = GraphRunner(plugins(), yaml, "g.yaml").run();
+  INFO(r.out << r.message());
   REQUIRE(r.exit_code == 0);
   std::vector<double> losses = embedflow::test::metrics_losses(dir / "log" / "metrics.csv");
   REQUIRE(losses.size() == 24);

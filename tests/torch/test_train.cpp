@@ -1,5 +1,7 @@
-// torch.train and torch.embed through graph files and the CLI, on Fashion-MNIST subsets that
-// h5py writes from Debian's IDX files (the image family is not needed): the loss falls over two
+// torch.train and torch.embed in whole graphs run in process (GraphRunner), on Fashion-MNIST
+// subsets that h5py writes from Debian's IDX files (the image family is not needed); through the
+// CLI where a test reads the run folder's run.json or runs data-parallel ranks as processes. The
+// loss falls over two
 // epochs, a resumed run repeats the uninterrupted run's losses exactly, a NaN in the data stops
 // the run naming step and batch, a TorchScript module scripted by python3-torch embeds as in
 // Python and stays unchanged when frozen, and snapshots/checkpoints export embeddings to HDF5.
@@ -10,13 +12,38 @@
 #include <map>
 #include <sstream>
 
-#include "cli.hpp"
+#include "harness.hpp"
 #include "torch_test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace embedflow::test;
 
 namespace {
+
+// A graph run in process; `name` names it in located messages ("name:5:3: node 'train': ...").
+GraphRun run_graph(const std::string& name, const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return GraphRunner(plugins(), yaml, name).run(sets);
+}
+// run_graph for a graph that must succeed: a failed run fails the test with its message.
+GraphRun run_graph_ok(const std::string& name, const std::string& yaml) {
+  GraphRun r = run_graph(name, yaml);
+  INFO(r.message());
+  REQUIRE(r.exit_code == 0);
+  return r;
+}
+GraphRun validate_graph(const std::string& name, const std::string& yaml) { return GraphRunner(plugins(), yaml, name).validate(); }
+
+// The process-wide log level for one scope (--verbose: debug lines too).
+class ScopedLogLevel {
+ public:
+  explicit ScopedLogLevel(embedflow::LogLevel level) : old_(embedflow::log_level()) { embedflow::set_log_level(level); }
+  ~ScopedLogLevel() { embedflow::set_log_level(old_); }
+  ScopedLogLevel(const ScopedLogLevel&) = delete;
+  ScopedLogLevel& operator=(const ScopedLogLevel&) = delete;
+
+ private:
+  embedflow::LogLevel old_;
+};
 
 // A training graph over train.h5 with the given torch.train params (YAML flow map entries).
 std::string train_graph(const std::string& data, const std::string& train_params, const std::string& extra_nodes = "",
@@ -35,12 +62,12 @@ const std::string kSmallCnn = "model: {type: torch.small_cnn, channels: [8, 16],
 // Embeds test.h5 with the final checkpoint a run left in dir/run/ckpt; returns the HDF5 file.
 std::string embed_test_images(const fs::path& dir, const std::string& run) {
   const std::string h5 = (dir / (run + ".h5")).string();
-  run_graph_file_ok(dir, run + "_embed.yaml",
-                    "# embed\nseed: 1\nnodes:\n"
-                    "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
-                    "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
-                    "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
-                    "edges: [test.out -> embed.in, embed.out -> save.in]\n");
+  run_graph_ok(run + "_embed.yaml",
+               "# embed\nseed: 1\nnodes:\n"
+               "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
+               "  embed: {type: torch.embed, params: {checkpoint: " + (dir / run / "ckpt").string() + "}}\n"
+               "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
+               "edges: [test.out -> embed.in, embed.out -> save.in]\n");
   return h5;
 }
 
@@ -59,7 +86,7 @@ print('ok', d)
 
 }  // namespace
 
-TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files and stream", "[torch][train][cli]") {
+TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files and stream", "[torch][train]") {
   fs::path dir = scratch_dir("torch-two-epochs");
   std::string g = train_graph(torch_data("train.h5"),
                               kSmallCnn + ", loss: {type: torch.batch_hard_triplet, margin: 0.2}, "
@@ -69,8 +96,8 @@ TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files an
                               "  pick:  {type: core.select, params: {fields: [source, step, loss]}}\n"
                               "  snap:  {type: core.sink, params: {mode: print}}\n",
                               "  - train.metrics -> show.in\n  - train.model -> pick.in\n  - pick.out -> snap.in\n");
-  auto r = run_graph_file(dir, "train.yaml", g);
-  INFO(r.out << r.err);
+  auto r = run_graph("train.yaml", g);
+  INFO(r.out << r.message());
   REQUIRE(r.exit_code == 0);
   auto rows = read_metrics(dir / "log" / "metrics.csv");
   REQUIRE(rows.size() == 16);  // 512 images / 64 per batch * 2 epochs
@@ -104,7 +131,7 @@ TEST_CASE("two epochs on a Fashion-MNIST subset lower the loss; metrics files an
   CHECK(std::string(magic + 1, 3) == "PNG");
 }
 
-TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torch][train][cli]") {
+TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torch][train]") {
   fs::path dir = scratch_dir("torch-resume");
   auto graph = [&](const std::string& run, int max_steps) {
     return train_graph(torch_data("train.h5"),
@@ -118,10 +145,10 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
                        "  snap:  {type: core.sink, params: {mode: print}}\n",
                        "  - train.model -> pick.in\n  - pick.out -> snap.in\n");
   };
-  auto full = run_graph_file_ok(dir, "full.yaml", graph("full", 0));
+  auto full = run_graph_ok("full.yaml", graph("full", 0));
   // Interrupted after 12 steps (checkpoints at 5, 10 and 12), then resumed from step 12: the
   // resumed part crosses from the streamed first epoch into the replayed second.
-  auto part = run_graph_file_ok(dir, "part.yaml", graph("part", 12));
+  auto part = run_graph_ok("part.yaml", graph("part", 12));
   CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000010.pt"));
   CHECK(fs::exists(dir / "part" / "ckpt" / "step-00000012.pt"));
   // A copy whose newest checkpoint was cut short (a full disk): resume: auto takes step 10 with a
@@ -129,7 +156,7 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
   fs::copy(dir / "part", dir / "cut", fs::copy_options::recursive);
   const fs::path cut = dir / "cut" / "ckpt" / "step-00000012.pt";
   fs::resize_file(cut, fs::file_size(cut) / 2);
-  auto resumed = run_graph_file_ok(dir, "resumed.yaml", graph("part", 0));
+  auto resumed = run_graph_ok("resumed.yaml", graph("part", 0));
   auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
   REQUIRE(a.size() == 16);
   REQUIRE(b.size() == 16);
@@ -144,12 +171,11 @@ TEST_CASE("a resumed run repeats the uninterrupted run's losses exactly", "[torc
   CHECK_THAT(full.out, Catch::Contains("{step: [16], loss: ["));
   CHECK(resumed.out == full.out);
   // Not --quiet: the info line says where the run resumed.
-  write_file(dir / "cut.yaml", graph("cut", 0));
-  auto cut_resumed = run_cli({"run", (dir / "cut.yaml").string()});
-  INFO(cut_resumed.err);
+  auto cut_resumed = run_graph("cut.yaml", graph("cut", 0));
+  INFO(cut_resumed.message());
   REQUIRE(cut_resumed.exit_code == 0);
-  CHECK_THAT(cut_resumed.err, Catch::Contains("resume: auto skips the damaged checkpoint " + cut.string()));
-  CHECK_THAT(cut_resumed.err, Catch::Contains("at step 10"));
+  CHECK_THAT(cut_resumed.message(), Catch::Contains("resume: auto skips the damaged checkpoint " + cut.string()));
+  CHECK_THAT(cut_resumed.message(), Catch::Contains("at step 10"));
   CHECK(cut_resumed.out == full.out);
   auto c = read_metrics(dir / "cut" / "metrics.csv");
   REQUIRE(c.size() == 16);
@@ -350,7 +376,7 @@ TEST_CASE("data parallel: gradients reduced in buckets during backward equal one
   check_same_embeddings(embed_test_images(dir, "bucketed"), embed_test_images(dir, "whole"), 1e-5);
 }
 
-TEST_CASE("prefetch trains on the same batches in the same order with the same draws", "[torch][train][cli]") {
+TEST_CASE("prefetch trains on the same batches in the same order with the same draws", "[torch][train]") {
   fs::path dir = scratch_dir("torch-prefetch");
   // A shuffled reader, two epochs (the second replayed in a seeded order), semi-supervised label
   // masking by id and an lr schedule: every draw and every batch's place shows in the losses.
@@ -364,8 +390,8 @@ TEST_CASE("prefetch trains on the same batches in the same order with the same d
                        "  snap:  {type: core.sink, params: {mode: print}}\n",
                        "  - train.model -> pick.in\n  - pick.out -> snap.in\n");
   };
-  auto plain = run_graph_file_ok(dir, "plain.yaml", graph("plain", 0));
-  auto ahead = run_graph_file_ok(dir, "ahead.yaml", graph("ahead", 3));
+  auto plain = run_graph_ok("plain.yaml", graph("plain", 0));
+  auto ahead = run_graph_ok("ahead.yaml", graph("ahead", 3));
   auto a = read_metrics(dir / "plain" / "metrics.csv"), b = read_metrics(dir / "ahead" / "metrics.csv");
   REQUIRE(a.size() == 16);
   REQUIRE(b.size() == 16);
@@ -379,14 +405,14 @@ TEST_CASE("prefetch trains on the same batches in the same order with the same d
   CHECK_THAT(plain.out, Catch::Contains("{step: [15], loss: ["));
   CHECK(ahead.out == plain.out);
   // A failing step on the training thread stops the run with the trainer's located error.
-  auto nan = run_graph_file(dir, "nan.yaml",
-                            train_graph(torch_data("nan.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, threads: 1, prefetch: 2"));
+  auto nan = run_graph("nan.yaml",
+                     train_graph(torch_data("nan.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, threads: 1, prefetch: 2"));
   CHECK(nan.exit_code == 1);
-  CHECK_THAT(nan.err, Catch::Contains("node 'train'") && Catch::Contains("loss is NaN at step"));
+  CHECK_THAT(nan.message(), Catch::Contains("node 'train'") && Catch::Contains("loss is NaN at step"));
 }
 
 TEST_CASE("channels-last kernels train as contiguous ones do, and auto avoids oneDNN's narrow 1x1 failure",
-          "[torch][train][cli]") {
+          "[torch][train]") {
   fs::path dir = scratch_dir("torch-memory-format");
   auto graph = [&](const std::string& run, const std::string& model) {
     // A loss without mining: a hardest example picked differently would change the steps.
@@ -396,13 +422,14 @@ TEST_CASE("channels-last kernels train as contiguous ones do, and auto avoids on
                                                        ", checkpoint_dir: " + (dir / run / "ckpt").string());
   };
   const std::string cnn = "model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 8, memory_format: ";
-  auto last = run_graph_file(dir, "last.yaml", graph("last", cnn + "auto}"), {"--verbose"});
-  auto plain = run_graph_file(dir, "plain.yaml", graph("plain", cnn + "contiguous}"), {"--verbose"});
-  INFO(last.err << plain.err);
+  const ScopedLogLevel verbose(embedflow::LogLevel::debug);
+  auto last = run_graph("last.yaml", graph("last", cnn + "auto}"));
+  auto plain = run_graph("plain.yaml", graph("plain", cnn + "contiguous}"));
+  INFO(last.message() << plain.message());
   REQUIRE(last.exit_code == 0);
   REQUIRE(plain.exit_code == 0);
-  CHECK_THAT(last.err, Catch::Contains("trainable parameters on cpu, channels-last ("));
-  CHECK_THAT(plain.err, !Catch::Contains("channels-last"));
+  CHECK_THAT(last.message(), Catch::Contains("trainable parameters on cpu, channels-last ("));
+  CHECK_THAT(plain.message(), !Catch::Contains("channels-last"));
   auto a = read_metrics(dir / "last" / "metrics.csv"), b = read_metrics(dir / "plain" / "metrics.csv");
   REQUIRE(a.size() == 8);
   REQUIRE(b.size() == 8);
@@ -416,30 +443,28 @@ TEST_CASE("channels-last kernels train as contiguous ones do, and auto avoids on
   // One checkpoint loads into either layout and embeds the same.
   auto embed_as = [&](const std::string& format) {
     const std::string h5 = (dir / (format + ".h5")).string();
-    run_graph_file_ok(dir, format + "_embed.yaml",
-                      "# embed\nseed: 1\nnodes:\n"
-                      "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
-                      "  embed: {type: torch.embed, params: {" + cnn + format + ", weights: " +
-                          (dir / "last" / "ckpt" / "step-00000008.pt").string() + "}}}\n"
-                      "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
-                      "edges: [test.out -> embed.in, embed.out -> save.in]\n");
+    run_graph_ok(format + "_embed.yaml",
+                 "# embed\nseed: 1\nnodes:\n"
+                 "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
+                 "  embed: {type: torch.embed, params: {" + cnn + format + ", weights: " +
+                     (dir / "last" / "ckpt" / "step-00000008.pt").string() + "}}}\n"
+                 "  save:  {type: io.hdf5_writer, params: {path: " + h5 + ", group: embeddings}}\n"
+                 "edges: [test.out -> embed.in, embed.out -> save.in]\n");
     return h5;
   };
   check_same_embeddings(embed_as("channels_last"), embed_as("contiguous"), 1e-5);
 
   // A ResNet-18 of width 4 has 1x1 stride-2 shortcuts over 4 and 8 channels: auto keeps it
   // contiguous, and it trains.
-  auto narrow = run_graph_file(dir, "narrow.yaml",
-                               graph("narrow", "model: {type: torch.resnet18, in_channels: 1, width: 4, stem: small, "
-                                               "embedding_dim: 8}"),
-                               {"--verbose"});
-  INFO(narrow.err);
+  auto narrow = run_graph("narrow.yaml", graph("narrow", "model: {type: torch.resnet18, in_channels: 1, width: 4, stem: small, "
+                                                         "embedding_dim: 8}"));
+  INFO(narrow.message());
   REQUIRE(narrow.exit_code == 0);
-  CHECK_THAT(narrow.err, Catch::Contains("trainable parameters on cpu (") && !Catch::Contains("on cpu, channels-last") &&
+  CHECK_THAT(narrow.message(), Catch::Contains("trainable parameters on cpu (") && !Catch::Contains("on cpu, channels-last") &&
                              Catch::Contains("is a 1x1 kernel over 4 channels"));
 }
 
-TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][train][cli]") {
+TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][train]") {
   fs::path dir = scratch_dir("torch-nan");
   std::string g = "# NaN in the data.\nseed: 1\nnodes:\n"
                   "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("nan.h5") + ", batch_size: 64}}\n"
@@ -447,27 +472,27 @@ TEST_CASE("a NaN loss stops the run naming the step and the batch", "[torch][tra
                   ", loss: {type: torch.batch_hard_triplet}, threads: 1, checkpoint_dir: " + (dir / "ckpt").string() +
                   ", checkpoint_every: 1}}\n"
                   "edges: [data.out -> train.in]\n";
-  auto r = run_graph_file(dir, "nan.yaml", g);
-  INFO(r.err);
+  auto r = run_graph("nan.yaml", g);
+  INFO(r.message());
   CHECK(r.exit_code == 1);
   // Row 200 sits in the fourth batch of 64 (input batch 3, ids 192..255), trained as step 4.
-  CHECK_THAT(r.err, Catch::Contains("node 'train'") && Catch::Contains("loss is NaN at step 4") &&
+  CHECK_THAT(r.message(), Catch::Contains("node 'train'") && Catch::Contains("loss is NaN at step 4") &&
                         Catch::Contains("input batch 3") && Catch::Contains("id 192..255") &&
                         Catch::Contains("last checkpoint: step 3"));
 }
 
-TEST_CASE("images that do not fit the model fail validation at the model parameter", "[torch][train][cli]") {
+TEST_CASE("images that do not fit the model fail validation at the model parameter", "[torch][train]") {
   fs::path dir = scratch_dir("torch-bad-images");
-  auto r = run_graph_file(dir, "rgb_model.yaml",
-                          train_graph(torch_data("train.h5"), "model: {type: torch.small_cnn, in_channels: 3}, "
-                                                           "loss: {type: torch.batch_hard_triplet}, threads: 1"));
-  INFO(r.err);
+  auto r = run_graph("rgb_model.yaml",
+                     train_graph(torch_data("train.h5"), "model: {type: torch.small_cnn, in_channels: 3}, "
+                                                      "loss: {type: torch.batch_hard_triplet}, threads: 1"));
+  INFO(r.message());
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("rgb_model.yaml:5:") && Catch::Contains("node 'train': param 'model': torch.small_cnn reads in: "
+  CHECK_THAT(r.message(), Catch::Contains("rgb_model.yaml:5:") && Catch::Contains("node 'train': param 'model': torch.small_cnn reads in: "
                                                                         "field 'image' dim 1: expects 3, upstream gives 1"));
 }
 
-TEST_CASE("component contracts: a trained model's size reaches its evaluator before any data flows", "[torch][validate][cli]") {
+TEST_CASE("component contracts: a trained model's size reaches its evaluator before any data flows", "[torch][validate]") {
   fs::path dir = scratch_dir("torch-contracts");
   // A 32-d trained model's embeddings against a pixel gallery (torch.identity: 1 x 28 x 28 = 784).
   auto graph = [&](const std::string& gallery_model, const std::string& loss = "{type: torch.batch_hard_triplet}") {
@@ -481,44 +506,39 @@ TEST_CASE("component contracts: a trained model's size reaches its evaluator bef
                        "  - train.model -> query.model\n  - test -> query.in\n  - test -> pixels.in\n"
                        "  - query -> eval.query\n  - pixels -> eval.gallery\n");
   };
-  write_file(dir / "mismatch.yaml", graph("{type: torch.identity}"));
-  auto r = run_cli({"validate", (dir / "mismatch.yaml").string()});
-  INFO(r.out << r.err);
+  auto r = validate_graph("mismatch.yaml", graph("{type: torch.identity}"));
+  INFO(r.message());
   CHECK(r.exit_code == 2);
-  CHECK_THAT(r.err, Catch::Contains("node 'eval': input 'gallery': field 'embedding' dim D: is 784 here but 32"));
-  CHECK_THAT(r.err, Catch::Contains("1 problem found"));
+  CHECK_THAT(r.problem_text(), Catch::Contains("node 'eval': input 'gallery': field 'embedding' dim D: is 784 here but 32"));
+  CHECK(r.problems.size() == 1);
   // The same size on both sides validates; a composite's size is the sum of its parts' (16 + 16).
-  write_file(dir / "same.yaml", graph("{type: torch.small_cnn, embedding_dim: 32}"));
-  CHECK(run_cli({"validate", (dir / "same.yaml").string()}).exit_code == 0);
-  write_file(dir / "concat.yaml", graph("{type: torch.concat, mode: both, backbone: {type: torch.small_cnn, embedding_dim: 16}, "
-                                        "branch: {type: torch.mlp, embedding_dim: 16}}"));
-  CHECK(run_cli({"validate", (dir / "concat.yaml").string()}).exit_code == 0);
-  write_file(dir / "concat_bad.yaml", graph("{type: torch.concat, mode: both, backbone: {type: torch.small_cnn, embedding_dim: 16}, "
-                                            "branch: {type: torch.mlp, embedding_dim: 8}}"));
-  auto c = run_cli({"validate", (dir / "concat_bad.yaml").string()});
+  CHECK(validate_graph("same.yaml", graph("{type: torch.small_cnn, embedding_dim: 32}")).exit_code == 0);
+  CHECK(validate_graph("concat.yaml", graph("{type: torch.concat, mode: both, backbone: {type: torch.small_cnn, embedding_dim: 16}, "
+                                            "branch: {type: torch.mlp, embedding_dim: 16}}"))
+            .exit_code == 0);
+  auto c = validate_graph("concat_bad.yaml", graph("{type: torch.concat, mode: both, backbone: {type: torch.small_cnn, embedding_dim: 16}, "
+                                                   "branch: {type: torch.mlp, embedding_dim: 8}}"));
   CHECK(c.exit_code == 2);
-  CHECK_THAT(c.err, Catch::Contains("dim D: is 24 here but 32"));
+  CHECK_THAT(c.problem_text(), Catch::Contains("dim D: is 24 here but 32"));
   // A loss that reads model outputs this model does not give, and fields the batch lacks.
-  write_file(dir / "kl.yaml", graph("{type: torch.identity}", "{type: torch.sum, a: {type: torch.contrastive}, b: {type: torch.kl_divergence}}"));
-  auto kl = run_cli({"validate", (dir / "kl.yaml").string()});
+  auto kl = validate_graph("kl.yaml", graph("{type: torch.identity}", "{type: torch.sum, a: {type: torch.contrastive}, b: {type: torch.kl_divergence}}"));
   CHECK(kl.exit_code == 2);
-  CHECK_THAT(kl.err, Catch::Contains("param 'loss': torch.sum param 'a' (torch.contrastive) reads batch: needs field 'a_image'"));
-  CHECK_THAT(kl.err, Catch::Contains("param 'loss': torch.sum param 'b' (torch.kl_divergence) reads outputs: needs field 'mu'"));
+  CHECK_THAT(kl.problem_text(), Catch::Contains("param 'loss': torch.sum param 'a' (torch.contrastive) reads batch: needs field 'a_image'"));
+  CHECK_THAT(kl.problem_text(), Catch::Contains("param 'loss': torch.sum param 'b' (torch.kl_divergence) reads outputs: needs field 'mu'"));
   // torch.embed's named outputs must be outputs of its model.
-  write_file(dir / "outputs.yaml",
-             "nodes:\n"
-             "  test: {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 64}}\n"
-             "  embed: {type: torch.embed, params: {model: {type: torch.conv_ae}, outputs: [reconstruction, logvar]}}\n"
-             "  show: {type: core.sink}\n"
-             "edges: [test -> embed.in, embed -> show]\n");
-  auto o = run_cli({"validate", (dir / "outputs.yaml").string()});
+  auto o = validate_graph("outputs.yaml",
+                          "nodes:\n"
+                          "  test: {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 64}}\n"
+                          "  embed: {type: torch.embed, params: {model: {type: torch.conv_ae}, outputs: [reconstruction, logvar]}}\n"
+                          "  show: {type: core.sink}\n"
+                          "edges: [test -> embed.in, embed -> show]\n");
   CHECK(o.exit_code == 2);
-  CHECK_THAT(o.err, Catch::Contains("outputs names 'logvar', which the model does not produce (it gives embedding, mu, latent, "
-                                    "reconstruction)"));
-  CHECK_THAT(o.err, Catch::Contains("1 problem found"));
+  CHECK_THAT(o.problem_text(), Catch::Contains("outputs names 'logvar', which the model does not produce (it gives embedding, mu, latent, "
+                                               "reconstruction)"));
+  CHECK(o.problems.size() == 1);
 }
 
-TEST_CASE("TorchScript import: same embeddings as Python; freeze keeps the weights", "[torch][torchscript][cli]") {
+TEST_CASE("TorchScript import: same embeddings as Python; freeze keeps the weights", "[torch][torchscript]") {
   fs::path dir = scratch_dir("torch-script");
   const std::string pt = (dir / "backbone.pt").string();
   // A small backbone with batch norm (whose statistics a frozen model must not update).
@@ -546,32 +566,32 @@ m.save(sys.argv[1])
                             "  embed: {type: torch.embed, params: {model: {type: torch.torchscript, path: " + pt + "}, threads: 1}}\n"
                             "  save:  {type: io.hdf5_writer, params: {path: " + (dir / "script_emb.h5").string() + ", group: emb}}\n"
                             "edges: [test.out -> embed.in, embed.out -> save.in]\n";
-  run_graph_file_ok(dir, "embed.yaml", embed_graph);
+  run_graph_ok("embed.yaml", embed_graph);
   // u8 [N,H,W,C] images (the image readers' form) are converted to f32 [N,C,H,W] / 255 on the way in.
   std::string u8_graph = embed_graph;
   u8_graph.replace(u8_graph.find("test.h5"), 7, "test_u8.h5");
   u8_graph.replace(u8_graph.find("script_emb.h5"), 13, "script_u8.h5");
-  run_graph_file_ok(dir, "embed_u8.yaml", u8_graph);
+  run_graph_ok("embed_u8.yaml", u8_graph);
 
   // 2. Frozen backbone in the seed's T_c^1 variant: only the branch trains.
   auto train = [&](const std::string& name, const std::string& model) {
-    return run_graph_file(dir, name + ".yaml",
-                          train_graph(torch_data("train.h5"), model + ", loss: {type: torch.batch_hard_triplet}, "
-                                                                   "optimizer: {type: torch.sgd, lr: 0.1}, max_steps: 4, threads: 1, "
-                                                                   "checkpoint_dir: " + (dir / name).string()));
+    return run_graph(name + ".yaml",
+                     train_graph(torch_data("train.h5"), model + ", loss: {type: torch.batch_hard_triplet}, "
+                                                              "optimizer: {type: torch.sgd, lr: 0.1}, max_steps: 4, threads: 1, "
+                                                              "checkpoint_dir: " + (dir / name).string()));
   };
   auto frozen = train("frozen", "model: {type: torch.concat, mode: frozen_backbone, backbone: {type: torch.torchscript, path: " + pt +
                                     "}, branch: {type: torch.mlp, hidden: [16], embedding_dim: 8}}");
-  INFO(frozen.err);
+  INFO(frozen.message());
   REQUIRE(frozen.exit_code == 0);
   // 3. The same module unfrozen trains.
   auto trained = train("trained", "model: {type: torch.torchscript, path: " + pt + ", freeze: false}");
-  INFO(trained.err);
+  INFO(trained.message());
   REQUIRE(trained.exit_code == 0);
   // 4. freeze: true on the whole model leaves nothing to train: a clear error.
   auto nothing = train("nothing", "model: {type: torch.torchscript, path: " + pt + ", freeze: true}");
   CHECK(nothing.exit_code == 2);
-  CHECK_THAT(nothing.err, Catch::Contains("no trainable parameters"));
+  CHECK_THAT(nothing.message(), Catch::Contains("no trainable parameters"));
 
   check_python(R"PY(
 import sys, torch, h5py, numpy as np
@@ -608,7 +628,7 @@ print('ok', err, len(changed))
                {dir.string(), pt, torch_data("test.h5")});
 }
 
-TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torch][embed][cli]") {
+TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torch][embed]") {
   fs::path dir = scratch_dir("torch-embed");
   const std::string snap_h5 = (dir / "snap.h5").string(), ckpt_h5 = (dir / "ckpt.h5").string(),
                     every_h5 = (dir / "every.h5").string(), final_h5 = (dir / "final.h5").string();
@@ -635,13 +655,13 @@ TEST_CASE("snapshots and checkpoints export the same embeddings to HDF5", "[torc
       "  - train.model -> fin.model\n"
       "  - test3.out -> fin.in\n"
       "  - fin.out -> save3.in\n");
-  run_graph_file_ok(dir, "train.yaml", g);
+  run_graph_ok("train.yaml", g);
   std::string from_ckpt = "# Embeds from the final checkpoint.\nseed: 1\nnodes:\n"
                           "  test:  {type: io.hdf5_reader, params: {path: " + torch_data("test.h5") + ", batch_size: 128}}\n"
                           "  embed: {type: torch.embed, params: {checkpoint: " + (dir / "ckpt").string() + "}}\n"
                           "  save:  {type: io.hdf5_writer, params: {path: " + ckpt_h5 + ", group: embeddings}}\n"
                           "edges: [test.out -> embed.in, embed.out -> save.in]\n";
-  auto c = run_graph_file_ok(dir, "ckpt.yaml", from_ckpt);
+  auto c = run_graph_ok("ckpt.yaml", from_ckpt);
   check_python(R"PY(
 import sys, h5py, numpy as np
 snap, ckpt, every, test, fin = sys.argv[1:6]
@@ -674,7 +694,7 @@ print('ok')
 }
 
 TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the live weights train and resume exactly",
-          "[torch][train][ema][cli]") {
+          "[torch][train][ema]") {
   fs::path dir = scratch_dir("torch-ema");
   const std::string snap_h5 = (dir / "snap.h5").string(), ckpt_h5 = (dir / "ckpt.h5").string();
   // Six SGD steps with a checkpoint after each, with and without averaging; decay 0.3 is below
@@ -691,8 +711,8 @@ TEST_CASE("ema_decay: snapshots and checkpoints carry the weight average; the li
                        embed ? "  - train.model -> embed.model\n  - test.out -> embed.in\n  - embed.out -> save.in\n" : "");
   };
   auto must_run = [&](const std::string& name, const std::string& yaml) {
-    auto r = run_graph_file(dir, name, yaml);
-    INFO(name << ": " << r.err);
+    auto r = run_graph(name, yaml);
+    INFO(name << ": " << r.message());
     REQUIRE(r.exit_code == 0);
   };
   must_run("plain.yaml", graph("plain", "", 6, false));
@@ -747,30 +767,28 @@ print('ok')
   };
   for (const Switch& sw : {Switch{"ema", "", "was written with ema_decay; this run (ema_decay 0) continues without an average"},
                            Switch{"plain", "ema_decay: 0.3, ", "was written without ema_decay; the average starts from its weights"}}) {
-    write_file(dir / (sw.run + "_to7.yaml"), graph(sw.run, sw.ema, 7, false));
-    auto r = run_cli({"run", (dir / (sw.run + "_to7.yaml")).string()});
-    INFO(sw.run << ": " << r.err);
+    auto r = run_graph(sw.run + "_to7.yaml", graph(sw.run, sw.ema, 7, false));
+    INFO(sw.run << ": " << r.message());
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.err, Catch::Contains(sw.said));
+    CHECK_THAT(r.message(), Catch::Contains(sw.said));
     CHECK(fs::exists(dir / sw.run / "step-00000007.pt"));
   }
 
-  auto bad = run_graph_file(dir, "bad.yaml", graph("bad", "ema_decay: 1.0, ", 2, false));
+  auto bad = run_graph("bad.yaml", graph("bad", "ema_decay: 1.0, ", 2, false));
   CHECK(bad.exit_code == 2);  // a configuration error, found before anything runs
-  CHECK_THAT(bad.err, Catch::Contains("ema_decay must be below 1"));
+  CHECK_THAT(bad.message(), Catch::Contains("ema_decay must be below 1"));
   CHECK_FALSE(fs::exists(dir / "bad"));
 }
 
-TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][validate][cli]") {
+TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][validate]") {
   fs::path dir = scratch_dir("torch-validate");
   std::string g = train_graph(torch_data("train.h5"),
                               kSmallCnn + ", loss: {type: torch.contrastive}, resume: auto, "
                                           "schedule: {type: torch.cosine}");
-  write_file(dir / "bad.yaml", g);
-  auto r = run_cli({"validate", (dir / "bad.yaml").string()});
-  INFO(r.out << r.err);
+  auto r = validate_graph("bad.yaml", g);
+  INFO(r.message());
   CHECK(r.exit_code == 2);
-  const std::string all = r.out + r.err;
+  const std::string all = r.problem_text();
   CHECK_THAT(all, Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'a_image'"));
   CHECK_THAT(all, Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'pair_label'"));
   CHECK_THAT(all, Catch::Contains("resume: auto looks for checkpoints in checkpoint_dir"));
@@ -778,7 +796,7 @@ TEST_CASE("validation: a loss's fields, resume and schedule settings", "[torch][
   CHECK_THAT(all, Catch::Contains("bad.yaml:5:"));  // located at the train node's line
 }
 
-TEST_CASE("ResNet-18 and ResNet-50 have torchvision's parameter counts and train", "[torch][resnet][cli]") {
+TEST_CASE("ResNet-18 and ResNet-50 have torchvision's parameter counts and train", "[torch][resnet]") {
   fs::path dir = scratch_dir("torch-resnet");
   // torchvision's resnet18() / resnet50() (3 input channels, 1000 outputs): 11,689,512 and 25,557,032.
   for (auto [type, count] : {std::pair<std::string, std::string>{"torch.resnet18", "11689512"}, {"torch.resnet50", "25557032"}}) {
@@ -788,11 +806,10 @@ TEST_CASE("ResNet-18 and ResNet-50 have torchvision's parameter counts and train
                     "loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.sgd}, max_steps: 1, threads: 2, "
                     "log_every: 1, log_dir: " + (dir / type).string() + "}}\n"
                     "edges: [data.out -> train.in]\n";
-    write_file(dir / (type + ".yaml"), g);
-    auto r = run_cli({"run", (dir / (type + ".yaml")).string()});
-    INFO(r.err);
+    auto r = run_graph(type + ".yaml", g);
+    INFO(r.message());
     REQUIRE(r.exit_code == 0);
-    CHECK_THAT(r.err, Catch::Contains("model: " + count + " trainable parameters"));
+    CHECK_THAT(r.message(), Catch::Contains("model: " + count + " trainable parameters"));
     auto rows = read_metrics(dir / type / "metrics.csv");
     REQUIRE(rows.size() == 1);
     CHECK(std::isfinite(std::stod(rows[0].loss)));
@@ -801,19 +818,19 @@ TEST_CASE("ResNet-18 and ResNet-50 have torchvision's parameter counts and train
   std::string g = train_graph(torch_data("train.h5"),
                               "model: {type: torch.resnet18, in_channels: 1, width: 8, stem: small, embedding_dim: 16}, "
                               "loss: {type: torch.batch_hard_triplet}, max_steps: 2, threads: 2");
-  auto r = run_graph_file(dir, "small.yaml", g);
-  INFO(r.err);
+  auto r = run_graph("small.yaml", g);
+  INFO(r.message());
   CHECK(r.exit_code == 0);
 }
 
-TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoint", "[torch][blend][cli]") {
+TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoint", "[torch][blend]") {
   fs::path dir = scratch_dir("torch-blend");
-  auto first = run_graph_file_ok(dir, "first.yaml",
-                                 train_graph(torch_data("train.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, max_steps: 3, "
-                                                                              "threads: 2, checkpoint_dir: " + (dir / "first").string()));
+  auto first = run_graph_ok("first.yaml",
+                          train_graph(torch_data("train.h5"), kSmallCnn + ", loss: {type: torch.batch_hard_triplet}, max_steps: 3, "
+                                                                       "threads: 2, checkpoint_dir: " + (dir / "first").string()));
   const std::string weights = (dir / "first" / "step-00000003.pt").string();
-  auto blend = run_graph_file(
-      dir, "blend.yaml",
+  auto blend = run_graph(
+      "blend.yaml",
       train_graph(torch_data("train.h5"),
                   "model: {type: torch.blend, backbone: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16, "
                   "weights: " + weights + "}, head: {type: torch.mlp, hidden: [16], embedding_dim: 4, normalize: true}}, "
@@ -821,15 +838,15 @@ TEST_CASE("torch.blend trains a head over a frozen model loaded from a checkpoin
                   "", ""));
   // contrastive needs pair fields, which a label batch lacks: validation says so before running.
   CHECK(blend.exit_code == 2);
-  CHECK_THAT(blend.err, Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'a_image'") &&
+  CHECK_THAT(blend.message(), Catch::Contains("param 'loss': torch.contrastive reads batch: needs field 'a_image'") &&
                             Catch::Contains("needs field 'pair_label'"));
-  blend = run_graph_file(
-      dir, "blend.yaml",
+  blend = run_graph(
+      "blend.yaml",
       train_graph(torch_data("train.h5"),
                   "model: {type: torch.blend, backbone: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16, "
                   "weights: " + weights + "}, head: {type: torch.mlp, hidden: [16], embedding_dim: 4, normalize: true}}, "
                   "loss: {type: torch.batch_hard_triplet}, max_steps: 3, threads: 2, checkpoint_dir: " + (dir / "blend").string()));
-  INFO(blend.err);
+  INFO(blend.message());
   REQUIRE(blend.exit_code == 0);
   check_python(R"PY(
 import sys, torch
@@ -848,7 +865,7 @@ print('ok')
                {weights, (dir / "blend" / "step-00000003.pt").string()});
 }
 
-TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch][embed][cli]") {
+TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch][embed]") {
   // hidden: 0 makes the head one linear layer, so embedding = W * features + b must hold exactly
   // for every test image; 98 features (2 channels x 7 x 7) over 128 images leave the least-squares
   // fit overdetermined, so a wrong tensor (or the right one with rows shuffled) cannot fit.
@@ -864,7 +881,7 @@ TEST_CASE("small_cnn's features output is exactly what its head reads", "[torch]
       "  - train.model -> embed.model\n"
       "  - test.out -> embed.in\n"
       "  - embed.out -> save.in\n");
-  run_graph_file_ok(dir, "features.yaml", g);
+  run_graph_ok("features.yaml", g);
   check_python(R"PY(
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1]) as f:
