@@ -1,12 +1,10 @@
 #include "mosaic.hpp"
 
-#include <embedflow/atomic_file.hpp>
 #include <embedflow/embedflow.hpp>
+#include <embedflow/plot/png.hpp>
 #include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
 
 #include <algorithm>
-#include <filesystem>
 
 namespace embedflow::torchfam {
 
@@ -38,18 +36,7 @@ void write_reconstruction_mosaic(const std::string& path, const float* originals
       }
     }
   }
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::vector<unsigned char> png;
-  bool ok = false;
-  try {
-    ok = cv::imencode(".png", canvas, png);
-  } catch (const cv::Exception& e) {
-    throw DataError(cat("mosaic ", path, ": ", e.what()));
-  }
-  if (!ok) throw DataError(cat("mosaic ", path, ": cannot encode the PNG"));
-  write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(png.data()), png.size()));
+  save_png(path, canvas.data, canvas.rows, canvas.cols, 3, PixelOrder::bgr);
 }
 
 }  // namespace embedflow::torchfam
