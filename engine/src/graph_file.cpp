@@ -186,25 +186,10 @@ struct OverrideTrail {
   std::vector<std::string> used;              // the overridden variables substituted, in order
 };
 
-void substitute(Value& v, const std::map<std::string, const Value*>& vars, const std::string& node,
-                std::vector<Diagnostic>& problems, ExpansionBudget& budget, OverrideTrail& trail) {
-  if (budget.exceeded) return;
-  if (v.is_list()) {
-    Value::List items = v.as_list();
-    for (auto& item : items) substitute(item, vars, node, problems, budget, trail);
-    SourceLocation w = v.where();
-    v = Value::list(std::move(items));
-    v.at(w);
-    return;
-  }
-  if (v.is_map()) {
-    for (const auto& [k, item] : Value::Map(v.as_map())) {
-      Value copy = item;
-      substitute(copy, vars, node, problems, budget, trail);
-      v.set(k, copy);
-    }
-    return;
-  }
+// "${name}" in one scalar: the whole value takes the variable's value and type, a part of a longer
+// string its text; unknown names and text past the budget are problems.
+void substitute_scalar(Value& v, const std::map<std::string, const Value*>& vars, const std::string& node,
+                       std::vector<Diagnostic>& problems, ExpansionBudget& budget, OverrideTrail& trail) {
   if (!v.is_string() || v.as_string().find("${") == std::string::npos) return;
   const std::string text = v.as_string();
   std::string out;
@@ -251,6 +236,14 @@ void substitute(Value& v, const std::map<std::string, const Value*>& vars, const
   SourceLocation w = v.where();
   v = Value::string(out);
   v.at(w);
+}
+
+// Substitutes in every scalar of `v`; past the budget, what is left stays as written.
+void substitute(Value& v, const std::map<std::string, const Value*>& vars, const std::string& node,
+                std::vector<Diagnostic>& problems, ExpansionBudget& budget, OverrideTrail& trail) {
+  detail::rewrite_scalars(v, [&](Value& scalar) {
+    if (!budget.exceeded) substitute_scalar(scalar, vars, node, problems, budget, trail);
+  });
 }
 
 // The names "${name}" refers to anywhere inside `v`.

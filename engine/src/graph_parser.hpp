@@ -41,6 +41,27 @@ std::optional<YAML::Node> load_yaml_document(const std::string& text, const std:
 
 inline SourceLocation loc(const std::string& file, const YAML::Mark& m) { return yaml_location(file, m.line, m.column); }
 
+// Calls `f` on every scalar inside `v` (lists and maps walked in order), rebuilding the containers
+// around what `f` leaves: how variables and subgraph parameters are substituted in place.
+template <class F>
+void rewrite_scalars(Value& v, F&& f) {
+  if (v.is_list()) {
+    Value::List items = v.as_list();
+    for (auto& item : items) rewrite_scalars(item, f);
+    const SourceLocation w = v.where();
+    v = Value::list(std::move(items));
+    v.at(w);
+  } else if (v.is_map()) {
+    for (const auto& [k, item] : Value::Map(v.as_map())) {
+      Value copy = item;
+      rewrite_scalars(copy, f);
+      v.set(k, copy);
+    }
+  } else {
+    f(v);
+  }
+}
+
 struct Parser {
   std::string file;
   std::vector<Diagnostic>& problems;

@@ -27,23 +27,7 @@ using Scope = std::map<std::string, Expanded>;  // instance id as written -> its
 
 // "${p}" -> the parameter's value in `v`: the whole value keeps the parameter's type, a part of a
 // longer string takes its text. Names that are not parameters are left for the graph's vars.
-void substitute_params(Value& v, const std::map<std::string, Value>& params) {
-  if (v.is_list()) {
-    Value::List items = v.as_list();
-    for (auto& item : items) substitute_params(item, params);
-    const SourceLocation w = v.where();
-    v = Value::list(std::move(items));
-    v.at(w);
-    return;
-  }
-  if (v.is_map()) {
-    for (const auto& [k, item] : Value::Map(v.as_map())) {
-      Value copy = item;
-      substitute_params(copy, params);
-      v.set(k, copy);
-    }
-    return;
-  }
+void substitute_param_text(Value& v, const std::map<std::string, Value>& params) {
   if (!v.is_string() || v.as_string().find("${") == std::string::npos) return;
   const std::string text = v.as_string();
   std::string out;
@@ -69,6 +53,10 @@ void substitute_params(Value& v, const std::map<std::string, Value>& params) {
   const SourceLocation w = v.where();
   v = Value::string(out);
   v.at(w);
+}
+
+void substitute_params(Value& v, const std::map<std::string, Value>& params) {
+  rewrite_scalars(v, [&](Value& scalar) { substitute_param_text(scalar, params); });
 }
 
 class Expander {
