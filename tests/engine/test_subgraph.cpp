@@ -285,6 +285,10 @@ edges: [numbers -> both]
 }
 
 TEST_CASE("embedflow run loads the plugins of node types that only a subgraph file names") {
+  if (!plugins().node_type("io.hdf5_writer")) {
+    WARN("the io family is not built: the plugin choice for a subgraph file is not checked");
+    return;
+  }
   const fs::path dir = scratch_dir("subgraph_plugins");
   write_file(dir / "parts" / "save.yaml", cat("inputs: {in: write}\nnodes:\n  write: {type: io.hdf5_writer, params: {path: ",
                                               (dir / "numbers.h5").string(), ", group: numbers}}\n"));
