@@ -136,8 +136,16 @@ class Expander {
     const std::string inner_prefix = id + kSeparator;
     for (const auto& port : def.inputs)
       for (const auto& end : port.ends)
-        for (const auto& target : inside_targets(end, inner_prefix, inner, port.where, id))
+        for (const auto& target : inside_targets(end, inner_prefix, inner, port.where, id)) {
+          // Ports listing ports of nested instances multiply: bounded like the edges they become.
+          if (over_ || out.inputs[port.name].size() >= kMaxGraphEdges) {
+            if (!over_) problems_.push_back(Diagnostic{port.where, id, cat("subgraph input '", port.name, "' feeds more than ",
+                                                                           kMaxGraphEdges, " ports")});
+            over_ = true;
+            return out;
+          }
           out.inputs[port.name].push_back(target);
+        }
     for (const auto& port : def.outputs)
       if (!port.ends.empty())
         if (auto source = inside_source(port.ends.front(), inner_prefix, inner, port.where, id))
@@ -236,6 +244,7 @@ class Expander {
   // input feeds.
   void rewire(const EdgeSpec& e, const std::string& prefix, const std::vector<SubgraphUse>& within, const Scope& scope,
               std::vector<EdgeSpec>& edges) {
+    if (over_) return;
     std::vector<PortEnd> sources, targets;
     if (auto x = scope.find(e.from_node); x != scope.end()) {
       if (auto port = instance_port(x->second, e.from_port, false, e.where, prefix + e.from_node, e.from_node))
@@ -251,6 +260,7 @@ class Expander {
     }
     for (const auto& from : sources)
       for (const auto& to : targets) {
+        if (over_) return;
         EdgeSpec out = e;
         out.from_node = from.node;
         out.from_port = from.port;
