@@ -28,20 +28,20 @@ std::optional<YAML::Node> load_yaml_document(const std::string& text, const std:
     problems.push_back(Diagnostic{yaml_location(file, line, column), "", why + " (a graph file is UTF-8 text)"});
     return std::nullopt;
   }
-  std::vector<YAML::Node> docs;
-  bool malformed = false;
+  SourceLocation second;
+  std::optional<YAML::Node> root;  // built in place: assigning to a YAML::Node assigns into the node it refers to
   try {
-    docs = YAML::LoadAll(text);
+    root.emplace(first_yaml_document(text, file, second));
   } catch (const YAML::Exception& e) {
     problems.push_back(Diagnostic{loc(file, e.mark), "", "malformed YAML: " + e.msg});
-    malformed = true;
-  }
-  if (docs.size() > 1) {
-    problems.push_back(Diagnostic{loc(file, docs[1].Mark()), "", "a second YAML document ('---'): a graph file holds one"});
     return std::nullopt;
   }
-  if (docs.empty() && malformed) return std::nullopt;
-  return docs.empty() ? YAML::Node() : docs.front();  // empty text: "a graph file is a map"
+  if (second.line > 0) {
+    problems.push_back(Diagnostic{second, "", "a second YAML document ('---'): a graph file holds one"});
+    return std::nullopt;
+  }
+  if (!root->IsDefined()) return YAML::Node();  // empty text: "a graph file is a map"
+  return root;
 }
 
 void Parser::repeated_keys(const YAML::Node& map, const std::string& node) {

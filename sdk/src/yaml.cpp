@@ -1,8 +1,11 @@
 #include "embedflow/yaml.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <optional>
+#include <sstream>
 
 namespace embedflow {
 
@@ -135,17 +138,58 @@ Value yaml_to_value(const YAML::Node& node, const std::string& file, std::vector
   }
 }
 
+namespace {
+
+// Counts documents from the parser's events and keeps where the second one's first node is.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  std::optional<YAML::Mark> second;
+
+  void OnDocumentStart(const YAML::Mark&) override { ++documents; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { node(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { node(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override { node(m); }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& m) {
+    if (documents == 2 && !second) second = m;
+  }
+};
+
+}  // namespace
+
+YAML::Node first_yaml_document(const std::string& text, const std::string& file, SourceLocation& second) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  for (int handled = 0; handled < 2 && parser.HandleNextDocument(counter); ++handled) {
+  }
+  second = counter.documents > 1 ? loc(file, counter.second.value_or(YAML::Mark())) : SourceLocation{};
+  if (counter.documents > 1 && second.line == 0) second = SourceLocation{file, 1, 1};
+  return counter.documents == 0 ? YAML::Node(YAML::NodeType::Undefined) : YAML::Load(text);
+}
+
 Value parse_yaml(const std::string& text, const std::string& file) {
-  std::vector<YAML::Node> docs;
+  SourceLocation second;
+  std::optional<YAML::Node> root;  // built in place: assigning to a YAML::Node assigns into the node it refers to
   try {
-    docs = YAML::LoadAll(text);
+    root.emplace(first_yaml_document(text, file, second));
   } catch (const YAML::Exception& e) {
     throw ConfigError(Diagnostic{loc(file, e.mark), "", "malformed YAML: " + e.msg}.str());
   }
-  if (docs.size() > 1)
-    throw ConfigError(Diagnostic{loc(file, docs[1].Mark()), "", "a second YAML document ('---') where one is expected"}.str());
-  if (docs.empty()) return Value().at(SourceLocation{file, 0, 0});
-  return yaml_to_value(docs.front(), file, nullptr);
+  if (second.line > 0)
+    throw ConfigError(Diagnostic{second, "", "a second YAML document ('---') where one is expected"}.str());
+  if (!root->IsDefined())  // no document at all (empty text, comments)
+    return Value().at(SourceLocation{file, 0, 0});
+  return yaml_to_value(*root, file, nullptr);
 }
 
 }  // namespace embedflow

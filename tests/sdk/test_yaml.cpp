@@ -5,6 +5,9 @@
 #include <embedflow/embedflow.hpp>
 #include <embedflow/yaml.hpp>
 
+#include <fstream>
+#include <iterator>
+
 using namespace embedflow;
 
 TEST_CASE("YAML text becomes a located Value with merge keys resolved") {
@@ -39,6 +42,14 @@ TEST_CASE("hostile YAML is an error with a location, not a crash") {
                     Catch::StartsWith("two.yaml:3:1:") && Catch::Contains("a second YAML document"));
   CHECK_THROWS_WITH(parse_yaml("a: [1, 2\n", "bad.yaml"), Catch::StartsWith("bad.yaml:") && Catch::Contains("malformed YAML"));
   CHECK_THROWS_WITH(parse_yaml("a: {<<: 3}\n", "m.yaml"), Catch::Contains("merge key"));
+  // Text on which yaml-cpp's LoadAll makes empty documents without end until memory runs out (a
+  // fuzzer's find, fuzz/corpus/graph_file/regression-endless-documents.yaml): two are counted.
+  std::ifstream in(std::string(EMBEDFLOW_SOURCE_DIR) + "/fuzz/corpus/graph_file/regression-endless-documents.yaml");
+  const std::string endless{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  REQUIRE(!endless.empty());
+  CHECK_THROWS_WITH(parse_yaml(endless, "endless.yaml"), Catch::StartsWith("endless.yaml:3:2:") &&
+                                                             Catch::Contains("a second YAML document"));
+  CHECK(parse_yaml("# a comment alone\n", "c.yaml").is_null());
 }
 
 TEST_CASE("a depth just inside the limit converts") {

@@ -37,6 +37,13 @@ struct YamlBudget {
 // second document, or past the limits above. `file` names the text in locations and messages.
 Value parse_yaml(const std::string& text, const std::string& file);
 
+// The first YAML document of `text` (an undefined node when there is none) and, in `second`, where a
+// second document begins (line 0: there is none). yaml-cpp's LoadAll, given some malformed text,
+// makes empty documents without end until memory runs out, so documents are counted from the
+// parser's events, two at most, and only the first is built. Throws YAML::Exception as yaml-cpp
+// does on malformed YAML.
+YAML::Node first_yaml_document(const std::string& text, const std::string& file, SourceLocation& second);
+
 // The conversion of an already-parsed node (the graph-file parser walks the document itself to
 // locate keys). Problems found below `node` (a bad merge key, a limit) are appended to `problems`
 // when given, else thrown as ConfigError. `budget` counts what was converted so far across calls
