@@ -208,6 +208,15 @@ nodes:
   wide += "nodes:\n  top: {type: s6}\n";
   const std::string q = problems_of(wide);
   CHECK_THAT(q, Catch::Contains("subgraphs expand to more than 10000 nodes"));
+  // One node, but each level's input feeds the level below's input ten times: 10^8 ports asked
+  // for, stopped at the edge bound before they are listed.
+  std::string fan = "subgraphs:\n  p0:\n    inputs: {in: [leaf, leaf, leaf, leaf, leaf, leaf, leaf, leaf, leaf, leaf]}\n"
+                    "    nodes: {leaf: {type: core.sink}}\n";
+  for (int level = 1; level <= 7; ++level)
+    fan += cat("  p", level, ":\n    inputs: {in: [n.in, n.in, n.in, n.in, n.in, n.in, n.in, n.in, n.in, n.in]}\n"
+               "    nodes: {n: {type: p", level - 1, "}}\n");
+  fan += "nodes:\n  numbers: {type: core.range, params: {count: 1}}\n  top: {type: p7}\nedges: [numbers -> top]\n";
+  CHECK_THAT(problems_of(fan), Catch::Contains("feeds more than 100000 ports"));
 }
 
 TEST_CASE("a subgraph from its own file: found beside the graph, its problems located in that file") {
