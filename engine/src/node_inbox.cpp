@@ -46,15 +46,16 @@ void NodeRuntime::dispatch(std::size_t port, RecordPtr record, SourceState* sour
   bump(records_out_, source_ || parallel_);
   if (tap_) tap_->on_record(port, record);
   std::vector<OutEdge>& edges = outs_[port];
-  Message m;
-  m.record = std::move(record);
-  m.source = source;
-  for (OutEdge& oe : edges) {
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    OutEdge& oe = edges[i];
     if (!oe.side && oe.dst->consuming_done_.load(std::memory_order_relaxed)) continue;  // not wanted
     if (source) {
       if (held) held->count_send(source);
       else source->acquire();
     }
+    Message m;  // delivering it hands its record over (node_messages.hpp)
+    m.record = i + 1 == edges.size() ? std::move(record) : record;
+    m.source = source;
     m.seq = oe.sent++;
     m.port = oe.dst_port;
     m.edge = oe.dst_edge;
