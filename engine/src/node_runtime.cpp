@@ -8,10 +8,10 @@
 namespace embedflow::engine::exec {
 
 NodeRuntime::NodeRuntime(RunState& rt, std::size_t index, std::unique_ptr<Node> node, bool acts_as_source,
-                         bool replaying, std::shared_ptr<OutputTap> tap)
+                         bool replaying, std::shared_ptr<OutputTap> tap, std::shared_ptr<ExternalConsumer> external)
     : rt_(rt), index_(index), rn_(rt.graph.nodes[index]), node_(std::move(node)), source_(acts_as_source),
       parallel_(rn_.type->concurrency == Concurrency::parallel && !source_), replaying_(replaying),
-      tap_(std::move(tap)), rng_(rn_.seed), calls_(parallel_) {}
+      tap_(std::move(tap)), rng_(rn_.seed), external_(std::move(external)), calls_(parallel_) {}
 
 RecordPtr NodeRuntime::side(std::size_t port) const {
   std::lock_guard<std::mutex> lock(side_mutex_);
@@ -83,7 +83,8 @@ void NodeRuntime::stop_consuming(bool cut_short) {
 
 void NodeRuntime::consumer_stopped() {
   if (unneeded_.load() || closed_.load()) return;  // a node that has closed gave its whole output
-  std::size_t stream_edges = 0;
+  if (external_ && !external_->stopped()) return;
+  std::size_t stream_edges = external_ ? 1 : 0;
   for (const auto& port : outs_)
     for (const OutEdge& oe : port) {
       if (oe.side) continue;
@@ -113,6 +114,10 @@ void NodeRuntime::open() {
 }
 
 void NodeRuntime::activate() {
+  if (external_) {
+    external_->attach([this] { consumer_stopped(); });
+    if (external_->stopped()) consumer_stopped();  // it stopped before the run started
+  }
   if (source_) {
     if (sides_missing_ == 0) pump_->try_put(0);
   } else if (in_edges_.empty()) {

@@ -31,7 +31,7 @@ namespace embedflow::engine::exec {
 class NodeRuntime final : public NodeContext {
  public:
   NodeRuntime(RunState& rt, std::size_t index, std::unique_ptr<Node> node, bool acts_as_source, bool replaying,
-              std::shared_ptr<OutputTap> tap);
+              std::shared_ptr<OutputTap> tap, std::shared_ptr<ExternalConsumer> external = nullptr);
 
   // --- NodeContext -------------------------------------------------------------------------
   const std::string& id() const override { return rn_.id(); }
@@ -73,6 +73,10 @@ class NodeRuntime final : public NodeContext {
   // now done stop in turn.
   void stop_consuming(bool cut_short);
   void consumer_stopped();
+  // The run has drained: a consumer from outside that stops from now on reaches no node.
+  void detach_external() {
+    if (external_) external_->detach();
+  }
 
   // --- what the run reads ------------------------------------------------------------------
   void release_sources() { source_state_->done.store(true); }
@@ -163,6 +167,7 @@ class NodeRuntime final : public NodeContext {
   // Early stop: the producers of this node's stream inputs; it takes no more stream records;
   // every stream consumer of its outputs is done; its output was cut short by that.
   std::vector<NodeRuntime*> producers_;
+  std::shared_ptr<ExternalConsumer> external_;  // one more consumer of the output, outside the graph
   std::atomic<bool> consuming_done_{false}, unneeded_{false}, cut_short_{false};
   std::atomic<bool> closed_{false};  // close() has returned: the output is whole
   std::atomic<std::uint64_t> records_in_{0}, records_out_{0};

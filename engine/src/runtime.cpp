@@ -83,7 +83,7 @@ Nodes make_nodes(RunState& rt, std::vector<std::shared_ptr<exec::SourceState>>& 
       }
     }
     nodes[i] = std::make_unique<NodeRuntime>(rt, i, std::move(body), acts_as_source, replaying,
-                                              plan ? plan->tap : nullptr);
+                                              plan ? plan->tap : nullptr, plan ? plan->consumer : nullptr);
     nodes[i]->build();
     source_states.push_back(nodes[i]->source_state());
   }
@@ -119,6 +119,11 @@ void run_to_end(RunState& rt, const Nodes& nodes) {
     if (!rt.cancelled)
       for (std::size_t i : rt.graph.order)
         if (nodes[i]) nodes[i]->activate();
+    rt.tbb_graph.wait_for_all();
+    // An outside consumer stopping just before it was detached may have woken a source's pump:
+    // drain that too before the nodes go.
+    for (const auto& n : nodes)
+      if (n) n->detach_external();
     rt.tbb_graph.wait_for_all();
   } catch (...) {
     rt.fail(0, "run", std::current_exception());

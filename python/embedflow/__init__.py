@@ -208,7 +208,13 @@ def _close_open_streams():
 
 
 class Stream:
-    """An iterator over one port's records; a context manager that stops the graph on exit."""
+    """An iterator over one port's records; a context manager that stops reading on exit.
+
+    The stream is one more consumer of its port: leaving the loop (break, an exception, close(),
+    the end of a with block) stops the streamed node and the nodes feeding only it, as when a
+    trainer reaches max_steps; what else the graph computes runs to its end. Ctrl-C while
+    waiting for a record, or anywhere in a with block over the stream, interrupts the whole
+    run."""
 
     def __init__(self, native):
         self._native = native
@@ -219,15 +225,17 @@ class Stream:
     def __next__(self):
         return self._native.__next__()
 
-    def close(self):
-        """Stops the graph if it is still running and waits until it has drained."""
-        self._native.close()
+    def close(self, interrupt=False):
+        """Stops reading: the streamed node and the nodes feeding only it stop; waits until the
+        graph has ended. interrupt=True stops the whole run instead (recorded as interrupted)."""
+        self._native.close(interrupt)
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        # Ctrl-C anywhere in the block stops the whole run, as it does in the CLI.
+        self.close(interrupt=exc_type is not None and issubclass(exc_type, KeyboardInterrupt))
         return False
 
     def __del__(self):
@@ -246,7 +254,8 @@ class Stream:
 
     @property
     def stopped(self):
-        """True when the stream was closed before the graph ended (the run is recorded as interrupted)."""
+        """True when the stream was closed before the graph ended (the streamed node then stopped
+        early, `stopped_early` in run.json) or the run was interrupted."""
         return self._native.stopped
 
 

@@ -181,7 +181,7 @@ PYBIND11_MODULE(_embedflow, m) {
            py::arg("no_cache"))
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", &Stream::next)
-      .def("close", &Stream::close)
+      .def("close", &Stream::close, py::arg("interrupt") = false)
       .def_property_readonly("result", &Stream::result)
       .def_property_readonly("port", &Stream::port)
       .def_property_readonly("delivered", &Stream::delivered)

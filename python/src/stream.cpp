@@ -47,6 +47,7 @@ Stream::Stream(const GraphArgs& a, const std::string& output, std::size_t capaci
   queue_ = std::make_shared<StreamQueue>(static_cast<std::size_t>(port_index), capacity);
   RunRequest request = make_request(a, *prepared_, threads, cache_dir, no_cache, &stop_);
   request.taps[index] = queue_;
+  request.consumers[index] = reader_;
   runner_ = std::thread([this, request = std::move(request)] {
     RunOutcome outcome;
     std::exception_ptr failure;
@@ -88,14 +89,18 @@ py::dict Stream::next() {
   return as_torch_ ? record_to_torch(record) : record_to_dict(record);
 }
 
-void Stream::close() {
+void Stream::close(bool interrupt) {
   if (closed_) return;
   closed_ = true;
   if (!queue_) return;
+  // The reader is done: the streamed node and the producers feeding only it stop, and what else
+  // the graph computes runs to its end, unless the whole run is to stop (Ctrl-C).
   {
     std::lock_guard<std::mutex> lock(queue_->mutex);
-    if (!queue_->finished()) stop_.store(true);
+    left_early_ = !queue_->finished();
+    if (interrupt && left_early_) stop_.store(true);
   }
+  reader_->stop();
   queue_->abandon();
   if (runner_.joinable()) {
     py::gil_scoped_release release;

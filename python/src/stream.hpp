@@ -84,8 +84,9 @@ class Stream {
 
   // The next record as a dict; StopIteration at the end; the run's failure as NodeError.
   py::dict next();
-  // Stops the graph (when it is still running), waits for it to drain, and ends the iteration.
-  void close();
+  // Stops reading (the streamed node and what feeds only it stop; the rest runs to its end) and
+  // waits for the run; `interrupt`: stops the whole run instead, as Ctrl-C does.
+  void close(bool interrupt = false);
 
   py::object result() const {
     if (!queue_ || !queue_->finished()) return py::none();
@@ -93,7 +94,8 @@ class Stream {
   }
   const std::string& port() const { return port_name_; }
   std::uint64_t delivered() const { return delivered_; }
-  bool stopped() const { return stop_.load(); }
+  // Closed before the graph ended (or interrupted).
+  bool stopped() const { return left_early_ || stop_.load(); }
 
  private:
   // A run that failed (a node threw, or the cache or output folder could not be used) raises
@@ -104,6 +106,9 @@ class Stream {
   std::unique_ptr<Prepared> prepared_;
   std::shared_ptr<StreamQueue> queue_;
   std::atomic<bool> stop_{false};
+  bool left_early_ = false;
+  // The stream's reader as a consumer of the streamed node: leaving the loop stops it.
+  std::shared_ptr<engine::ExternalConsumer> reader_ = std::make_shared<engine::ExternalConsumer>();
   std::thread runner_;
   std::string port_name_;
   bool closed_ = false;

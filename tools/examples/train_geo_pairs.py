@@ -90,8 +90,8 @@ def train(batches, steps, trainer, warmup=0, log_every=0, log=print):
 
 def embedflow_batches(embedflow, batch=128, graph_threads=2, seed=None, cache_dir=None, out=None, capacity=4):
     """The graph's augmented pair batches as torch tensors (a Stream: close it, or leave the loop)."""
-    graph = embedflow.Graph(LOADER_GRAPH, set={"batch": batch}, seed=seed, threads=graph_threads, cache_dir=cache_dir,
-                            out=out)
+    graph = embedflow.Graph(LOADER_GRAPH, set={"batch": batch, "sink": False}, seed=seed, threads=graph_threads,
+                            cache_dir=cache_dir, out=out)
     return graph.stream("aug.out", as_torch=True, capacity=capacity)
 
 

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,32 @@ class OutputTap {
   virtual void on_finish(bool whole) = 0;
 };
 
+// A consumer of a node's output from outside the graph (the Python module's stream). The node
+// counts it among its consumers until stop() is called: then, if every other consumer is done
+// too, the node and the producers feeding only it stop as when consumer nodes are done
+// (NodeContext::done_consuming), and the rest of the graph runs to its end. stop() may be called
+// from any thread, before, during or after the run.
+class ExternalConsumer {
+ public:
+  void stop();
+  bool stopped() const;
+  // The runtime's side: `on_stop` is called (once, on the stopping thread) by a stop() made
+  // between attach() and detach(); detach() returns only when no such call is running.
+  void attach(std::function<void()> on_stop);
+  void detach();
+
+ private:
+  std::mutex mutex_;  // held while on_stop_ runs, so detach() waits for it
+  std::atomic<bool> stopped_{false};
+  std::function<void()> on_stop_;
+};
+
 struct NodePlan {
   enum class Mode { run, replay, skip };
   Mode mode = Mode::run;
   std::unique_ptr<Node> replay;       // replay: a source standing in for the node
   std::shared_ptr<OutputTap> tap;     // run: sees every output record
+  std::shared_ptr<ExternalConsumer> consumer;  // run: one more consumer of its output
 };
 
 struct RunOptions {

@@ -80,7 +80,8 @@ RunOutcome execute_run(const ResolvedGraph& g, const RunRequest& request) {
     outcome.dry_run = true;
     return outcome;
   }
-  if (!request.taps.empty() && plans.empty()) plans.resize(g.nodes.size());
+  if ((!request.taps.empty() || !request.consumers.empty()) && plans.empty()) plans.resize(g.nodes.size());
+  for (const auto& [index, consumer] : request.consumers) plans.at(index).consumer = consumer;
   for (const auto& [index, tap] : request.taps) {
     NodePlan& plan = plans.at(index);
     if (plan.mode == NodePlan::Mode::skip)

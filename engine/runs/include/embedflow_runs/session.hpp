@@ -56,6 +56,9 @@ struct RunRequest {
   // Extra observers of node outputs, by node index (the Python module's stream taps). A tapped
   // node that the cache plan would skip (every consumer replays) is a ConfigError.
   std::map<std::size_t, std::shared_ptr<engine::OutputTap>> taps;
+  // Consumers of node outputs from outside the graph, by node index (a stream's reader): the node
+  // counts one as a consumer until it stops (engine::ExternalConsumer).
+  std::map<std::size_t, std::shared_ptr<engine::ExternalConsumer>> consumers;
   std::ostream* messages = nullptr;     // --explain-cache and the dry-run line; null: std::cerr
   // Called just before and just after run_graph (the CLI installs and removes its signal
   // handlers there, and maps a drained SIGTERM to 143).
