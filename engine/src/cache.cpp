@@ -96,6 +96,7 @@ class CacheTap final : public OutputTap {
     }
     try {
       writer_->commit();
+      write_stamp(writer_->final_path());
       log_info(node_, "cache entry written: ", writer_->final_path().string());
     } catch (const std::exception& e) {
       give_up(e.what());
@@ -288,15 +289,23 @@ struct CachePlanner::Impl {
         problem = "its string columns carry no checksums (written by an older embedflow)";
       else {
         // Damaged data bytes must not replay as a hit: every chunk's checksum is read now, before
-        // any record flows (the file is then in the page cache for the replay).
-        reader->verify_checksums();
+        // any record flows (the file is then in the page cache for the replay), unless the entry
+        // is the very file this process wrote or verified before (its stamp: cache_stamp.cpp).
+        // Either way the replay need not check them again.
+        if (stamp_holds(file)) {
+          log_debug(id, "cache entry unchanged since it was written or verified: ", file.string());
+        } else {
+          reader->verify_checksums();
+          write_stamp(file);
+        }
+        reader->skip_checksums();
         return reader;
       }
     } catch (const std::exception& e) {
       problem = e.what();
     }
     log_warning(id, "cache file ", file.string(), " is corrupt (", problem, "); deleting it and rebuilding");
-    fs::remove(file, ec);
+    remove_cache_entry(file, ec);
     why = cat("the entry was corrupt and has been deleted (", problem, ")");
     return nullptr;
   }
@@ -374,6 +383,7 @@ struct CachePlanner::Impl {
       if (mode[i] == NodePlan::Mode::replay) {
         plans[i].replay = std::make_unique<ReplayNode>(hits[i], port_names(i));
         fs::last_write_time(files[i], fs::file_time_type::clock::now(), ec);  // recency, for gc --max-size
+        if (!ec) write_stamp(files[i]);  // the touch moved its status-change time
         if (!options.explain) log_info(rn.id(), "cache hit: replaying ", files[i].string());
       } else if (mode[i] == NodePlan::Mode::run && cached[i]) {
         std::map<std::string, std::string> attrs{

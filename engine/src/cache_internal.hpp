@@ -28,4 +28,9 @@ std::string manifests_to_json(const std::vector<const Manifest*>& manifests);
 // Inverse of manifests_to_json, keyed by node id; empty when the text does not parse.
 std::map<std::string, Manifest> manifests_from_json(const std::string& text);
 
+// Verification stamps (cache_stamp.cpp): records that `entry`, as it is on disk now, was written
+// by this process or had every checksum read; whether it still is that file.
+void write_stamp(const fs::path& entry);
+bool stamp_holds(const fs::path& entry);
+
 }  // namespace embedflow::engine

@@ -67,6 +67,43 @@ struct Fixture {
   }
 };
 
+// XORs 8 bytes in the middle of the first stored chunk of a numeric dataset of an entry (h5py
+// finds it): structure, record index and fingerprint stay valid, only values change. Prints the
+// dataset. With `forge_stamp`, the entry's verification stamp is then rewritten to match the
+// damaged file, as if the damage had happened below the file system (a bad sector), which no
+// status-change time shows.
+Result damage_entry(const fs::path& entry, bool forge_stamp = false) {
+  return run_python(R"(
+import os, sys, h5py
+path, forge = sys.argv[1], sys.argv[2] == "1"
+with h5py.File(path, "r") as f:
+    target = None
+    for port in f.values():
+        for name, d in port.items():
+            if name in ("record_offsets", "record_sizes") or d.dtype.kind not in "iuf" or d.chunks is None:
+                continue
+            info = d.id.get_chunk_info(0)
+            if info.size >= 32:
+                target = (port.name + "/" + name, info.byte_offset + info.size // 2 - 4)
+                break
+        if target:
+            break
+assert target, "no numeric chunk of 32 bytes or more"
+with open(path, "r+b") as raw:
+    raw.seek(target[1])
+    b = bytearray(raw.read(8))
+    raw.seek(target[1])
+    raw.write(bytes(x ^ 0x5A for x in b))
+if forge:
+    st = os.stat(path)
+    with open(path + ".verified", "w") as s:
+        s.write(f"embedflow-cache-stamp 1 dev {st.st_dev} ino {st.st_ino} size {st.st_size} "
+                f"ctime {st.st_ctime_ns // 10**9}.{st.st_ctime_ns % 10**9}\n")
+print(target[0])
+)",
+                    {entry.string(), forge_stamp ? "1" : "0"});
+}
+
 }  // namespace
 
 TEST_CASE("a cache hit replays the stream and skips the upstream node") {
@@ -222,32 +259,7 @@ TEST_CASE("damaged data bytes inside an entry are caught by its checksums, warne
   auto files = entries(f.cache);
   REQUIRE(files.size() == 1);
   const fs::path entry = files[0];
-  // XOR 8 bytes in the middle of a numeric dataset's first stored chunk: the structure, the
-  // record index and the fingerprint stay valid, only values change.
-  Result damage = run_python(R"(
-import sys, h5py
-path = sys.argv[1]
-with h5py.File(path, "r") as f:
-    target = None
-    for port in f.values():
-        for name, d in port.items():
-            if name in ("record_offsets", "record_sizes") or d.dtype.kind not in "iuf" or d.chunks is None:
-                continue
-            info = d.id.get_chunk_info(0)
-            if info.size >= 32:
-                target = (port.name + "/" + name, info.byte_offset + info.size // 2 - 4)
-                break
-        if target:
-            break
-assert target, "no numeric chunk of 32 bytes or more"
-with open(path, "r+b") as raw:
-    raw.seek(target[1])
-    b = bytearray(raw.read(8))
-    raw.seek(target[1])
-    raw.write(bytes(x ^ 0x5A for x in b))
-print(target[0])
-)",
-                             {entry.string()});
+  Result damage = damage_entry(entry);
   INFO(damage.out << damage.err);
   REQUIRE(damage.exit_code == 0);
 
@@ -261,6 +273,51 @@ print(target[0])
   Result hit = f.run({"--explain-cache"});
   CHECK_THAT(hit.err, Catch::Contains("shuffle: hit"));
   CHECK(count_lines(f.log) == 2);
+}
+
+TEST_CASE("an entry unchanged since it was written replays without reading its checksums again; cache verify reads "
+          "them, deletes a damaged entry, and the next run rebuilds it") {
+  Fixture f("cache-stamp", 2000);
+  REQUIRE(f.run().exit_code == 0);
+  const std::string expected = read_file(f.printed);
+  auto files = entries(f.cache);
+  REQUIRE(files.size() == 1);
+  const fs::path entry = files[0];
+  CHECK(fs::exists(entry.string() + ".verified"));  // stamped when written
+
+  Result hit = f.run({"--verbose"});
+  INFO(hit.err);
+  REQUIRE(hit.exit_code == 0);
+  CHECK_THAT(hit.err, Catch::Contains("cache entry unchanged since it was written or verified: " + entry.string()));
+  CHECK(count_lines(f.log) == 1);
+  CHECK(read_file(f.printed) == expected);
+
+  Result ok = run_cli({"cache", "verify", "--cache-dir", f.cache.string()});
+  INFO(ok.out << ok.err);
+  CHECK(ok.exit_code == 0);
+  CHECK_THAT(ok.out, Catch::Contains("1 entry verified, 0 corrupt"));
+
+  // Damage the file system cannot see: a run trusts the stamp (the entry replays; the reader does
+  // not run), `cache verify` does not.
+  Result damage = damage_entry(entry, true);
+  INFO(damage.out << damage.err);
+  REQUIRE(damage.exit_code == 0);
+  REQUIRE(f.run().exit_code == 0);
+  CHECK(count_lines(f.log) == 1);
+  Result bad = run_cli({"cache", "verify", "shuffle", "--cache-dir", f.cache.string()});
+  INFO(bad.out << bad.err);
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.out, Catch::Contains("corrupt: " + entry.string()));
+  CHECK_THAT(bad.out, Catch::Contains("0 entries verified, 1 corrupt"));
+  CHECK_FALSE(fs::exists(entry));
+  CHECK_FALSE(fs::exists(entry.string() + ".verified"));
+  REQUIRE(f.run().exit_code == 0);
+  CHECK(count_lines(f.log) == 2);  // rebuilt from the reader
+  CHECK(read_file(f.printed) == expected);
+
+  Result none = run_cli({"cache", "verify", "nosuchnode", "--cache-dir", f.cache.string()});
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("no entry matches 'nosuchnode'"));
 }
 
 TEST_CASE("h5py reads a cache entry: layout, strings and attributes") {

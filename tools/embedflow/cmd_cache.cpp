@@ -147,7 +147,7 @@ int cache_info(const fs::path& dir, const std::vector<std::string>& keys) {
 
 bool remove_entry(const CacheEntry& e, bool dry_run, const std::string& why) {
   std::error_code ec;
-  if (!dry_run) fs::remove(e.file, ec);
+  if (!dry_run) remove_cache_entry(e.file, ec);
   if (ec) {
     std::cerr << "embedflow cache: cannot remove " << e.file.string() << ": " << ec.message() << "\n";
     return false;
@@ -179,6 +179,38 @@ int cache_rm(const fs::path& dir, const std::vector<std::string>& keys, bool all
       if (!remove_entry(e, false, "matches '" + key + "'")) rc = kExitFailure;
   }
   return rc;
+}
+
+// Reads every checksum of the entries named (every entry without names), whatever their stamps
+// say: what a run skips for an entry unchanged on disk since it was verified. A corrupt entry is
+// deleted, as a run would delete it before rebuilding.
+int cache_verify(const fs::path& dir, const std::vector<std::string>& keys) {
+  std::vector<CacheEntry> entries;
+  int rc = kExitOk;
+  if (keys.empty()) entries = list_cache(dir, false);
+  for (const auto& key : keys) {
+    auto found = find_cache_entries(dir, key);
+    if (found.empty()) {
+      std::cerr << "embedflow cache verify: no entry matches '" << key << "' in " << dir.string() << "\n";
+      rc = kExitInvalid;
+    }
+    entries.insert(entries.end(), found.begin(), found.end());
+  }
+  std::size_t good = 0, bad = 0;
+  for (const auto& e : entries) {
+    if (e.temporary) continue;
+    try {
+      verify_cache_entry(e.file);
+      ++good;
+    } catch (const std::exception& ex) {
+      ++bad;
+      std::cout << "corrupt: " << e.file.string() << ": " << ex.what() << "\n";
+      if (remove_entry(e, false, "corrupt")) continue;
+    }
+  }
+  std::cout << good << (good == 1 ? " entry" : " entries") << " verified, " << bad << " corrupt in " << dir.string()
+            << "\n";
+  return bad ? kExitFailure : rc;
 }
 
 int cache_gc(const fs::path& dir, const std::string& older_than, const std::string& max_size, bool dry_run) {
@@ -218,10 +250,12 @@ int cache_gc(const fs::path& dir, const std::string& older_than, const std::stri
 
 int cmd_cache(const std::vector<std::string>& args) {
   const char* usage =
-      "usage: embedflow cache <ls|info|rm|gc> [options]\n"
+      "usage: embedflow cache <ls|info|rm|verify|gc> [options]\n"
       "  ls                      entries with node, type, size, age since last use, fingerprint, graph\n"
       "  info ENTRY...           attributes, ports, fields and manifest of entries\n"
       "  rm ENTRY... | --all     remove entries (ENTRY: file name, node id or fingerprint prefix)\n"
+      "  verify [ENTRY...]       read every checksum of the entries (all without ENTRY), also those a\n"
+      "                          run trusts as unchanged since verified; delete corrupt ones\n"
       "  gc [--older-than 7d] [--max-size 10G] [--dry-run]\n"
       "                          remove temporaries of runs that are gone, corrupt entries, entries\n"
       "                          unused for longer than --older-than, then the least recently used\n"
@@ -250,7 +284,7 @@ int cmd_cache(const std::vector<std::string>& args) {
     desc.add_options()("older-than", po::value(&older_than), "remove entries unused for longer (90s, 30m, 12h, 7d)")
         ("max-size", po::value(&max_size), "then remove least recently used entries beyond this total (500M, 10G)")
         ("dry-run", po::bool_switch(&dry_run), "only say what would be removed");
-  else if (sub != "info") {
+  else if (sub != "info" && sub != "verify") {
     std::cerr << "embedflow cache: unknown subcommand '" << sub << "'\n" << usage;
     return kExitInvalid;
   }
@@ -262,6 +296,7 @@ int cmd_cache(const std::vector<std::string>& args) {
   if (sub == "ls") return cache_ls(dir, json);
   if (sub == "info") return cache_info(dir, keys);
   if (sub == "rm") return cache_rm(dir, keys, all);
+  if (sub == "verify") return cache_verify(dir, keys);
   if (!keys.empty()) {
     std::cerr << "embedflow cache gc: takes no entries (use cache rm)\n";
     return kExitInvalid;

@@ -113,5 +113,12 @@ std::string human_bytes(std::uintmax_t bytes);
 std::vector<CacheEntry> list_cache(const fs::path& dir, bool validate = true);
 // Entries whose file name, node id or fingerprint prefix is `key`.
 std::vector<CacheEntry> find_cache_entries(const fs::path& dir, const std::string& key);
+// Deletes an entry and its verification stamp (`<entry>.verified`); false, with `ec` set, when
+// the entry could not be removed.
+bool remove_cache_entry(const fs::path& entry, std::error_code& ec);
+// Reads every checksum of an entry, whatever its stamp says, and stamps it when they hold (a run
+// replays an entry that still matches its stamp without reading its checksums: cache_stamp.cpp).
+// Throws hdf5::CorruptFileError (or DataError) naming the file.
+void verify_cache_entry(const fs::path& entry);
 
 }  // namespace embedflow::engine

@@ -106,7 +106,8 @@ void Table::Column::read(std::int64_t begin, std::int64_t end, void* dst, std::v
                             begin, ",", end, "), which embedflow's i64 cannot carry (store them as i64, or as strings)"));
       fail(cat("rows [", begin, ",", end, ")"));
     }
-    if (H5Dread(dataset, type.memory_type, mspace, fspace, H5P_DEFAULT, dst) < 0)
+    Handle unchecked = file->skip_checksums.load(std::memory_order_relaxed) ? detail::unchecked_transfer() : Handle();
+    if (H5Dread(dataset, type.memory_type, mspace, fspace, unchecked.valid() ? hid_t(unchecked) : H5P_DEFAULT, dst) < 0)
       fail(cat("rows [", begin, ",", end, ")"));
     return;
   }

@@ -107,6 +107,12 @@ Handle range_checked_transfer(bool* overflow) {
   return dxpl;
 }
 
+Handle unchecked_transfer() {
+  Handle dxpl(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  H5Pset_edc_check(dxpl, H5Z_DISABLE_EDC);
+  return dxpl;
+}
+
 std::optional<ReadType> read_type_for(hid_t file_type, std::string& why) {
   ReadType r;
   H5T_class_t cls = H5Tget_class(file_type);

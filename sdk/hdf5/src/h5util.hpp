@@ -76,6 +76,8 @@ struct ReadType {
 // A dataset-transfer property list whose conversion callback fails the read on a value out of
 // the memory type's range, recording that it happened in *overflow.
 Handle range_checked_transfer(bool* overflow);
+// A dataset-transfer property list that skips the filters' error detection (Fletcher32).
+Handle unchecked_transfer();
 // nullopt with `why` set when the type has no embedflow equivalent.
 std::optional<ReadType> read_type_for(hid_t file_type, std::string& why);
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ class File {
   // Only ever used to copy out (never handed to records), so a file replaced meanwhile cannot
   // fault a consumer; files at final names are replaced by rename, never truncated.
   const std::uint8_t* mapping(std::size_t& size);
+
+  // Reads skip the filters' error detection (Fletcher32): the file's checksums were verified and
+  // it has not changed since (StreamFileReader::skip_checksums).
+  std::atomic<bool> skip_checksums{false};
 
  private:
   std::once_flag map_once_;

@@ -117,6 +117,8 @@ StreamFileReader::StreamFileReader(const fs::path& path, bool allow_partial) {
   }
 }
 
+void StreamFileReader::skip_checksums() const { file_->skip_checksums.store(true); }
+
 void StreamFileReader::verify_checksums() const {
   detail::quiet();
   const bool strings_summed = detail::has_attribute(file_->handle, "string_checksums");

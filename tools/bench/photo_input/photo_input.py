@@ -16,10 +16,14 @@ Images: `gen_photos --images` renders them when the build's gen_photos supports 
 the script draws its own 500 x 375 JPEGs (smooth gradients, shapes and noise, quality 90) once
 into --data. Every side runs in a fresh process and is timed from start to its last batch
 (embedflow's times include starting the CLI and loading plugins). The sides take turns for
---rounds rounds; each reports its best and its spread. Peak RSS of (a) is measured at 2,000 and
-at every image. CPU time (user + system, workers included) is printed too: on a machine loaded by
-other jobs it is the steadier figure. Targets: (a) >= 2 x (b); (c) >= 5 x (b); (a)'s peak RSS the same at 2k and 10k;
-(a) at --threads 2 >= 1.6 x --threads 1.
+--rounds rounds, in an order that rotates each round, and every round's ratios are paired (the
+sides of a round ran back to back and saw similar load): tools/bench/rounds.py decides each target
+from the median of the paired ratios and its interval. Peak RSS of (a) is measured at 2,000 and at
+every image. CPU time (user + system, workers included) is printed too: on a machine loaded by
+other jobs it is the steadier figure. The load average before each round is printed, and this
+process's autogroup: the kernel gives each session one share of the CPU, so another busy session
+can cap what a second thread gains. Targets: (a) >= 2 x (b); (c) >= 5 x (b); (a)'s peak RSS the
+same at 2k and 10k; (a) at --threads 2 >= 1.6 x --threads 1.
 
   /usr/bin/python3 tools/bench/photo_input/photo_input.py --build build --images 10000 --rounds 3
 """
@@ -34,6 +38,9 @@ import tempfile
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+from rounds import loadavg, ratio_line  # noqa: E402
 
 BATCH = 64
 
@@ -190,8 +197,17 @@ def main():
         rates = {k: [] for k in sides}
         cpu = {k: [] for k in sides}
         rss = {}
+        names = list(sides)
+        try:
+            with open('/proc/self/autogroup') as f:
+                autogroup = f.read().strip()
+        except OSError:
+            autogroup = 'unknown'
+        print(f'autogroup {autogroup}; load before the rounds {loadavg()}', flush=True)
         for rnd in range(a.rounds):
-            for name, argv in sides.items():
+            print(f'round {rnd + 1}: load {loadavg()}', flush=True)
+            for name in names[rnd % len(names):] + names[:rnd % len(names)]:
+                argv = sides[name]
                 wall, peak, out = run_measured(argv)
                 rates[name].append(a.images / wall)
                 cpu[name].append(CPU[tuple(argv)])
@@ -212,8 +228,12 @@ def main():
         for k in ['a2', 'a1', 'b', 'c']:
             print(f'| {labels[k]} | {best[k]:.0f} | {spread[k]} | {1000 * min(cpu[k]) / a.images:.2f} | {rss[k]:.0f} MB |')
         print()
-        print(f'(a)/(b) = {best["a2"] / best["b"]:.2f} (target >= 2); (c)/(b) = {best["c"] / best["b"]:.2f} '
-              f'(target >= 5); (a) --threads 2 / --threads 1 = {best["a2"] / best["a1"]:.2f} (target >= 1.6)')
+        paired = lambda x, y: [p / q for p, q in zip(rates[x], rates[y])]  # noqa: E731
+        cpu_paired = lambda x, y: [q / p for p, q in zip(cpu[x], cpu[y])]  # noqa: E731
+        print(ratio_line('(a)/(b) images/s', paired('a2', 'b'), 2))
+        print(ratio_line('(c)/(b) images/s', paired('c', 'b'), 5))
+        print(ratio_line('(c)/(b) CPU an image, (b) over (c)', cpu_paired('c', 'b')))
+        print(ratio_line('(a) --threads 2 / --threads 1 images/s', paired('a2', 'a1'), 1.6))
         print(f'(a) peak RSS: {rss_small:.0f} MB at {a.small} images, {rss["a2"]:.0f} MB at {a.images} images '
               f'(target: independent of the count)')
         print(f'load average after the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores')

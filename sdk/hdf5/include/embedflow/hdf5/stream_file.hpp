@@ -250,6 +250,11 @@ class StreamFileReader {
   // and dataset; a string column whose strings do not match its stored checksum (edited or
   // damaged) too. Files written without `checksum` only get the decompression and count checks.
   void verify_checksums() const;
+  // From now on reads skip the Fletcher32 check of every chunk they decode: for a file whose
+  // checksums verify_checksums() has read and that has not changed since (the stage cache keeps
+  // a stamp of each entry it verified). String columns' checksums are only read by
+  // verify_checksums() either way.
+  void skip_checksums() const;
 
   // Replays a port's records in order (original sizes), with prefetch.
   Cursor replay(const std::string& port, ReadOptions options = {}) const;
