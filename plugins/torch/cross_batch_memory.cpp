@@ -34,7 +34,7 @@ class CrossBatchMemory final : public Loss {
     const std::int64_t n = x.size(0);
     const torch::Tensor labels = batch_labels(in, n);
     if (n > size_)
-      throw DataError(cat(owner_, ": a batch of ", n, " rows does not fit memory_size ", size_, " (torch.cross_batch_memory)"));
+      throw DataError(cat(owner_, ": a batch of ", n, " rows does not fit memory_size ", size_));
     if (!embeddings_.defined()) {
       embeddings_ = torch::zeros({size_, x.size(1)}, x.options().requires_grad(false));
       labels_ = torch::zeros({size_}, labels.options());

@@ -81,7 +81,7 @@ TEST_CASE("miners and memories: wrong settings fail validation at the parameter"
                                "small.yaml")
                        .run();
   CHECK(small.exit_code == 1);
-  CHECK_THAT(small.error, Catch::Contains("node 'train' param 'loss': a batch of 64 rows does not fit memory_size 32"));
+  CHECK_THAT(small.error, Catch::Contains("node 'train' param 'loss' (torch.cross_batch_memory): a batch of 64 rows does not fit memory_size 32"));
 }
 
 TEST_CASE("a resumed run with a cross-batch memory repeats the uninterrupted run's losses exactly", "[torch][memory][train]") {
@@ -115,7 +115,7 @@ TEST_CASE("a resumed run with a cross-batch memory repeats the uninterrupted run
   // The queue is read back at the resume: a memory of another size does not take it.
   const std::string other = train_graph("{type: torch.cross_batch_memory, memory_size: 256, loss: {type: torch.batch_triplet_margin, "
                                         "margin: 0.2}, miner: {type: torch.batch_hard_miner}}",
-                                        ", log_every: 1, resume: " + (dir / "part" / "ckpt" / "step-00000003.pt").string() +
+                                        ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, log_every: 1, resume: " + (dir / "part" / "ckpt" / "step-00000003.pt").string() +
                                             ", max_steps: 5");
   GraphRun r = GraphRunner(plugins(), other, "other.yaml").run();
   CHECK(r.exit_code == 1);
@@ -145,8 +145,9 @@ TEST_CASE("graphs/fashion_mining.yaml learns: mined and memory models retrieve h
   const double untrained = metric(r, "eval_untrained.metrics", "map_at_r");
   const double mined = metric(r, "eval_mined.metrics", "map_at_r"), memory = metric(r, "eval_memory.metrics", "map_at_r");
   INFO("MAP@R on 1000 test images: untrained " << untrained << ", batch-hard mined " << mined << ", memory " << memory);
-  CHECK(mined > untrained + 0.05);
-  CHECK(memory > untrained + 0.05);
+  // Measured: untrained 0.250, mined 0.545, memory 0.534.
+  CHECK(mined > untrained + 0.15);
+  CHECK(memory > untrained + 0.15);
 }
 
 TEST_CASE("docs/torch.md: every YAML block of the miners section validates", "[torch][miner][docs]") {
