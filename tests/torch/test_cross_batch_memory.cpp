@@ -80,6 +80,16 @@ TEST_CASE("cross-batch memory by hand: the queue and the losses of three steps",
   CHECK(doubles_of(s.get("queue")) == std::vector<double>{0, 1});
 }
 
+TEST_CASE("cross-batch memory inside torch.sum: its state under its slot, the same losses", "[torch][memory]") {
+  LossSequence alone(hand_memory());
+  LossSequence sum(spec("torch.sum", {{"a", spec("torch.l2_embedding", {{"weight", num(0)}})}, {"b", hand_memory()}}));
+  for (const Record& b : {step_batch({0, 0, 1, 0}, {0, 1}), step_batch({0, 3, 4, 3}, {0, 1})})
+    CHECK(sum.step(b) == Approx(alone.step(b)).epsilon(1e-7));
+  const Record s = sum.state(), t = alone.state();
+  CHECK(s.fields().size() == 3);
+  for (const char* f : {"embeddings", "labels", "queue"}) CHECK(doubles_of(s.get(std::string("b.") + f)) == doubles_of(t.get(f)));
+}
+
 TEST_CASE("cross-batch memory equals pytorch-metric-learning's over five steps", "[torch][memory][pml]") {
   std::ifstream in(embedflow::test::source_dir() + "/tests/torch/fixtures/pml_mining.json");
   REQUIRE(in.good());

@@ -87,8 +87,9 @@ TEST_CASE("miners and memories: wrong settings fail validation at the parameter"
 TEST_CASE("a resumed run with a cross-batch memory repeats the uninterrupted run's losses exactly", "[torch][memory][train]") {
   fs::path dir = scratch_dir("torch-memory-resume");
   auto graph = [&](const std::string& run, int max_steps) {
-    return train_graph("{type: torch.cross_batch_memory, memory_size: 200, loss: {type: torch.batch_triplet_margin, margin: 0.2}, "
-                       "miner: {type: torch.batch_hard_miner}}",
+    // The memory inside a torch.sum, whose terms' state the checkpoint carries under their slots.
+    return train_graph("{type: torch.sum, a: {type: torch.l2_embedding, weight: 0.001}, b: {type: torch.cross_batch_memory, "
+                       "memory_size: 200, loss: {type: torch.batch_triplet_margin, margin: 0.2}, miner: {type: torch.batch_hard_miner}}}",
                        ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, log_every: 1, checkpoint_every: 3, "
                        "keep_checkpoints: 0, resume: auto, max_steps: " + std::to_string(max_steps) + ", log_dir: " +
                            (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string());
@@ -113,8 +114,9 @@ TEST_CASE("a resumed run with a cross-batch memory repeats the uninterrupted run
     CHECK(a[i].loss == b[i].loss);  // printed with 9 significant digits
   }
   // The queue is read back at the resume: a memory of another size does not take it.
-  const std::string other = train_graph("{type: torch.cross_batch_memory, memory_size: 256, loss: {type: torch.batch_triplet_margin, "
-                                        "margin: 0.2}, miner: {type: torch.batch_hard_miner}}",
+  const std::string other = train_graph("{type: torch.sum, a: {type: torch.l2_embedding, weight: 0.001}, b: {type: torch.cross_batch_memory, "
+                                        "memory_size: 256, loss: {type: torch.batch_triplet_margin, margin: 0.2}, "
+                                        "miner: {type: torch.batch_hard_miner}}}",
                                         ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, log_every: 1, resume: " + (dir / "part" / "ckpt" / "step-00000003.pt").string() +
                                             ", max_steps: 5");
   GraphRun r = GraphRunner(plugins(), other, "other.yaml").run();
