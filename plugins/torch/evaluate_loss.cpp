@@ -27,8 +27,13 @@ LossSequence::LossSequence(const Value& spec) : parts_(std::make_unique<Parts>()
 
 LossSequence::~LossSequence() = default;
 
-double LossSequence::step(const Record& batch, Record* grads) {
+double LossSequence::step(const Record& batch, Record* grads) { return run(batch, grads, false); }
+
+double LossSequence::evaluate(const Record& batch) { return run(batch, nullptr, true); }
+
+double LossSequence::run(const Record& batch, Record* grads, bool evaluating) {
   StepInputs in(*parts_->identity, batch, torch::kCPU, parts_->name);
+  in.set_evaluating(evaluating);
   std::map<std::string, torch::Tensor> leaves;
   for (const auto& f : kImageFields)
     if (const Array* a = batch.find(f)) {

@@ -78,11 +78,15 @@ class LossSequence {
   ~LossSequence();
   // One step on `batch`: the loss and, with `grads`, d loss / d field for each embedding field.
   double step(const Record& batch, Record* grads = nullptr);
+  // The loss of `batch` as validation's loss metric computes it: a loss with state leaves it unchanged.
+  double evaluate(const Record& batch);
   // The loss's state (Loss::state) as arrays: a cross-batch memory's embeddings, labels and queue
   // (next slot, filled); empty for a loss without state.
   Record state() const;
 
  private:
+  double run(const Record& batch, Record* grads, bool evaluating);
+
   struct Parts;
   std::unique_ptr<Parts> parts_;
 };

@@ -80,6 +80,21 @@ TEST_CASE("cross-batch memory by hand: the queue and the losses of three steps",
   CHECK(doubles_of(s.get("queue")) == std::vector<double>{0, 1});
 }
 
+TEST_CASE("cross-batch memory: an evaluation computes against the queue and leaves it unchanged", "[torch][memory]") {
+  LossSequence xbm(hand_memory()), twin(hand_memory());
+  const Record first = step_batch({0, 0, 1, 0}, {0, 1}), second = step_batch({0, 3, 4, 3}, {0, 1});
+  xbm.step(first);
+  twin.step(first);
+  // As validation's loss metric: the value a step would give (sqrt 18, by hand above), the queue
+  // as it was.
+  CHECK(xbm.evaluate(second) == Approx(std::sqrt(18.0)).epsilon(1e-6));
+  CHECK(doubles_of(xbm.state().get("embeddings")) == std::vector<double>{0, 0, 1, 0, 0, 0});
+  CHECK(doubles_of(xbm.state().get("queue")) == std::vector<double>{2, 0});
+  // Training goes on as if the evaluation had not happened.
+  CHECK(xbm.step(second) == Approx(twin.step(second)).epsilon(1e-7));
+  CHECK(doubles_of(xbm.state().get("embeddings")) == doubles_of(twin.state().get("embeddings")));
+}
+
 TEST_CASE("cross-batch memory inside torch.sum: its state under its slot, the same losses", "[torch][memory]") {
   LossSequence alone(hand_memory());
   LossSequence sum(spec("torch.sum", {{"a", spec("torch.l2_embedding", {{"weight", num(0)}})}, {"b", hand_memory()}}));
