@@ -40,6 +40,9 @@ class CrossBatchMemory final : public Loss {
       labels_ = torch::zeros({size_}, labels.options());
     } else if (embeddings_.size(1) != x.size(1)) {
       throw DataError(cat(owner_, ": embeddings of ", x.size(1), " dims for a memory of ", embeddings_.size(1)));
+    } else if (embeddings_.device() != x.device()) {  // a queue restored from a checkpoint is on the CPU
+      embeddings_ = embeddings_.to(x.device());
+      labels_ = labels_.to(x.device());
     }
     // Enqueued before the loss, as PML does: the batch is part of its own reference.
     const torch::Tensor slots = torch::arange(next_, next_ + n, labels.options()).remainder(size_);
