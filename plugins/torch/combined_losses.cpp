@@ -31,7 +31,10 @@ class Sum final : public Loss {
  public:
   explicit Sum(const ComponentContext& c) {
     for (const char* slot : {"a", "b", "c", "d"})
-      if (c.params().has(slot)) terms_.push_back(c.component<Loss>(slot));
+      if (c.params().has(slot)) {
+        terms_.push_back(c.component<Loss>(slot));
+        slots_.emplace_back(slot);
+      }
     weights_ = c.params().numbers("weights");
     if (weights_.size() > terms_.size())
       throw ConfigError(cat(c.owner(), ": ", weights_.size(), " weights for ", terms_.size(), " terms"));
@@ -45,9 +48,26 @@ class Sum final : public Loss {
     }
     return total;
   }
+  // Each term's state under its slot's name: "a.embeddings", ...
+  NamedTensors state() const override {
+    NamedTensors all;
+    for (std::size_t i = 0; i < terms_.size(); ++i)
+      for (auto& [name, t] : terms_[i]->state()) all.emplace_back(cat(slots_[i], ".", name), t);
+    return all;
+  }
+  void load_state(const NamedTensors& state, const std::string& what) override {
+    for (std::size_t i = 0; i < terms_.size(); ++i) {
+      const std::string prefix = cat(slots_[i], ".");
+      NamedTensors mine;
+      for (const auto& [name, t] : state)
+        if (name.rfind(prefix, 0) == 0) mine.emplace_back(name.substr(prefix.size()), t);
+      terms_[i]->load_state(mine, what);
+    }
+  }
 
  private:
   std::vector<std::unique_ptr<Loss>> terms_;
+  std::vector<std::string> slots_;  // the parameter of each term
   std::vector<double> weights_;
 };
 

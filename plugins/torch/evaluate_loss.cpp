@@ -1,5 +1,5 @@
-// evaluate_loss (torch_types.hpp), the test and documentation hook that runs a loss of this family
-// on given embeddings, with the identity as the model.
+// evaluate_loss and LossSequence (torch_types.hpp), the test and documentation hooks that run a
+// loss of this family on given embeddings, with the identity as the model.
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "loss.hpp"
@@ -7,15 +7,33 @@
 
 namespace embedflow::torchfam {
 
-double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
+struct LossSequence::Parts {
   Registry types;
-  register_types(types);
-  std::unique_ptr<Component> c = types.instantiate(spec, 1, "evaluate_loss");
-  auto* loss = dynamic_cast<Loss*>(c.get());
-  if (!loss) throw ConfigError(cat(spec.str(), " is not a loss"));
-  std::unique_ptr<Model> identity = build_model(Value::map({{"type", Value::string("torch.identity")}}), 1, "evaluate_loss", types);
+  std::unique_ptr<Component> component;
+  Loss* loss = nullptr;
+  std::unique_ptr<Model> identity;
+  std::string name;
+};
+
+LossSequence::LossSequence(const Value& spec) : parts_(std::make_unique<Parts>()) {
+  register_types(parts_->types);
+  parts_->component = parts_->types.instantiate(spec, 1, "evaluate_loss");
+  parts_->loss = dynamic_cast<Loss*>(parts_->component.get());
+  if (!parts_->loss) throw ConfigError(cat(spec.str(), " is not a loss"));
+  parts_->identity = build_model(Value::map({{"type", Value::string("torch.identity")}}), 1, "evaluate_loss", parts_->types);
   const Value* type = spec.get("type");
-  StepInputs in(*identity, batch, torch::kCPU, type && type->is_string() ? type->as_string() : "");
+  parts_->name = type && type->is_string() ? type->as_string() : "";
+}
+
+LossSequence::~LossSequence() = default;
+
+double LossSequence::step(const Record& batch, Record* grads) { return run(batch, grads, false); }
+
+double LossSequence::evaluate(const Record& batch) { return run(batch, nullptr, true); }
+
+double LossSequence::run(const Record& batch, Record* grads, bool evaluating) {
+  StepInputs in(*parts_->identity, batch, torch::kCPU, parts_->name);
+  in.set_evaluating(evaluating);
   std::map<std::string, torch::Tensor> leaves;
   for (const auto& f : kImageFields)
     if (const Array* a = batch.find(f)) {
@@ -32,7 +50,7 @@ double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
       leaves.emplace(name, t);
     }
   if (leaves.count("output.mu") && !leaves.count("output.embedding")) in.provide_output("image", "embedding", leaves.at("output.mu"));
-  torch::Tensor value = loss->compute(in);
+  torch::Tensor value = parts_->loss->compute(in);
   if (grads) {
     value.backward();
     for (auto& [name, leaf] : leaves)
@@ -40,5 +58,13 @@ double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
   }
   return value.item<double>();
 }
+
+Record LossSequence::state() const {
+  Record r;
+  for (const auto& [name, t] : parts_->loss->state()) r.set(name, to_array(t.contiguous()));
+  return r;
+}
+
+double evaluate_loss(const Value& spec, const Record& batch, Record* grads) { return LossSequence(spec).step(batch, grads); }
 
 }  // namespace embedflow::torchfam

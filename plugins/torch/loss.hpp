@@ -32,6 +32,10 @@ class StepInputs {
   Model& model() { return model_; }
   const Record& record() const { return record_; }
   std::int64_t batch_size() const;
+  // An evaluation (validation's loss metric) rather than a training step: a loss that keeps state
+  // across steps computes as usual but leaves its state unchanged.
+  bool evaluating() const { return evaluating_; }
+  void set_evaluating(bool on) { evaluating_ = on; }
 
  private:
   Model& model_;
@@ -40,6 +44,7 @@ class StepInputs {
   std::string loss_name_;
   TensorMap tensors_, embeddings_;
   std::map<std::string, TensorMap> outputs_;  // per image field: the model's named outputs
+  bool evaluating_ = false;
 };
 
 class Loss : public Component {
@@ -47,6 +52,14 @@ class Loss : public Component {
   ~Loss() override;
   // The scalar loss of one batch (a 0-dim tensor that carries the autograd graph).
   virtual torch::Tensor compute(StepInputs& in) = 0;
+  // What a loss keeps from one step to the next (torch.cross_batch_memory's queue), which
+  // torch.train's checkpoints carry and a resume restores; empty for a loss without state.
+  virtual NamedTensors state() const { return {}; }
+  // Restores state() of a checkpoint (`what` names it in errors).
+  virtual void load_state(const NamedTensors& state, const std::string& what) {
+    (void)state;
+    (void)what;
+  }
 };
 
 // Converts an image field to model input: u8 [N,H,W,C] -> f32 [N,C,H,W] / 255, other dtypes to f32.

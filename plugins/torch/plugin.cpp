@@ -34,6 +34,15 @@ void register_types(Registry& r) {
   r.add(kl_divergence_type());
   r.add(l2_embedding_type());
   r.add(sum_type());
+  r.add(batch_contrastive_type());
+  r.add(batch_triplet_margin_type());
+  r.add(cross_batch_memory_type());
+  // miners
+  r.add(batch_easy_hard_miner_type());
+  r.add(batch_hard_miner_type());
+  r.add(multi_similarity_miner_type());
+  r.add(pair_margin_miner_type());
+  r.add(triplet_margin_miner_type());
   // optimizers and lr schedules
   r.add(sgd_type());
   r.add(adam_type());

@@ -6,6 +6,7 @@
 #include <embedflow/embedflow.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace embedflow::torchfam {
@@ -33,6 +34,16 @@ ComponentType reconstruction_type();           // torch.reconstruction          
 ComponentType kl_divergence_type();            // torch.kl_divergence            autoencoder_losses.cpp
 ComponentType l2_embedding_type();             // torch.l2_embedding             combined_losses.cpp
 ComponentType sum_type();                      // torch.sum                      combined_losses.cpp
+ComponentType batch_contrastive_type();        // torch.batch_contrastive        label_batch_losses.cpp
+ComponentType batch_triplet_margin_type();     // torch.batch_triplet_margin     label_batch_losses.cpp
+ComponentType cross_batch_memory_type();       // torch.cross_batch_memory       cross_batch_memory.cpp
+
+// Miners (kind "miner", miners.cpp)
+ComponentType batch_easy_hard_miner_type();    // torch.batch_easy_hard_miner
+ComponentType batch_hard_miner_type();         // torch.batch_hard_miner
+ComponentType multi_similarity_miner_type();   // torch.multi_similarity_miner
+ComponentType pair_margin_miner_type();        // torch.pair_margin_miner
+ComponentType triplet_margin_miner_type();     // torch.triplet_margin_miner
 
 // Optimizers (kind "optimizer", optimizers.cpp) and lr schedules (kind "schedule", schedule.cpp)
 ComponentType sgd_type();       // torch.sgd
@@ -58,5 +69,31 @@ void register_types(Registry& r);
 // model is the identity). Returns the
 // loss and, when `grads` is given, d loss / d field for each embedding field, as f32 arrays.
 double evaluate_loss(const Value& spec, const Record& batch, Record* grads = nullptr);
+
+// The same hook for a loss kept across calls, as torch.train keeps it across steps (a
+// torch.cross_batch_memory's queue fills step by step).
+class LossSequence {
+ public:
+  explicit LossSequence(const Value& spec);
+  ~LossSequence();
+  // One step on `batch`: the loss and, with `grads`, d loss / d field for each embedding field.
+  double step(const Record& batch, Record* grads = nullptr);
+  // The loss of `batch` as validation's loss metric computes it: a loss with state leaves it unchanged.
+  double evaluate(const Record& batch);
+  // The loss's state (Loss::state) as arrays: a cross-batch memory's embeddings, labels and queue
+  // (next slot, filled); empty for a loss without state.
+  Record state() const;
+
+ private:
+  double run(const Record& batch, Record* grads, bool evaluating);
+
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
+
+// Test and documentation hook: runs a miner component (spec as in YAML) on a label batch whose
+// `image` holds embeddings f32[B,D] (with `label` or `pair_labels`). Returns its indices tuple
+// as i64 fields: a1, p, a2, n for pairs; a, p, n for triplets.
+Record mine_indices(const Value& spec, const Record& batch);
 
 }  // namespace embedflow::torchfam

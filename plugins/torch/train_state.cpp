@@ -9,8 +9,8 @@
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
 
-TrainState::TrainState(NodeContext& ctx, Model& model, std::string spec_text, bool primary)
-    : ctx_(ctx), model_(model), spec_text_(std::move(spec_text)), primary_(primary) {
+TrainState::TrainState(NodeContext& ctx, Model& model, Loss& loss, std::string spec_text, bool primary)
+    : ctx_(ctx), model_(model), loss_(loss), spec_text_(std::move(spec_text)), primary_(primary) {
   const Params& p = ctx.params();
   keep_ = p.integer("keep_checkpoints");
   ema_decay_ = p.number("ema_decay");  // below 1: checked with the schema
@@ -99,6 +99,8 @@ void TrainState::restore(torch::optim::Optimizer& optimizer) {
   }
   if (averaged) checkpoint_->read_live_model(model_);
   checkpoint_->read_optimizer(optimizer);
+  torch::serialize::InputArchive loss_state;
+  if (checkpoint_->archive().try_read("loss_state", loss_state)) loss_.load_state(read_state(loss_state, what), what);
   checkpoint_->restore_rng();
   checkpoint_.reset();
 }
@@ -139,7 +141,15 @@ void TrainState::save(torch::optim::Optimizer& optimizer, const std::vector<std:
   c.model = exported_state();
   c.input_size = input_size;
   if (average_) c.live_model = model_.state();
-  if (validator_) c.extra = [this](torch::serialize::OutputArchive& a) { validator_->save(a); };
+  c.extra = [this](torch::serialize::OutputArchive& a) {
+    if (validator_) validator_->save(a);
+    // The loss's state between steps (a cross-batch memory's queue), so a resume continues it.
+    if (NamedTensors state = loss_.state(); !state.empty()) {
+      torch::serialize::OutputArchive loss_state;
+      write_state(state, loss_state);
+      a.write("loss_state", loss_state);
+    }
+  };
   const fs::path file = write_checkpoint(checkpoint_dir_, c, optimizer, keep_, name);
   if (name.empty()) last_checkpoint_ = progress_.step;
   log_debug(ctx_.id(), "checkpoint ", file.string(), " in ",

@@ -207,6 +207,7 @@ ValidationRow Validator::score(Model& model, Loss& loss, const std::string& loss
     std::int64_t rows = 0;
     for (std::size_t i = 0; i < batches_.size(); ++i) {
       StepInputs in(model, *batches_[i], model.device(), loss_name);
+      in.set_evaluating(true);  // a loss with state (a cross-batch memory) leaves it unchanged
       const double v = loss.compute(in).item<double>();
       sum += v * static_cast<double>(in.batch_size());
       rows += in.batch_size();
