@@ -8,6 +8,7 @@
 // gradient at zero distance).
 #include <limits>
 
+#include "label_batch.hpp"
 #include "loss_formulas.hpp"
 #include "torch_types.hpp"
 
@@ -16,34 +17,6 @@ namespace {
 
 torch::Tensor distance_matrix(const torch::Tensor& x) {
   return torch::cdist(x, x, 2.0, /*compute_mode: donot_use_mm_for_euclid_dist*/ 2);
-}
-
-torch::Tensor zero_like_graph(const torch::Tensor& x) { return x.sum() * 0.0; }
-
-struct LabelMasks {
-  torch::Tensor positive;  // a similar pair, not the anchor itself
-  torch::Tensor negative;  // a dissimilar pair
-};
-
-// Pair relations of a label batch of n embeddings: from pair_labels [n,n] when the batch has it
-// (1 similar, 0 dissimilar, < 0 or NaN unknown), else from label [n] (equal labels are similar;
-// a label < 0 is unlabelled and in no pair).
-LabelMasks label_masks(StepInputs& in, std::int64_t n) {
-  torch::Tensor eye = torch::eye(n, torch::TensorOptions().dtype(torch::kBool).device(in.field("image").device()));
-  if (in.has("pair_labels")) {
-    torch::Tensor p = in.field("pair_labels").to(torch::kFloat32);
-    if (p.dim() != 2 || p.size(0) != n || p.size(1) != n)
-      throw DataError(cat("pair_labels must be [", n, ",", n, "] for ", n, " images, got ", p.sizes()));
-    return {(p == 1) & ~eye, (p == 0) & ~eye};
-  }
-  torch::Tensor y = in.field("label").flatten();
-  if (y.size(0) != n) throw DataError(cat("label has ", y.size(0), " entries for ", n, " images"));
-  if (y.is_floating_point()) throw DataError("label must be an integer field (i64 or i32)");
-  y = y.to(torch::kInt64);
-  torch::Tensor labelled = y >= 0;
-  torch::Tensor both = labelled.unsqueeze(0) & labelled.unsqueeze(1);
-  torch::Tensor same = y.unsqueeze(0) == y.unsqueeze(1);
-  return {same & both & ~eye, ~same & both};
 }
 
 class BatchHard final : public Loss {
@@ -149,17 +122,6 @@ class AllPairs final : public Loss {
  private:
   double mu_, margin_;
 };
-
-// The declaration of a loss `name` over a label batch, as every loss of this file is: it reads the
-// batch's images with their labels (or pair_labels, for a batch whose pairs carry their own
-// relation) and the embeddings of those images.
-ComponentTypeBuilder label_batch_loss(const std::string& name) {
-  ComponentTypeBuilder b(name, "loss");
-  b.consumes("batch", "image: any[N,...]")
-      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
-      .consumes("outputs", "embedding: f32[N,D]");
-  return b;
-}
 
 }  // namespace
 

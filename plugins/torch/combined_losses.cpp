@@ -31,7 +31,10 @@ class Sum final : public Loss {
  public:
   explicit Sum(const ComponentContext& c) {
     for (const char* slot : {"a", "b", "c", "d"})
-      if (c.params().has(slot)) terms_.push_back(c.component<Loss>(slot));
+      if (c.params().has(slot)) {
+        terms_.push_back(c.component<Loss>(slot));
+        slots_.push_back(slot);
+      }
     weights_ = c.params().numbers("weights");
     if (weights_.size() > terms_.size())
       throw ConfigError(cat(c.owner(), ": ", weights_.size(), " weights for ", terms_.size(), " terms"));
@@ -45,9 +48,20 @@ class Sum final : public Loss {
     }
     return total;
   }
+  // The terms' learnable tensors, named after their slot ("a.proxies"), so they train too.
+  NamedTensors parameters() override {
+    NamedTensors all;
+    for (std::size_t i = 0; i < terms_.size(); ++i)
+      for (auto& [name, t] : terms_[i]->parameters()) all.emplace_back(cat(slots_[i], ".", name), t);
+    return all;
+  }
+  void to(const torch::Device& device) override {
+    for (auto& t : terms_) t->to(device);
+  }
 
  private:
   std::vector<std::unique_ptr<Loss>> terms_;
+  std::vector<std::string> slots_;  // each term's parameter name (a..d)
   std::vector<double> weights_;
 };
 

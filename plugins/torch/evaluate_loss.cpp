@@ -7,6 +7,28 @@
 
 namespace embedflow::torchfam {
 
+namespace {
+
+torch::Tensor set_loss_parameter(Loss& loss, const Value& spec, const std::string& name, const Array& value) {
+  std::string have;
+  for (auto& [n, t] : loss.parameters()) {
+    if (n != name) {
+      have += cat(have.empty() ? "" : ", ", n);
+      continue;
+    }
+    torch::Tensor v = to_tensor(value).to(t.scalar_type());
+    if (v.sizes() != t.sizes())
+      throw DataError(cat("evaluate_loss: loss.", name, " is ", v.sizes(), " but ", spec.str(), " has it ", t.sizes()));
+    torch::NoGradGuard no_grad;
+    t.copy_(v);
+    return t;
+  }
+  throw DataError(cat("evaluate_loss: ", spec.str(), " has no learnable tensor '", name, "' (it has: ",
+                      have.empty() ? "none" : have, ")"));
+}
+
+}  // namespace
+
 double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
   Registry types;
   register_types(types);
@@ -32,6 +54,10 @@ double evaluate_loss(const Value& spec, const Record& batch, Record* grads) {
       leaves.emplace(name, t);
     }
   if (leaves.count("output.mu") && !leaves.count("output.embedding")) in.provide_output("image", "embedding", leaves.at("output.mu"));
+  // Fields "loss.<name>" set the loss's learnable tensors (proxies, class weights), which are
+  // leaves already: their gradients are reported like the embeddings'.
+  for (const auto& [name, array] : batch.fields())
+    if (name.rfind("loss.", 0) == 0) leaves.emplace(name, set_loss_parameter(*loss, spec, name.substr(5), array));
   torch::Tensor value = loss->compute(in);
   if (grads) {
     value.backward();

@@ -172,7 +172,7 @@ class Train final : public Node {
     export_path_ = p.string("export");
     export_.mean = p.numbers("export_mean");
     export_.std = p.numbers("export_std");
-    state_ = std::make_unique<TrainState>(ctx, *model_, spec_text_, step_->primary());
+    state_ = std::make_unique<TrainState>(ctx, *model_, *loss_, spec_text_, step_->primary());
     validator_ = state_->validator();
     if (state_->resuming())
       done_ = (max_steps_ > 0 && state_->step() >= max_steps_) || (validator_ && validator_->exhausted());

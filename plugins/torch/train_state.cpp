@@ -9,8 +9,8 @@
 namespace embedflow::torchfam {
 namespace fs = std::filesystem;
 
-TrainState::TrainState(NodeContext& ctx, Model& model, std::string spec_text, bool primary)
-    : ctx_(ctx), model_(model), spec_text_(std::move(spec_text)), primary_(primary) {
+TrainState::TrainState(NodeContext& ctx, Model& model, Loss& loss, std::string spec_text, bool primary)
+    : ctx_(ctx), model_(model), loss_(loss), spec_text_(std::move(spec_text)), primary_(primary) {
   const Params& p = ctx.params();
   keep_ = p.integer("keep_checkpoints");
   ema_decay_ = p.number("ema_decay");  // below 1: checked with the schema
@@ -98,6 +98,7 @@ void TrainState::restore(torch::optim::Optimizer& optimizer) {
     log_warning(ctx_.id(), "resume: ", what, " was written with ema_decay; this run (ema_decay 0) continues without an average");
   }
   if (averaged) checkpoint_->read_live_model(model_);
+  checkpoint_->read_loss(loss_, ctx_.params().value("loss").get("type")->as_string());
   checkpoint_->read_optimizer(optimizer);
   checkpoint_->restore_rng();
   checkpoint_.reset();
@@ -138,6 +139,7 @@ void TrainState::save(torch::optim::Optimizer& optimizer, const std::vector<std:
   c.progress = progress_;
   c.model = exported_state();
   c.input_size = input_size;
+  c.loss = loss_.parameters();
   if (average_) c.live_model = model_.state();
   if (validator_) c.extra = [this](torch::serialize::OutputArchive& a) { validator_->save(a); };
   const fs::path file = write_checkpoint(checkpoint_dir_, c, optimizer, keep_, name);

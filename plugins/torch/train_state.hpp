@@ -26,7 +26,7 @@ class TrainState {
   // checkpoint_dir) and ema_decay; with a validation input, makes the Validator; when resuming,
   // reads the checkpoint's counters and metrics (its tensors wait for restore()). Only the
   // `primary` rank writes files.
-  TrainState(NodeContext& ctx, Model& model, std::string spec_text, bool primary);
+  TrainState(NodeContext& ctx, Model& model, Loss& loss, std::string spec_text, bool primary);
 
   Validator* validator() const { return validator_.get(); }  // null without a validation input
   bool resuming() const { return !resume_path_.empty(); }
@@ -58,8 +58,9 @@ class TrainState {
   // The mean training loss of the latest epoch so far; NaN before its first step.
   double epoch_loss() const;
 
-  // When resuming, once the model is built and the optimizer made: their tensors and LibTorch's
-  // RNG state from the checkpoint, and the average from the checkpoint's `model`.
+  // When resuming, once the model is built and the optimizer made: their tensors, the loss's
+  // learnable tensors and LibTorch's RNG state from the checkpoint, and the average from the
+  // checkpoint's `model`.
   void restore(torch::optim::Optimizer& optimizer);
   // With ema_decay, starts the average from the current weights (unless restore() did).
   void start_average();
@@ -83,6 +84,7 @@ class TrainState {
 
   NodeContext& ctx_;
   Model& model_;
+  Loss& loss_;
   std::string spec_text_;
   bool primary_ = true;
   std::filesystem::path checkpoint_dir_, resume_path_;
