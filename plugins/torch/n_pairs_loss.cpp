@@ -14,7 +14,7 @@ namespace {
 
 class NPairs final : public Loss {
  public:
-  explicit NPairs(const ComponentContext& c) { (void)c; }
+  explicit NPairs(const ComponentContext&) {}
   torch::Tensor compute(StepInputs& in) override {
     torch::Tensor x = in.embed_one("image");
     torch::Tensor y = in.field("label").flatten();
