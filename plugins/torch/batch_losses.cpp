@@ -8,6 +8,7 @@
 // gradient at zero distance).
 #include <limits>
 
+#include "label_batch.hpp"
 #include "loss_formulas.hpp"
 #include "mining.hpp"
 #include "torch_types.hpp"
@@ -18,8 +19,6 @@ namespace {
 torch::Tensor distance_matrix(const torch::Tensor& x) {
   return torch::cdist(x, x, 2.0, /*compute_mode: donot_use_mm_for_euclid_dist*/ 2);
 }
-
-torch::Tensor zero_like_graph(const torch::Tensor& x) { return x.sum() * 0.0; }
 
 class BatchHard final : public Loss {
  public:

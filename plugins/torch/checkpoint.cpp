@@ -74,6 +74,11 @@ fs::path write_checkpoint(const fs::path& dir, const CheckpointContent& c, torch
   }
   write_state(c.model, model);
   a.write("model", model);
+  if (!c.loss.empty()) {
+    torch::serialize::OutputArchive loss;
+    write_state(c.loss, loss);
+    a.write("loss", loss);
+  }
   optimizer_state.save(optimizer);
   a.write("optimizer", optimizer);
   {
@@ -161,6 +166,31 @@ void CheckpointReader::read_optimizer(torch::optim::Optimizer& optimizer) {
   torch::serialize::InputArchive state;
   archive_.read("optimizer", state);
   optimizer.load(state);
+}
+
+void CheckpointReader::read_loss(Loss& loss, const std::string& loss_name) {
+  NamedTensors wanted = loss.parameters();
+  torch::serialize::InputArchive entry;
+  const bool stored = archive_.try_read("loss", entry);
+  if (wanted.empty()) {
+    if (stored) throw DataError(cat(what_, ": holds learnable loss tensors, but ", loss_name, " has none (a different loss?)"));
+    return;
+  }
+  if (!stored)
+    throw DataError(cat(what_, ": holds no learnable loss tensors, but ", loss_name, " has ", wanted.front().first,
+                        " (written with a different loss?)"));
+  const NamedTensors saved = read_state(entry, what_ + " (loss)");
+  if (saved.size() != wanted.size())
+    throw DataError(cat(what_, ": holds ", saved.size(), " loss tensors but ", loss_name, " has ", wanted.size()));
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : wanted) {
+    auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& s) { return s.first == name; });
+    if (it == saved.end()) throw DataError(cat(what_, ": has no loss tensor '", name, "' that ", loss_name, " needs"));
+    if (it->second.sizes() != t.sizes())
+      throw DataError(cat(what_, ": loss tensor '", name, "' is ", it->second.sizes(), " but ", loss_name, " has it ",
+                          t.sizes(), " (a different num_classes or embedding_size?)"));
+    t.copy_(it->second);
+  }
 }
 
 void CheckpointReader::restore_rng() {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "loss.hpp"
 #include "metrics_log.hpp"
 #include "model.hpp"
 
@@ -54,6 +55,7 @@ struct CheckpointContent {
   NamedTensors model;                     // what snapshots export: with averaging, the average
   std::optional<NamedTensors> live_model;  // with averaging: the weights training continues from
   std::vector<std::int64_t> input_size;   // C, H, W of the model's images (empty: unknown); export reads it
+  NamedTensors loss;                      // the loss's learnable tensors (Loss::parameters); none: no entry
   // Entries other parts of the trainer keep (model selection's "validation"), written last.
   std::function<void(torch::serialize::OutputArchive&)> extra;
 };
@@ -85,6 +87,9 @@ class CheckpointReader {
   void read_model(Model& model);
   void read_live_model(Model& model);
   void read_optimizer(torch::optim::Optimizer& optimizer);
+  // The loss's learnable tensors (proxies, class weights) from the `loss` entry, by name and shape.
+  // DataError naming the checkpoint and the loss `loss_name` when they do not match what it has.
+  void read_loss(Loss& loss, const std::string& loss_name);
   // LibTorch's default CPU generator (dropout, the VAE's noise).
   void restore_rng();
   // The whole archive, for the entries CheckpointContent::extra wrote.

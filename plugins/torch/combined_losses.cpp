@@ -64,10 +64,20 @@ class Sum final : public Loss {
       terms_[i]->load_state(mine, what);
     }
   }
+  // The terms' learnable tensors, named after their slot ("a.proxies"), so they train too.
+  NamedTensors parameters() override {
+    NamedTensors all;
+    for (std::size_t i = 0; i < terms_.size(); ++i)
+      for (auto& [name, t] : terms_[i]->parameters()) all.emplace_back(cat(slots_[i], ".", name), t);
+    return all;
+  }
+  void to(const torch::Device& device) override {
+    for (auto& t : terms_) t->to(device);
+  }
 
  private:
   std::vector<std::unique_ptr<Loss>> terms_;
-  std::vector<std::string> slots_;  // the parameter of each term
+  std::vector<std::string> slots_;  // each term's parameter name (a..d)
   std::vector<double> weights_;
 };
 

@@ -7,6 +7,30 @@
 
 namespace embedflow::torchfam {
 
+namespace {
+
+// Sets the loss's learnable tensor `name` (proxies, class weights) to `value`; returns it (a leaf).
+torch::Tensor set_loss_parameter(Loss& loss, const std::string& loss_name, const std::string& name, const Array& value) {
+  std::string have;
+  for (auto& [n, t] : loss.parameters()) {
+    if (n != name) {
+      have += cat(have.empty() ? "" : ", ", n);
+      continue;
+    }
+    torch::Tensor v = to_tensor(value).to(t.scalar_type());
+    if (v.sizes() != t.sizes())
+      throw DataError(cat("evaluate_loss: loss.", name, " is ", v.sizes(), " but ", loss_name, " has it ", t.sizes()));
+    torch::NoGradGuard no_grad;
+    t.copy_(v);
+    if (t.grad().defined()) t.grad().zero_();  // a LossSequence's earlier steps
+    return t;
+  }
+  throw DataError(cat("evaluate_loss: ", loss_name, " has no learnable tensor '", name, "' (it has: ",
+                      have.empty() ? "none" : have, ")"));
+}
+
+}  // namespace
+
 struct LossSequence::Parts {
   Registry types;
   std::unique_ptr<Component> component;
@@ -50,6 +74,11 @@ double LossSequence::run(const Record& batch, Record* grads, bool evaluating) {
       leaves.emplace(name, t);
     }
   if (leaves.count("output.mu") && !leaves.count("output.embedding")) in.provide_output("image", "embedding", leaves.at("output.mu"));
+  // Fields "loss.<name>" set the loss's learnable tensors (proxies, class weights), which are
+  // leaves already: their gradients are reported like the embeddings'.
+  for (const auto& [name, array] : batch.fields())
+    if (name.rfind("loss.", 0) == 0)
+      leaves.emplace(name, set_loss_parameter(*parts_->loss, parts_->name, name.substr(5), array));
   torch::Tensor value = parts_->loss->compute(in);
   if (grads) {
     value.backward();

@@ -60,6 +60,12 @@ class Loss : public Component {
     (void)state;
     (void)what;
   }
+  // Learnable tensors the loss owns (proxies, class weights, a learnable margin), each a leaf that
+  // requires grad, under a stable name: torch.train optimises them with the model's parameters
+  // and checkpoints them beside the model. Default: none.
+  virtual NamedTensors parameters() { return {}; }
+  // Moves those tensors to the device the model trains on, before the optimizer sees them.
+  virtual void to(const torch::Device& device) { (void)device; }
 };
 
 // Converts an image field to model input: u8 [N,H,W,C] -> f32 [N,C,H,W] / 255, other dtypes to f32.

@@ -4,30 +4,10 @@
 
 namespace embedflow::torchfam {
 
-torch::Tensor batch_labels(StepInputs& in, std::int64_t n) {
-  torch::Tensor y = in.field("label").flatten();
-  if (y.size(0) != n) throw DataError(cat("label has ", y.size(0), " entries for ", n, " images"));
-  if (y.is_floating_point()) throw DataError("label must be an integer field (i64 or i32)");
-  return y.to(torch::kInt64);
-}
-
-LabelMasks label_masks(StepInputs& in, std::int64_t n) {
-  torch::Tensor eye = torch::eye(n, torch::TensorOptions().dtype(torch::kBool).device(in.field("image").device()));
-  if (in.has("pair_labels")) {
-    torch::Tensor p = in.field("pair_labels").to(torch::kFloat32);
-    if (p.dim() != 2 || p.size(0) != n || p.size(1) != n)
-      throw DataError(cat("pair_labels must be [", n, ",", n, "] for ", n, " images, got ", p.sizes()));
-    return {(p == 1) & ~eye, (p == 0) & ~eye};
-  }
-  torch::Tensor y = batch_labels(in, n);
-  LabelMasks m = label_masks_against(y, y);
-  return {m.positive & ~eye, m.negative};
-}
-
 LabelMasks label_masks_against(const torch::Tensor& labels, const torch::Tensor& ref_labels) {
   torch::Tensor both = (labels >= 0).unsqueeze(1) & (ref_labels >= 0).unsqueeze(0);
   torch::Tensor same = labels.unsqueeze(1) == ref_labels.unsqueeze(0);
-  return {same & both, ~same & both};
+  return {same & both, ~same & both, labels >= 0};
 }
 
 MiningDistance::MiningDistance(const Params& p)
@@ -135,14 +115,6 @@ torch::Tensor LabelBatchLoss::compute(StepInputs& in) {
   if (!miner_) return compute_tuple(batch, nullptr);
   const IndicesTuple mined = miner_->mine(batch);
   return compute_tuple(batch, &mined);
-}
-
-ComponentTypeBuilder label_batch_loss(const std::string& name) {
-  ComponentTypeBuilder b(name, "loss");
-  b.consumes("batch", "image: any[N,...]")
-      .consumes_one_of("batch", "label: any[N] | pair_labels: f32[N,N]")
-      .consumes("outputs", "embedding: f32[N,D]");
-  return b;
 }
 
 ComponentTypeBuilder label_batch_loss_with_miner(const std::string& name) {

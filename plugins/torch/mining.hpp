@@ -13,27 +13,13 @@
 #include <utility>
 #include <vector>
 
-#include "loss.hpp"
+#include "label_batch.hpp"
 
 namespace embedflow::torchfam {
 
-// Pair relations of n query rows against m reference rows: positive (similar) and negative
-// (dissimilar), bool [n,m]. Pairs with an unlabelled member (label < 0) or an unknown
-// pair_labels entry are in neither.
-struct LabelMasks {
-  torch::Tensor positive;
-  torch::Tensor negative;
-};
-
-// A label batch against itself, from pair_labels [n,n] when the batch has it (1 similar, 0
-// dissimilar, < 0 or NaN unknown), else from label [n]. The diagonal is in neither, as PML's
-// get_matches_and_diffs leaves it when the reference labels are the batch's.
-LabelMasks label_masks(StepInputs& in, std::int64_t n);
-// The batch's `label` as i64 [n]; DataError naming the field when it is missing, floating point
-// or of another length.
-torch::Tensor batch_labels(StepInputs& in, std::int64_t n);
-// Labels [n] against reference labels [m] (a memory's): equal labels are positive, the rest
-// negative, unlabelled rows in neither; no diagonal is removed (the rows are different sets).
+// Pair relations (label_batch.hpp) of n query rows against m reference rows (a memory's):
+// equal labels are positive, the rest negative, unlabelled rows in neither; no diagonal is
+// removed (the rows are different sets).
 LabelMasks label_masks_against(const torch::Tensor& labels, const torch::Tensor& ref_labels);
 
 // PML's distances: "euclidean" is LpDistance(p=2) (torch.cdist, as PML calls it), "cosine" is
@@ -136,11 +122,6 @@ class LabelBatchLoss : public Loss {
   MiningDistance distance_;
   Reduction reduction_;
 };
-
-// The declaration of a loss `name` over a label batch: it reads the batch's images with their
-// labels (or pair_labels, for a batch whose pairs carry their own relation) and the embeddings
-// of those images.
-ComponentTypeBuilder label_batch_loss(const std::string& name);
 
 // The declaration every label-batch loss that takes a miner shares: what it reads (image with label or
 // pair_labels, the image embeddings, and a `reference` when torch.cross_batch_memory drives it),

@@ -27,6 +27,10 @@ void OptimisationStep::build(const torch::Tensor& sample) {
   model_.to(device_);
   params_ = model_.trainable_parameters();
   if (params_.empty()) throw ConfigError("the model has no trainable parameters (is everything frozen?)");
+  // The loss's own tensors (proxies, class weights) follow the model's: the optimizer's state
+  // lists them last, so a checkpoint of a model-only loss reads as before.
+  loss_.to(device_);
+  for (auto& [name, t] : loss_.parameters()) params_.push_back(t);
   optimizer_ = optimizer_factory_->make(params_);
 }
 
@@ -48,6 +52,7 @@ void OptimisationStep::join_ranks() {
     for (const auto& t : params_) trained = trained || t.unsafeGetTensorImpl() == named.second.unsafeGetTensorImpl();
     if (!trained) untrained_state_.push_back(named.second);
   }
+  for (auto& [name, t] : loss_.parameters()) all.push_back(t);
   group_->broadcast_from_rank0(all);
   group_->overlap_gradients(params_, static_cast<std::int64_t>(bucket_mb_ * (1 << 20)));
   log_info(ctx_.id(), "data parallel: gradients all-reduced ",

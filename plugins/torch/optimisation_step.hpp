@@ -27,7 +27,8 @@ class OptimisationStep {
   bool primary() const { return primary_; }  // rank 0 (or not data parallel): writes files
   const torch::Device& device() const { return device_; }
   // At the first batch: builds the model's input-dependent layers from `sample` (a few of its
-  // images), moves it to its device and makes the optimizer. ConfigError when nothing trains.
+  // images), moves it and the loss's learnable tensors to its device and makes the optimizer over
+  // both. ConfigError when nothing in the model trains.
   void build(const torch::Tensor& sample);
   std::int64_t trainable_parameters() const;
   torch::optim::Optimizer& optimizer() { return *optimizer_; }

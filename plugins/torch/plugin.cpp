@@ -43,6 +43,18 @@ void register_types(Registry& r) {
   r.add(multi_similarity_miner_type());
   r.add(pair_margin_miner_type());
   r.add(triplet_margin_miner_type());
+  r.add(arcface_type());
+  r.add(cosface_type());
+  r.add(proxy_anchor_type());
+  r.add(proxy_nca_type());
+  r.add(multi_similarity_type());
+  r.add(circle_type());
+  r.add(ntxent_type());
+  r.add(supcon_type());
+  r.add(lifted_structure_type());
+  r.add(generalized_lifted_structure_type());
+  r.add(margin_loss_type());
+  r.add(n_pairs_type());
   // optimizers and lr schedules
   r.add(sgd_type());
   r.add(adam_type());

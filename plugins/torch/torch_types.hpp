@@ -44,6 +44,19 @@ ComponentType batch_hard_miner_type();         // torch.batch_hard_miner
 ComponentType multi_similarity_miner_type();   // torch.multi_similarity_miner
 ComponentType pair_margin_miner_type();        // torch.pair_margin_miner
 ComponentType triplet_margin_miner_type();     // torch.triplet_margin_miner
+// Losses as pytorch-metric-learning computes them (docs/torch.md, "Losses from pytorch-metric-learning")
+ComponentType arcface_type();                       // torch.arcface                       margin_softmax_losses.cpp
+ComponentType cosface_type();                       // torch.cosface                       margin_softmax_losses.cpp
+ComponentType proxy_anchor_type();                  // torch.proxy_anchor                  proxy_losses.cpp
+ComponentType proxy_nca_type();                     // torch.proxy_nca                     proxy_losses.cpp
+ComponentType multi_similarity_type();              // torch.multi_similarity              pair_weighting_losses.cpp
+ComponentType circle_type();                        // torch.circle                        pair_weighting_losses.cpp
+ComponentType ntxent_type();                        // torch.ntxent                        contrastive_softmax_losses.cpp
+ComponentType supcon_type();                        // torch.supcon                        contrastive_softmax_losses.cpp
+ComponentType lifted_structure_type();              // torch.lifted_structure              lifted_structure_losses.cpp
+ComponentType generalized_lifted_structure_type();  // torch.generalized_lifted_structure  lifted_structure_losses.cpp
+ComponentType margin_loss_type();                   // torch.margin                        margin_loss.cpp
+ComponentType n_pairs_type();                       // torch.n_pairs                       n_pairs_loss.cpp
 
 // Optimizers (kind "optimizer", optimizers.cpp) and lr schedules (kind "schedule", schedule.cpp)
 ComponentType sgd_type();       // torch.sgd
@@ -68,6 +81,8 @@ void register_types(Registry& r);
 // this family's types) on a batch whose image fields already hold embeddings f32[B,D] (the
 // model is the identity). Returns the
 // loss and, when `grads` is given, d loss / d field for each embedding field, as f32 arrays.
+// Fields "loss.<name>" set the loss's learnable tensor <name> (proxies, class_weights, boundary)
+// before it runs, and their gradients come back under the same names.
 double evaluate_loss(const Value& spec, const Record& batch, Record* grads = nullptr);
 
 // The same hook for a loss kept across calls, as torch.train keeps it across steps (a

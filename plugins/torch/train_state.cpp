@@ -98,6 +98,7 @@ void TrainState::restore(torch::optim::Optimizer& optimizer) {
     log_warning(ctx_.id(), "resume: ", what, " was written with ema_decay; this run (ema_decay 0) continues without an average");
   }
   if (averaged) checkpoint_->read_live_model(model_);
+  checkpoint_->read_loss(loss_, ctx_.params().value("loss").get("type")->as_string());
   checkpoint_->read_optimizer(optimizer);
   torch::serialize::InputArchive loss_state;
   if (checkpoint_->archive().try_read("loss_state", loss_state)) loss_.load_state(read_state(loss_state, what), what);
@@ -140,6 +141,7 @@ void TrainState::save(torch::optim::Optimizer& optimizer, const std::vector<std:
   c.progress = progress_;
   c.model = exported_state();
   c.input_size = input_size;
+  c.loss = loss_.parameters();
   if (average_) c.live_model = model_.state();
   c.extra = [this](torch::serialize::OutputArchive& a) {
     if (validator_) validator_->save(a);

@@ -59,8 +59,9 @@ class TrainState {
   // The mean training loss of the latest epoch so far; NaN before its first step.
   double epoch_loss() const;
 
-  // When resuming, once the model is built and the optimizer made: their tensors, the loss's state
-  // (a cross-batch memory), LibTorch's RNG state from the checkpoint, and the average from the
+  // When resuming, once the model is built and the optimizer made: their tensors, the loss's
+  // learnable tensors and state (a cross-batch memory), LibTorch's RNG state from the checkpoint,
+  // and the average from the
   // checkpoint's `model`.
   void restore(torch::optim::Optimizer& optimizer);
   // With ema_decay, starts the average from the current weights (unless restore() did).
