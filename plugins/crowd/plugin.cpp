@@ -20,6 +20,7 @@ void register_types(embedflow::Registry& r) {
   r.add(triplets_type());
   r.add(report_type());
   r.add(dimension_plot_type());
+  r.add(bcc_type());
 #ifdef EMBEDFLOW_CROWD_CEN
   r.add(cen_type());
   r.add(id_table_type());
@@ -27,6 +28,8 @@ void register_types(embedflow::Registry& r) {
   r.add(cen_loss_type());
   r.add(cen_score_type());
   r.add(cen_synthesize_type());
+  r.add(csn_type());
+  r.add(csn_loss_type());
 #endif
 }
 }  // namespace

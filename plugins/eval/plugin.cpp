@@ -21,6 +21,7 @@ void register_types(embedflow::Registry& r) {
   r.add(curve_chart_type());
   r.add(neighbour_average_type());
   r.add(knn_classifier_type());
+  r.add(tsne_type());
 }
 }  // namespace
 

@@ -9,7 +9,9 @@
 //          model — side port: the torch.train snapshot (crowd.cen, crowd.id_table or any model of
 //                  the torch family).
 // Outputs: pairs — per input batch: a_id, b_id, worker, grid (when present), pair_label and
-//                  distance f32[B]: d = ||a ⊙ (x_i - x_j)|| for a CEN, ||x_i - x_j|| otherwise;
+//                  distance f32[B]: d = ||a ⊙ (x_i - x_j)|| for a CEN, ||m_c ⊙ (x_i - x_j)|| for a
+//                  CSN (crowd.csn; c: the pair's submission's attribute in `truth`'s truth.csv, the
+//                  mean mask for a submission that used none), ||x_i - x_j|| otherwise;
 //          submissions — per annotations record: worker, grid, attributes f32[N,K] (a), and
 //                  worker_attributes / context_attributes (a^w, a^g) for the variants that have
 //                  them, and spread f32[N,K]: per dimension, the standard deviation of the
@@ -32,6 +34,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 #include <embedflow/rng.hpp>
@@ -39,6 +42,8 @@
 #include "bridge.hpp"
 #include "catalog.hpp"
 #include "cen.hpp"
+#include "core/truth.hpp"
+#include "csn.hpp"
 #include "loss.hpp"
 #include "crowd_types.hpp"
 
@@ -54,6 +59,7 @@ struct Member {
   RecordPtr snapshot;
   std::unique_ptr<Model> model;
   CenModel* cen = nullptr;
+  CsnModel* csn = nullptr;
   std::string what;
   std::int64_t table_rows = 0;
   bool loaded = false;
@@ -66,6 +72,7 @@ class CenScore final : public Node {
     threads_ = ctx.params().integer("threads");
     image_field_ = ctx.params().string("image_field");
     ensemble_ = static_cast<std::size_t>(ctx.params().integer("ensemble"));
+    if (!ctx.params().string("truth").empty()) truth_ = read_submission_attributes(ctx.params().string("truth"));
   }
 
   void on_side(std::size_t, const RecordPtr& snapshot, Emitter& out) override {
@@ -150,6 +157,10 @@ class CenScore final : public Node {
     m.model = build_model(spec_from_text(snapshot->get("spec").string_at(0)), ctx_->seed(),
                           cat("node '", ctx_->id(), "' model from ", m.what), ctx_->registry());
     m.cen = dynamic_cast<CenModel*>(m.model.get());
+    m.csn = dynamic_cast<CsnModel*>(m.model.get());
+    if (m.csn && !truth_)
+      throw ConfigError(cat("a crowd.csn model (", m.what, ") needs `truth`, gen_crowd's output directory: its distance depends on "
+                            "each pair's condition, the attribute in truth.csv"));
     if (m.cen && m.cen->has_table()) load(m, torch::zeros({1}));
     return m;
   }
@@ -188,7 +199,7 @@ class CenScore final : public Node {
   // Model input of one role: the image field, or (id tables) the id field.
   static torch::Tensor input(const Member& m, const Record& r, const std::string& image, const std::string& id) {
     if (const Array* a = r.find(image)) return image_input(to_tensor(*a));
-    if (const Array* a = r.find(id); a && m.cen && m.cen->has_table()) return to_tensor(*a).to(torch::kFloat32);
+    if (const Array* a = r.find(id); a && ((m.cen && m.cen->has_table()) || m.csn)) return to_tensor(*a).to(torch::kFloat32);
     throw DataError(cat("record has no '", image, "'", m.cen && m.cen->has_table() ? cat(" or '", id, "'") : "", ": ", r.describe()));
   }
 
@@ -233,7 +244,9 @@ class CenScore final : public Node {
       const std::int64_t n = xa.size(0);
       torch::Tensor x = embed(m, torch::cat({xa, xb}, 0));
       torch::Tensor xi = x.narrow(0, 0, n), xj = x.narrow(0, n, n);
-      torch::Tensor d = m.cen ? CenModel::weighted_distance(attributes(m, r).a, xi, xj) : torch::sqrt((xi - xj).pow(2).sum(1) + 1e-12);
+      torch::Tensor d = m.cen   ? CenModel::weighted_distance(attributes(m, r).a, xi, xj)
+                        : m.csn ? CenModel::weighted_distance(m.csn->masks(conditions(r)), xi, xj)
+                                : torch::sqrt((xi - xj).pow(2).sum(1) + 1e-12);
       sum = sum.defined() ? sum + d : d;
     }
     Record o;
@@ -241,6 +254,16 @@ class CenScore final : public Node {
       if (const Array* a = r.find(f)) o.set(f, *a);
     o.set("distance", to_array((sum / static_cast<double>(members_.size())).to(torch::kFloat32)));
     out.emit(kOutPairs, std::move(o));
+  }
+
+  // Each pair's condition: its submission's attribute (worker, grid) in truth.csv.
+  torch::Tensor conditions(const Record& r) const {
+    const Array* w = r.find("worker");
+    const Array* g = r.find("grid");
+    if (!w || !g) throw DataError(cat("a crowd.csn model needs each pair's worker and grid (its condition): ", r.describe()));
+    std::vector<std::int64_t> c(static_cast<std::size_t>(w->numel()));
+    for (std::int64_t i = 0; i < w->numel(); ++i) c[static_cast<std::size_t>(i)] = truth_->at(w->as_int(i), g->as_int(i));
+    return torch::tensor(c, torch::kInt64);
   }
 
   static Record score_submissions(Member& m, const Record& r) {
@@ -278,6 +301,7 @@ class CenScore final : public Node {
   std::vector<Member> members_;
   std::vector<RecordPtr> pending_;  // snapshots of an ensemble not yet complete
   std::vector<std::pair<std::size_t, RecordPtr>> waiting_;
+  std::optional<SubmissionAttributes> truth_;
 };
 
 }  // namespace
@@ -295,6 +319,9 @@ NodeType cen_score_type() {
       .param(Param::integer("ensemble").default_value(1).min(1).doc(
           "trained models applied together (their snapshots arrive on `model`): mean distance; per-member "
           "submissions, embeddings and workers tagged `member`"))
+      .param(Param::path("truth").default_value("").doc(
+          "gen_crowd's output directory, for crowd.csn models: each pair's condition is its submission's attribute in "
+          "truth.csv"))
       .param(Param::integer("table_images").default_value(0).min(0).doc(
           "ids embedded at the end when there is no images input (id tables): 0..table_images-1; 0: the whole table"))
       .optional_input("pairs", "*", "pair batches: a_image, b_image (ids or pixels) or a_id, b_id; pair_label; worker, members for CEN variants")
