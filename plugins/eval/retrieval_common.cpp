@@ -90,6 +90,10 @@ constexpr std::size_t kMaxMarkdownLabels = 50;
 
 const char* const kMetricNames[] = {"mAP", "mAP_trapezoid", "P@1", "R-precision", "MAP@R", "MRR"};
 
+std::string distance_text(const RetrievalSettings& s) {
+  return s.distance_label.empty() ? distance_name(s.spec.kind) : s.distance_label;
+}
+
 }  // namespace
 
 namespace {
@@ -137,14 +141,14 @@ void write_json(const RetrievalSettings& s, const RetrievalSummary& sum, const F
                 const FeatureSet& gallery, const std::function<void(JsonWriter&)>& extra) {
   JsonWriter j;
   j.begin_object();
-  j.field("method", s.name).field("distance", distance_name(s.spec.kind));
+  j.field("method", s.name).field("distance", distance_text(s));
   if (is_kernel(s.spec.kind)) j.field("gamma", s.spec.gamma);
   j.key("protocol").begin_object();
   j.field("self_retrieval", s.options.exclude_self);
   j.field("exclude_same_camera", s.options.exclude_same_camera && query.has_camera && gallery.has_camera);
   j.field("junk_label", s.options.junk_label).field("single_shot_repeats", s.options.single_shot_repeats);
   j.field("bootstrap", s.options.bootstrap).field("ci_level", s.options.ci_level);
-  j.field("gallery_size", gallery.rows()).field("dim", query.dim);
+  j.field("gallery_size", static_cast<std::int64_t>(gallery.label.size())).field("dim", query.dim);
   j.end_object();
   j.key("metrics");
   write_summary_json(j, sum, s.options.ranks);
@@ -191,7 +195,7 @@ void write_markdown(const RetrievalSettings& s, const RetrievalSummary& sum) {
   for (const char* name : {"mAP", "mAP_trapezoid", "MRR", "P@1", "R-precision", "MAP@R"}) macro_row.push_back(percent(macro(name)));
   macro_row.push_back(cat(sum.per_label.size(), " labels"));
   while (macro_row.size() < header.size()) macro_row.push_back("");
-  std::string md = cat("### ", s.name, " (", distance_name(s.spec.kind), ")\n\n", markdown_table(header, {row, macro_row}));
+  std::string md = cat("### ", s.name, " (", distance_text(s), ")\n\n", markdown_table(header, {row, macro_row}));
   if (!sum.single_shot_cmc.empty())
     md += cat("\nSingle-shot: CUHK03 single-gallery-shot rank-k, one gallery item per identity drawn ",
               s.options.single_shot_repeats, " times, averaged.\n");

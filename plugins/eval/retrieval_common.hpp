@@ -36,6 +36,8 @@ struct RetrievalSettings {
   // The gallery port is unconnected: the queries are their own gallery, each ranked without
   // itself (options.exclude_self).
   bool self_retrieval = false;
+  // The measure's name in the outputs when it is not spec.kind's (an index's inner product).
+  std::string distance_label;
   static RetrievalSettings from(const NodeContext& ctx);
 };
 
