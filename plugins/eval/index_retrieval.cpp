@@ -51,24 +51,9 @@ class IndexRetrieval final : public Node {
   void open(NodeContext& ctx) override {
     const Params& p = ctx.params();
     search_.open(ctx);
-    s_.node = ctx.id();
-    s_.metrics_presented = ctx.output_connected(0);
-    auto& o = s_.options;
-    o.ranks.clear();
-    for (auto k : p.integers("ranks")) o.ranks.push_back(static_cast<int>(k));
-    o.max_rank = static_cast<int>(p.integer("max_rank"));
-    o.exclude_same_camera = p.boolean("exclude_same_camera");
-    o.junk_label = p.integer("junk_label");
-    o.bootstrap = static_cast<int>(p.integer("bootstrap"));
-    o.ci_level = p.number("ci_level");
-    o.keep_top = static_cast<int>(p.integer("keep_top"));
-    o.exclude_self = p.boolean("exclude_self");
-    o.seed = ctx.seed();
-    o.threads = std::max(1, ctx.threads());
+    s_ = RetrievalSettings::ranking(ctx);
+    s_.options.exclude_self = p.boolean("exclude_self");
     depth_ = p.integer("depth");
-    s_.out = p.has("out") ? p.string("out") : "";
-    s_.name = p.has("name") ? p.string("name") : ctx.id();
-    s_.fields = FieldNames::from(p);
     query_.what = "query";
     gallery_.what = "gallery";
   }
@@ -165,19 +150,8 @@ NodeType index_retrieval_type() {
   add_index_search_params(b);
   b.param(Param::integer("depth").default_value(0).min(0)
               .doc("rows each query's list holds (0: max(max_rank, keep_top, the largest gallery label's rows))"))
-      .param(Param::boolean("exclude_self").default_value(false).doc("the queries are the indexed gallery: query i skips row i"))
-      .param(Param::integers("ranks").default_value(std::vector<std::int64_t>{1, 5, 10, 20}).min(1)
-                 .doc("rank-k accuracies to report (each <= max_rank); recall is measured at the largest"))
-      .param(Param::integer("max_rank").default_value(50).min(1).doc("length of the CMC curve"))
-      .param(Param::boolean("exclude_same_camera").default_value(true)
-                 .doc("drop gallery items with the query's identity AND camera (re-id protocol); needs 'camera' fields"))
-      .param(Param::integer("junk_label").default_value(-1).doc("gallery items with this label are never ranked"))
-      .param(Param::integer("bootstrap").default_value(1000).min(0).doc("bootstrap resamples over queries for CIs (0: none)"))
-      .param(Param::number("ci_level").default_value(0.95).range(0.5, 0.999).doc("confidence level of the intervals"))
-      .param(Param::integer("keep_top").default_value(0).min(0).doc("write each query's top-k rank list to <out>_ranklists.csv"))
-      .param(Param::path("out").optional().doc("output prefix: <out>.json, <out>.md, <out>_cmc.png"))
-      .param(Param::string("name").optional().doc("method name in tables and legends (default: the node id)"));
-  add_fields_param(b);
+      .param(Param::boolean("exclude_self").default_value(false).doc("the queries are the indexed gallery: query i skips row i"));
+  add_ranking_params(b);
   b.check(check_retrieval_params);
   b.check(check_index_source);
   return b.create<IndexRetrieval>();
