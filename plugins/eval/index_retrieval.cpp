@@ -16,9 +16,9 @@
 // numbers exactly. The index decides which rows are candidates; ivf_pq without the gallery port
 // ranks by its code distances.
 //
-// Caveats: depth 0 reads max(max_rank, keep_top, the largest gallery label's rows) per query,
-// which makes CMC, P@1, R-precision and MAP@R those of the full ranking when the index finds the
-// neighbours; a query's positives past its list add nothing to its AP, so mAP is the mAP at that
+// Caveats: depth 0 reads max(max_rank, keep_top, the largest gallery label's rows up to 1000) per
+// query, which makes CMC, P@1, R-precision and MAP@R those of the full ranking when the index
+// finds the neighbours (and labels hold at most 1000 rows); a query's positives past its list add nothing to its AP, so mAP is the mAP at that
 // depth (a lower bound), and `truncated_queries` in <out>.json counts the queries concerned.
 // exclude_self evaluates the indexed gallery against itself: query i is gallery row i.
 //
@@ -45,6 +45,10 @@ namespace embedflow::eval {
 namespace {
 
 using namespace evalcore;
+
+// depth 0 follows the largest label up to here: lists of queries x depth rows must fit in memory
+// (10k queries x 1000 rows: 160 MB).
+constexpr std::int64_t kAutoDepthCap = 1000;
 
 class IndexRetrieval final : public Node {
  public:
@@ -113,7 +117,10 @@ class IndexRetrieval final : public Node {
     if (depth == 0) {
       std::unordered_map<std::int64_t, std::int64_t> per_label;
       for (auto y : g.label) depth = std::max(depth, ++per_label[y]);
-      depth = std::max<std::int64_t>({depth, s_.options.max_rank, s_.options.keep_top});
+      if (depth > kAutoDepthCap)
+        log_info(s_.name, "the largest gallery label has ", depth, " rows; lists stop at ", kAutoDepthCap,
+                 " (set depth for more): R-precision and MAP@R of larger labels are those at that depth");
+      depth = std::max<std::int64_t>({std::min(depth, kAutoDepthCap), s_.options.max_rank, s_.options.keep_top});
     }
     depth = std::min(g.index.rows(), depth + (s_.options.exclude_self ? 1 : 0));
     const std::int64_t fetch = std::min(g.index.rows(), depth + (rescores(g, rows) ? kRescoreMargin : 0));
@@ -149,7 +156,7 @@ NodeType index_retrieval_type() {
       .output("metrics", kMetricsSchema, "one summary record at end of stream, with recall");
   add_index_search_params(b);
   b.param(Param::integer("depth").default_value(0).min(0)
-              .doc("rows each query's list holds (0: max(max_rank, keep_top, the largest gallery label's rows))"))
+              .doc("rows each query's list holds (0: max(max_rank, keep_top, the largest gallery label's rows up to 1000))"))
       .param(Param::boolean("exclude_self").default_value(false).doc("the queries are the indexed gallery: query i skips row i"));
   add_ranking_params(b);
   b.check(check_retrieval_params);
