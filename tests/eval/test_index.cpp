@@ -2,7 +2,8 @@
 // clustered, L2-normalised embeddings (anisotropic Gaussian clusters, like a CNN's) that NumPy
 // writes to a real HDF5 file:
 //   - a flat index gives eval.retrieval's metrics exactly (whole-gallery depth; at the automatic
-//     depth every metric but mAP), for a gallery, for self-retrieval and for cosine;
+//     depth every metric but mAP), for a gallery with cameras (same identity and camera
+//     excluded), for self-retrieval and for cosine;
 //   - the recall@k that ivf, hnsw, ivf_pq and cosine ivf indexes report equals the recall that
 //     faiss's Python API, reading the index files the nodes wrote, finds against a NumPy brute
 //     force on the same queries;
@@ -44,6 +45,7 @@ with h5py.File(sys.argv[1], "w") as f:
         x, y = draw(n)
         f[name + "/embedding"], f[name + "/label"] = x, y
         f[name + "/id"] = np.arange(n, dtype=np.int64) + (10000 if name == "gallery" else 0)
+        f[name + "/camera"] = rng.integers(0, 3, n).astype(np.int64)  # the re-id rule applies
     f["narrow/embedding"] = rng.normal(size=(50, 8)).astype(np.float32)
     f["narrow/label"] = np.zeros(50, dtype=np.int64)
 )PY";
