@@ -18,6 +18,9 @@ NodeType curve_chart_type();
 NodeType neighbour_average_type();
 NodeType knn_classifier_type();
 NodeType tsne_type();
+NodeType index_build_type();
+NodeType index_retrieval_type();
+NodeType index_knn_type();
 
 // A learning curve record (eval.learning_curve -> eval.curve_chart).
 inline const char* kCurveSchema = "method: str[], step: i64[S], p_at_1: f64[S], r_precision: f64[S], map_at_r: f64[S]";

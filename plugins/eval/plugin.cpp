@@ -22,7 +22,10 @@ void register_types(embedflow::Registry& r) {
   r.add(neighbour_average_type());
   r.add(knn_classifier_type());
   r.add(tsne_type());
+  r.add(index_build_type());
+  r.add(index_retrieval_type());
+  r.add(index_knn_type());
 }
 }  // namespace
 
-EMBEDFLOW_PLUGIN("eval", "0.1.0", "OpenBLAS " OPENBLAS_VERSION ", OpenCV", register_types)
+EMBEDFLOW_PLUGIN("eval", "0.1.0", "OpenBLAS " OPENBLAS_VERSION ", OpenCV, faiss " EMBEDFLOW_FAISS_VERSION, register_types)

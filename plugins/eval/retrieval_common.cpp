@@ -13,26 +13,30 @@ namespace embedflow::eval {
 
 using namespace evalcore;
 
-void add_retrieval_params(NodeTypeBuilder& b) {
-  b.param(Param::choice("distance", distance_names()).default_value("euclidean")
-              .doc("ranking measure; kernels rank by decreasing similarity"))
-      .param(Param::number("gamma").default_value(1.0).min(0).doc("kernel width: k = exp(-gamma * d)"))
-      .param(Param::integers("ranks").default_value(std::vector<std::int64_t>{1, 5, 10, 20}).min(1)
-                 .doc("rank-k accuracies to report (each <= max_rank)"))
+void add_ranking_params(NodeTypeBuilder& b) {
+  b.param(Param::integers("ranks").default_value(std::vector<std::int64_t>{1, 5, 10, 20}).min(1)
+              .doc("rank-k accuracies to report (each <= max_rank)"))
       .param(Param::integer("max_rank").default_value(50).min(1).doc("length of the CMC curve"))
       .param(Param::boolean("exclude_same_camera").default_value(true)
                  .doc("drop gallery items with the query's identity AND camera (re-id protocol); needs 'camera' fields"))
       .param(Param::integer("junk_label").default_value(-1).doc("gallery items with this label are never ranked"))
-      .param(Param::integer("single_shot_repeats").default_value(0).min(0)
-                 .doc("CUHK03 single-gallery-shot CMC averaged over this many seeded draws (0: off)"))
       .param(Param::integer("bootstrap").default_value(1000).min(0).doc("bootstrap resamples over queries for CIs (0: none)"))
       .param(Param::number("ci_level").default_value(0.95).range(0.5, 0.999).doc("confidence level of the intervals"))
       .param(Param::integer("keep_top").default_value(0).min(0).doc("write each query's top-k rank list to <out>_ranklists.csv"))
-      .param(Param::integer("query_block").default_value(1024).min(1).not_fingerprinted().doc("queries per distance block"))
-      .param(Param::integer("gallery_block").default_value(4096).min(1).not_fingerprinted().doc("gallery items per distance block"))
       .param(Param::path("out").optional().doc("output prefix: <out>.json, <out>.md, <out>_cmc.png"))
       .param(Param::string("name").optional().doc("method name in tables and legends (default: the node id)"));
   add_fields_param(b);
+}
+
+void add_retrieval_params(NodeTypeBuilder& b) {
+  b.param(Param::choice("distance", distance_names()).default_value("euclidean")
+              .doc("ranking measure; kernels rank by decreasing similarity"))
+      .param(Param::number("gamma").default_value(1.0).min(0).doc("kernel width: k = exp(-gamma * d)"))
+      .param(Param::integer("single_shot_repeats").default_value(0).min(0)
+                 .doc("CUHK03 single-gallery-shot CMC averaged over this many seeded draws (0: off)"))
+      .param(Param::integer("query_block").default_value(1024).min(1).not_fingerprinted().doc("queries per distance block"))
+      .param(Param::integer("gallery_block").default_value(4096).min(1).not_fingerprinted().doc("gallery items per distance block"));
+  add_ranking_params(b);
 }
 
 void check_retrieval_params(SchemaContext& c) {
@@ -43,34 +47,41 @@ void check_retrieval_params(SchemaContext& c) {
     if (k > max_rank) c.error(cat("rank ", k, " is beyond max_rank ", max_rank), "ranks");
 }
 
-RetrievalSettings RetrievalSettings::from(const NodeContext& ctx) {
+RetrievalSettings RetrievalSettings::ranking(const NodeContext& ctx) {
   const Params& p = ctx.params();
   RetrievalSettings s;
   s.node = ctx.id();
   s.metrics_presented = ctx.output_connected(0);
-  s.spec.kind = parse_distance(p.string("distance"));
-  s.spec.gamma = p.number("gamma");
-  if (is_kernel(s.spec.kind) && !(s.spec.gamma > 0))
-    throw ConfigError(cat("distance '", p.string("distance"), "' needs gamma > 0"));
   auto& o = s.options;
   o.ranks.clear();
   for (auto k : p.integers("ranks")) o.ranks.push_back(static_cast<int>(k));
   o.max_rank = static_cast<int>(p.integer("max_rank"));
   o.exclude_same_camera = p.boolean("exclude_same_camera");
   o.junk_label = p.integer("junk_label");
-  o.single_shot_repeats = static_cast<int>(p.integer("single_shot_repeats"));
   o.bootstrap = static_cast<int>(p.integer("bootstrap"));
   o.ci_level = p.number("ci_level");
   o.keep_top = static_cast<int>(p.integer("keep_top"));
-  o.query_block = p.integer("query_block");
-  o.gallery_block = p.integer("gallery_block");
   o.seed = ctx.seed();
   o.threads = std::max(1, ctx.threads());
-  s.self_retrieval = !ctx.input_connected(1);
-  o.exclude_self = s.self_retrieval;
   s.out = p.has("out") ? p.string("out") : "";
   s.name = p.has("name") ? p.string("name") : ctx.id();
   s.fields = FieldNames::from(p);
+  return s;
+}
+
+RetrievalSettings RetrievalSettings::from(const NodeContext& ctx) {
+  const Params& p = ctx.params();
+  RetrievalSettings s = ranking(ctx);
+  s.spec.kind = parse_distance(p.string("distance"));
+  s.spec.gamma = p.number("gamma");
+  if (is_kernel(s.spec.kind) && !(s.spec.gamma > 0))
+    throw ConfigError(cat("distance '", p.string("distance"), "' needs gamma > 0"));
+  auto& o = s.options;
+  o.single_shot_repeats = static_cast<int>(p.integer("single_shot_repeats"));
+  o.query_block = p.integer("query_block");
+  o.gallery_block = p.integer("gallery_block");
+  s.self_retrieval = !ctx.input_connected(1);
+  o.exclude_self = s.self_retrieval;
   // SGEMM is the bulk of the work; give it the graph's thread budget.
   openblas_set_num_threads(o.threads);
   return s;
@@ -89,6 +100,10 @@ namespace {
 constexpr std::size_t kMaxMarkdownLabels = 50;
 
 const char* const kMetricNames[] = {"mAP", "mAP_trapezoid", "P@1", "R-precision", "MAP@R", "MRR"};
+
+std::string distance_text(const RetrievalSettings& s) {
+  return s.distance_label.empty() ? distance_name(s.spec.kind) : s.distance_label;
+}
 
 }  // namespace
 
@@ -137,14 +152,14 @@ void write_json(const RetrievalSettings& s, const RetrievalSummary& sum, const F
                 const FeatureSet& gallery, const std::function<void(JsonWriter&)>& extra) {
   JsonWriter j;
   j.begin_object();
-  j.field("method", s.name).field("distance", distance_name(s.spec.kind));
+  j.field("method", s.name).field("distance", distance_text(s));
   if (is_kernel(s.spec.kind)) j.field("gamma", s.spec.gamma);
   j.key("protocol").begin_object();
   j.field("self_retrieval", s.options.exclude_self);
   j.field("exclude_same_camera", s.options.exclude_same_camera && query.has_camera && gallery.has_camera);
   j.field("junk_label", s.options.junk_label).field("single_shot_repeats", s.options.single_shot_repeats);
   j.field("bootstrap", s.options.bootstrap).field("ci_level", s.options.ci_level);
-  j.field("gallery_size", gallery.rows()).field("dim", query.dim);
+  j.field("gallery_size", static_cast<std::int64_t>(gallery.label.size())).field("dim", query.dim);
   j.end_object();
   j.key("metrics");
   write_summary_json(j, sum, s.options.ranks);
@@ -191,7 +206,7 @@ void write_markdown(const RetrievalSettings& s, const RetrievalSummary& sum) {
   for (const char* name : {"mAP", "mAP_trapezoid", "MRR", "P@1", "R-precision", "MAP@R"}) macro_row.push_back(percent(macro(name)));
   macro_row.push_back(cat(sum.per_label.size(), " labels"));
   while (macro_row.size() < header.size()) macro_row.push_back("");
-  std::string md = cat("### ", s.name, " (", distance_name(s.spec.kind), ")\n\n", markdown_table(header, {row, macro_row}));
+  std::string md = cat("### ", s.name, " (", distance_text(s), ")\n\n", markdown_table(header, {row, macro_row}));
   if (!sum.single_shot_cmc.empty())
     md += cat("\nSingle-shot: CUHK03 single-gallery-shot rank-k, one gallery item per identity drawn ",
               s.options.single_shot_repeats, " times, averaged.\n");

@@ -22,6 +22,9 @@ inline const char* kQuerySchema = "embedding: f32[B,D], label: i64[B]";
 inline const char* kGallerySchema = "embedding: f32[G,D], label: i64[G]";
 
 void add_retrieval_params(NodeTypeBuilder& b);
+// The parameters of how rankings are scored and written, which every retrieval evaluator shares:
+// ranks, max_rank, exclude_same_camera, junk_label, bootstrap, ci_level, keep_top, out, name, fields.
+void add_ranking_params(NodeTypeBuilder& b);
 // Also checks `fields` and the query and gallery schemas (check_fields).
 void check_retrieval_params(SchemaContext& c);
 
@@ -36,7 +39,11 @@ struct RetrievalSettings {
   // The gallery port is unconnected: the queries are their own gallery, each ranked without
   // itself (options.exclude_self).
   bool self_retrieval = false;
+  // The measure's name in the outputs when it is not spec.kind's (an index's inner product).
+  std::string distance_label;
   static RetrievalSettings from(const NodeContext& ctx);
+  // The part add_ranking_params declares (distance, blocks and self-retrieval left as defaults).
+  static RetrievalSettings ranking(const NodeContext& ctx);
 };
 
 // Writes <out>.json, <out>.md, <out>_cmc.png (and <out>_ranklists.csv with keep_top) and

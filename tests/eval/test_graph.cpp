@@ -176,7 +176,8 @@ TEST_CASE("each eval and metric node's example graph runs as pasted", "[eval][gr
       "eval/retrieval.cpp",   "eval/clustering.cpp",     "eval/report.cpp",
       "eval/triplet_accuracy.cpp", "eval/pair_prediction.cpp", "metric/mahalanobis.cpp",
       "metric/pca.cpp",       "metric/lmnn.cpp",         "metric/sgd_mahalanobis.cpp",
-      "metric/transform.cpp", "eval/scatter.cpp",        "eval/neighbour_average.cpp"};
+      "metric/transform.cpp", "eval/scatter.cpp",        "eval/neighbour_average.cpp",
+      "eval/index_build.cpp", "eval/index_retrieval.cpp", "eval/index_knn.cpp"};
   for (const auto& file : files) {
     const std::string text = read_file(source_dir() + "/plugins/" + file);
     std::string yaml;
@@ -198,6 +199,9 @@ TEST_CASE("each eval and metric node's example graph runs as pasted", "[eval][gr
   }
   CHECK(fs::exists(dir / "out/reid_cosine.json"));
   CHECK(fs::exists(dir / "out/kmeans2_cmc.png"));
+  CHECK(fs::exists(dir / "out/gallery.faiss.h5"));
+  CHECK(fs::exists(dir / "out/reid_ivf.json"));
+  CHECK(fs::exists(dir / "out/knn_hnsw.json"));
   CHECK(fs::exists(dir / "out/table.md"));
   CHECK(fs::exists(dir / "out/triplets.json"));
   CHECK(fs::exists(dir / "out/pairs.json"));

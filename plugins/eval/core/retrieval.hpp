@@ -80,6 +80,10 @@ struct QueryOutcome {
 // (prec_before_i + i/r_i)/2 with prec_before_i = (i-1)/(r_i-1), or 1 when r_i = 1;
 // R-precision = |{r_i <= P}| / P; MAP@R = (1/P) sum_{r_i <= P} i/r_i; RR = 1/r_1.
 QueryOutcome outcome_from_ranks(const std::vector<std::int64_t>& sorted_ranks);
+// The same when only the first ranks are known (a search that returns a top list): `positives`
+// counts every valid positive, those not in `sorted_ranks` add nothing to AP, R-precision or
+// MAP@R and, when none was found, the first match counts as beyond every rank (RR 0).
+QueryOutcome outcome_from_ranks(const std::vector<std::int64_t>& sorted_ranks, std::int64_t positives);
 
 struct Interval {
   double low = 0, high = 0;

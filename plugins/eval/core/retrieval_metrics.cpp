@@ -2,6 +2,7 @@
 // and their means, per-label (macro) means and percentile bootstrap intervals over queries.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "embedflow/error.hpp"
@@ -11,16 +12,21 @@
 namespace embedflow::evalcore {
 
 QueryOutcome outcome_from_ranks(const std::vector<std::int64_t>& ranks) {
+  return outcome_from_ranks(ranks, static_cast<std::int64_t>(ranks.size()));
+}
+
+QueryOutcome outcome_from_ranks(const std::vector<std::int64_t>& ranks, std::int64_t positives) {
   QueryOutcome o;
-  const auto n = static_cast<std::int64_t>(ranks.size());
+  const auto n = positives;
   o.positives = n;
   if (n == 0) {
     o.status = QueryOutcome::Status::no_match;
     return o;
   }
-  o.first_rank = ranks[0];
-  o.reciprocal_rank = 1.0 / static_cast<double>(ranks[0]);
-  for (std::int64_t i = 0; i < n; ++i) {
+  // Positives past the ranked list never met: no first match, and nothing added to any sum.
+  o.first_rank = ranks.empty() ? std::numeric_limits<std::int64_t>::max() : ranks[0];
+  o.reciprocal_rank = ranks.empty() ? 0.0 : 1.0 / static_cast<double>(ranks[0]);
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(ranks.size()); ++i) {
     const double r = static_cast<double>(ranks[static_cast<std::size_t>(i)]);
     const double precision = static_cast<double>(i + 1) / r;
     const double precision_before = r == 1 ? 1.0 : static_cast<double>(i) / (r - 1);
