@@ -1,6 +1,7 @@
 // Label relations, PML's distances, indices tuples and reducers, and the Miner and
 // LabelBatchLoss bases (mining.hpp).
 #include "mining.hpp"
+#include "pml_formulas.hpp"
 
 namespace embedflow::torchfam {
 
@@ -14,14 +15,11 @@ MiningDistance::MiningDistance(const Params& p)
     : cosine_(p.string("distance") == "cosine"), normalize_(p.boolean("normalize_embeddings")), power_(p.number("power")) {}
 
 torch::Tensor MiningDistance::matrix(const torch::Tensor& query, const torch::Tensor& reference) const {
-  namespace F = torch::nn::functional;
-  auto normalised = [&](const torch::Tensor& x) {
-    return cosine_ || normalize_ ? F::normalize(x, F::NormalizeFuncOptions().p(2).dim(1)) : x;
-  };
-  torch::Tensor q = normalised(query), r = normalised(reference);
   // PML's LpDistance calls torch.cdist with its default compute mode (the matrix-product
   // shortcut above 25 rows), so the distances, and what is mined from them, agree bit for bit.
-  torch::Tensor mat = cosine_ ? q.mm(r.t()) : torch::cdist(q, r, 2.0);
+  torch::Tensor mat = cosine_      ? cosine_matrix(query, reference)
+                      : normalize_ ? unit_l2_matrix(query, reference)
+                                   : torch::cdist(query, reference, 2.0);
   return power_ != 1 ? mat.pow(power_) : mat;
 }
 
