@@ -17,8 +17,9 @@ class NtXent final : public Loss {
  public:
   explicit NtXent(const ComponentContext& c) : temperature_(c.params().number("temperature")) {}
   torch::Tensor compute(StepInputs& in) override {
-    torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(in, x.size(0));
+    LabelView v = label_view(in, "torch.ntxent", PairBatches::one_sided);
+    torch::Tensor x = v.x;
+    const LabelMasks& m = v.m;
     if (too_few_pairs(m) || !m.positive.any().item<bool>() || !m.negative.any().item<bool>()) return zero_like_graph(x);
     torch::Tensor s = cosine_matrix(x, x);
     torch::Tensor pairs = m.positive.nonzero();  // row-major, as PML's torch.where
@@ -39,8 +40,9 @@ class SupCon final : public Loss {
  public:
   explicit SupCon(const ComponentContext& c) : temperature_(c.params().number("temperature")) {}
   torch::Tensor compute(StepInputs& in) override {
-    torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(in, x.size(0));
+    LabelView v = label_view(in, "torch.supcon", PairBatches::one_sided);
+    torch::Tensor x = v.x;
+    const LabelMasks& m = v.m;
     if (too_few_pairs(m) || !m.positive.any().item<bool>() || !m.negative.any().item<bool>()) return zero_like_graph(x);
     torch::Tensor mat = cosine_matrix(x, x) / temperature_;
     mat = mat - std::get<0>(mat.max(1, true)).detach();  // for numerical stability, as PML
@@ -57,7 +59,7 @@ class SupCon final : public Loss {
 }  // namespace
 
 ComponentType ntxent_type() {
-  return label_batch_loss("torch.ntxent")
+  return label_batch_loss("torch.ntxent", PairBatches::one_sided)
       .doc("NT-Xent (normalised temperature-scaled cross entropy) loss on a label batch (image, label or pair_labels), "
            "as pytorch-metric-learning's NTXentLoss: for every ordered positive pair (a, p), -log(exp(S_ap/τ) / "
            "(exp(S_ap/τ) + sum_{n in N_a} exp(S_an/τ))), S the cosine similarity, mean over the positive pairs. The "
@@ -68,7 +70,7 @@ ComponentType ntxent_type() {
 }
 
 ComponentType supcon_type() {
-  return label_batch_loss("torch.supcon")
+  return label_batch_loss("torch.supcon", PairBatches::one_sided)
       .doc("Supervised contrastive loss on a label batch (image, label or pair_labels), as pytorch-metric-learning's "
            "SupConLoss: per anchor i, -1/|P_i| sum_{p in P_i} log(exp(S_ip/τ) / sum_{j != i, known} exp(S_ij/τ)), S the "
            "cosine similarity; mean over the anchors with a non-zero loss. Khosla et al. 2020.")

@@ -15,7 +15,8 @@ namespace {
 class BatchContrastive final : public LabelBatchLoss {
  public:
   explicit BatchContrastive(const ComponentContext& c)
-      : LabelBatchLoss(c), pos_margin_(c.params().number("pos_margin")), neg_margin_(c.params().number("neg_margin")) {}
+      : LabelBatchLoss(c, "torch.batch_contrastive", PairBatches::train), pos_margin_(c.params().number("pos_margin")),
+        neg_margin_(c.params().number("neg_margin")) {}
 
   torch::Tensor compute_tuple(const MiningInput& in, const IndicesTuple* mined) override {
     const IndicesTuple t = mined ? as_pairs(*mined) : all_pairs(in.relation);
@@ -42,8 +43,8 @@ class BatchContrastive final : public LabelBatchLoss {
 class BatchTripletMargin final : public LabelBatchLoss {
  public:
   explicit BatchTripletMargin(const ComponentContext& c)
-      : LabelBatchLoss(c), margin_(c.params().number("margin")), swap_(c.params().boolean("swap")),
-        smooth_(c.params().boolean("smooth_loss")) {}
+      : LabelBatchLoss(c, "torch.batch_triplet_margin", PairBatches::one_sided), margin_(c.params().number("margin")),
+        swap_(c.params().boolean("swap")), smooth_(c.params().boolean("smooth_loss")) {}
 
   torch::Tensor compute_tuple(const MiningInput& in, const IndicesTuple* mined) override {
     const IndicesTuple t = mined ? as_triplets(*mined) : all_triplets(in.relation);
@@ -67,18 +68,19 @@ class BatchTripletMargin final : public LabelBatchLoss {
 }  // namespace
 
 ComponentType batch_contrastive_type() {
-  return label_batch_loss_with_miner("torch.batch_contrastive")
+  return label_batch_loss_with_miner("torch.batch_contrastive", PairBatches::train)
       .doc("PML's ContrastiveLoss on a label batch (image, label or pair_labels): mean over positive pairs of "
            "max(0, d - pos_margin) plus mean over negative pairs of max(0, neg_margin - d) (each mean over the terms "
            "above 0 with the default reducer), over every pair of the batch or the pairs its miner returns. d: the "
-           "Euclidean distance of L2-normalised embeddings by default (PML's LpDistance).")
+           "Euclidean distance of L2-normalised embeddings by default (PML's LpDistance). "
+           "On a pair batch (a_image, b_image, pair_label): the 2B embeddings with the labelled pairs as the indices tuple (docs/torch.md, \"Pair batches\").")
       .param(Param::number("pos_margin").default_value(0.0).doc("positive pairs closer than this cost nothing"))
       .param(Param::number("neg_margin").default_value(1.0).doc("negative pairs farther than this cost nothing"))
       .create<BatchContrastive>();
 }
 
 ComponentType batch_triplet_margin_type() {
-  return label_batch_loss_with_miner("torch.batch_triplet_margin")
+  return label_batch_loss_with_miner("torch.batch_triplet_margin", PairBatches::one_sided)
       .doc("PML's TripletMarginLoss on a label batch (image, label or pair_labels): max(0, d_ap - d_an + margin) "
            "(softplus with smooth_loss) averaged over the triplets above 0 with the default reducer, over every "
            "triplet of the batch or the triplets its miner returns.")

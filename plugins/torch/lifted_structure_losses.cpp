@@ -7,7 +7,7 @@
 //   torch.generalized_lifted_structure  Hermans et al. 2017 (PML's GeneralizedLiftedStructureLoss):
 //                                       per anchor, [log sum_p exp(D_ap - m_p) + log sum_n
 //                                       exp(m_n - D_an)]+; mean over the anchors
-// A label < 0 is unlabelled: in no pair, and not an anchor.
+// A label < 0 is unlabelled: in no pair, and not an anchor. A pair batch: label_batch.hpp.
 #include "pml_formulas.hpp"
 #include "torch_types.hpp"
 
@@ -19,8 +19,9 @@ class LiftedStructure final : public Loss {
   explicit LiftedStructure(const ComponentContext& c)
       : neg_margin_(c.params().number("negative_margin")), pos_margin_(c.params().number("positive_margin")) {}
   torch::Tensor compute(StepInputs& in) override {
-    torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(in, x.size(0));
+    LabelView v = label_view(in, "torch.lifted_structure");
+    torch::Tensor x = v.x;
+    const LabelMasks& m = v.m;
     if (too_few_pairs(m) || !m.positive.any().item<bool>() || !m.negative.any().item<bool>()) return zero_like_graph(x);
     torch::Tensor d = unit_l2_matrix(x, x);
     torch::Tensor pairs = m.positive.nonzero();
@@ -41,8 +42,9 @@ class GeneralizedLiftedStructure final : public Loss {
   explicit GeneralizedLiftedStructure(const ComponentContext& c)
       : neg_margin_(c.params().number("negative_margin")), pos_margin_(c.params().number("positive_margin")) {}
   torch::Tensor compute(StepInputs& in) override {
-    torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(in, x.size(0));
+    LabelView v = label_view(in, "torch.generalized_lifted_structure");
+    torch::Tensor x = v.x;
+    const LabelMasks& m = v.m;
     if (too_few_pairs(m)) return zero_like_graph(x);
     torch::Tensor d = unit_l2_matrix(x, x);
     torch::Tensor pos = pml_logsumexp(d - pos_margin_, m.positive, false, 1);
@@ -62,21 +64,23 @@ std::vector<ParamSpec> lifted_margins() {
 }  // namespace
 
 ComponentType lifted_structure_type() {
-  return label_batch_loss("torch.lifted_structure")
+  return label_batch_loss("torch.lifted_structure", PairBatches::train)
       .doc("Lifted structure loss on a label batch (image, label or pair_labels), as pytorch-metric-learning's "
            "LiftedStructureLoss: for every ordered positive pair (i, j), [log(sum_{k in N_i} exp(m_n - D_ik) + "
            "sum_{l in N_j} exp(m_n - D_jl)) + D_ij - m_p]+^2 / 2, D the L2 distance of the normalised embeddings; "
-           "mean over the ordered positive pairs. Song et al. 2016.")
+           "mean over the ordered positive pairs. Song et al. 2016. "
+           "On a pair batch (a_image, b_image, pair_label): the 2B embeddings with the labelled pairs as the indices tuple (docs/torch.md, \"Pair batches\").")
       .params(lifted_margins())
       .create<LiftedStructure>();
 }
 
 ComponentType generalized_lifted_structure_type() {
-  return label_batch_loss("torch.generalized_lifted_structure")
+  return label_batch_loss("torch.generalized_lifted_structure", PairBatches::train)
       .doc("Generalised lifted structure loss on a label batch (image, label or pair_labels), as "
            "pytorch-metric-learning's GeneralizedLiftedStructureLoss: per anchor a, [log sum_{p in P_a} exp(D_ap - m_p) "
            "+ log sum_{n in N_a} exp(m_n - D_an)]+, D the L2 distance of the normalised embeddings; mean over the "
-           "anchors. Hermans et al. 2017.")
+           "anchors. Hermans et al. 2017. "
+           "On a pair batch (a_image, b_image, pair_label): the 2B embeddings with the labelled pairs as the indices tuple (docs/torch.md, \"Pair batches\").")
       .params(lifted_margins())
       .create<GeneralizedLiftedStructure>();
 }

@@ -25,8 +25,9 @@ class MarginLossTerm final : public Loss {
   }
 
   torch::Tensor compute(StepInputs& in) override {
-    torch::Tensor x = in.embed_one("image");
-    LabelMasks m = label_masks(in, x.size(0));
+    LabelView v = label_view(in, "torch.margin", PairBatches::one_sided);
+    torch::Tensor x = v.x;
+    const LabelMasks& m = v.m;
     torch::Tensor pos = m.positive.to(x.scalar_type()), neg = m.negative.to(x.scalar_type());
     torch::Tensor positives = pos.sum(1, true), negatives = neg.sum(1, true);  // per anchor [n,1]
     torch::Tensor triplets = positives * negatives;
@@ -75,7 +76,7 @@ class MarginLossTerm final : public Loss {
 }  // namespace
 
 ComponentType margin_loss_type() {
-  return label_batch_loss("torch.margin")
+  return label_batch_loss("torch.margin", PairBatches::one_sided)
       .doc("Margin loss on a label batch (image, label or pair_labels), as pytorch-metric-learning's MarginLoss: over "
            "every triplet (a, p, n), ([D_ap - β + α]+ + [β - D_an + α]+) summed and divided by the number of non-zero "
            "terms, D the L2 distance of the normalised embeddings; β learnable (learn_boundary, trained and "

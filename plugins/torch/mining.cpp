@@ -101,22 +101,30 @@ IndicesTuple Miner::mine(const MiningInput& in) {
   return mine_indices({in.query.detach(), in.reference.detach(), in.relation});
 }
 
-LabelBatchLoss::LabelBatchLoss(const ComponentContext& c)
-    : miner_(c.params().has("miner") ? c.component<Miner>("miner") : nullptr), distance_(c.params()),
+LabelBatchLoss::LabelBatchLoss(const ComponentContext& c, std::string name, PairBatches pairs)
+    : miner_(c.params().has("miner") ? c.component<Miner>("miner") : nullptr), name_(std::move(name)), pairs_(pairs),
+      distance_(c.params()),
       reduction_(reduction_of(c.params())) {}
 
 LabelBatchLoss::~LabelBatchLoss() = default;
 
 torch::Tensor LabelBatchLoss::compute(StepInputs& in) {
-  torch::Tensor x = in.embed_one("image");
-  MiningInput batch{x, x, label_masks(in, x.size(0))};
-  if (!miner_) return compute_tuple(batch, nullptr);
-  const IndicesTuple mined = miner_->mine(batch);
-  return compute_tuple(batch, &mined);
+  LabelView v = label_view(in, name_, pairs_);
+  MiningInput batch{v.x, v.x, v.m};
+  if (miner_) {
+    const IndicesTuple mined = miner_->mine(batch);
+    return compute_tuple(batch, &mined);
+  }
+  if (v.pairs) {
+    // PML's loss(embeddings, indices_tuple=...): the pair batch's explicit pairs, in their order.
+    const IndicesTuple explicit_pairs{false, v.pairs->a1, v.pairs->p, v.pairs->a2, v.pairs->n};
+    return compute_tuple(batch, &explicit_pairs);
+  }
+  return compute_tuple(batch, nullptr);
 }
 
-ComponentTypeBuilder label_batch_loss_with_miner(const std::string& name) {
-  ComponentTypeBuilder b = label_batch_loss(name);
+ComponentTypeBuilder label_batch_loss_with_miner(const std::string& name, PairBatches pairs) {
+  ComponentTypeBuilder b = label_batch_loss(name, pairs);
   // What torch.cross_batch_memory feeds a loss it wraps; a loss used alone is not fed it.
   b.consumes("reference", "embedding: f32[M,D], label: i64[M]")
       .param(Param::component("miner", "miner").optional().doc(

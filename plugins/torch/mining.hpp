@@ -105,9 +105,12 @@ class Miner : public Component {
 // `miner` returns; torch.cross_batch_memory calls compute_tuple with a memory as the reference.
 class LabelBatchLoss : public Loss {
  public:
-  // Reads the optional `miner` component, the distance parameters and `reducer`.
-  explicit LabelBatchLoss(const ComponentContext& c);
+  // Reads the optional `miner` component, the distance parameters and `reducer`. `name` and
+  // `pairs`: how the loss takes a pair batch (label_batch.hpp), named in its errors.
+  LabelBatchLoss(const ComponentContext& c, std::string name, PairBatches pairs);
   ~LabelBatchLoss() override;
+  // Over the miner's tuple, or a pair batch's explicit pairs (label_batch.hpp; with a miner, it
+  // mines among those pairs), or the loss's default tuple.
   torch::Tensor compute(StepInputs& in) override;
   // The loss of `in` over `mined`, or over the loss's own default tuple (every pair or triplet
   // of in.relation) when it is null.
@@ -119,6 +122,8 @@ class LabelBatchLoss : public Loss {
 
  protected:
   std::unique_ptr<Miner> miner_;
+  std::string name_;
+  PairBatches pairs_;
   MiningDistance distance_;
   Reduction reduction_;
 };
@@ -126,7 +131,7 @@ class LabelBatchLoss : public Loss {
 // The declaration every label-batch loss that takes a miner shares: what it reads (image with label or
 // pair_labels, the image embeddings, and a `reference` when torch.cross_batch_memory drives it),
 // the optional `miner`, the distance parameters (default euclidean) and `reducer`.
-ComponentTypeBuilder label_batch_loss_with_miner(const std::string& name);
+ComponentTypeBuilder label_batch_loss_with_miner(const std::string& name, PairBatches pairs = PairBatches::no);
 
 // The declaration every miner shares: the image embeddings it reads, the tuple kind it
 // produces (pairs: a1, p, a2, n; triplets: a, p, n, as i64 index fields) and the distance

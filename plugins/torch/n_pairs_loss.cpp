@@ -12,10 +12,13 @@
 namespace embedflow::torchfam {
 namespace {
 
+constexpr const char* kNeeds = "images with class labels (image, label), one anchor and positive per class";
+
 class NPairs final : public Loss {
  public:
   explicit NPairs(const ComponentContext&) {}
   torch::Tensor compute(StepInputs& in) override {
+    if (is_pair_batch(in)) throw DataError(needs_class_labels_reason("torch.n_pairs", kNeeds));
     torch::Tensor x = in.embed_one("image");
     torch::Tensor y = in.field("label").flatten();
     if (y.size(0) != x.size(0)) throw DataError(cat("torch.n_pairs: label has ", y.size(0), " entries for ", x.size(0), " images"));
@@ -45,8 +48,9 @@ class NPairs final : public Loss {
 }  // namespace
 
 ComponentType n_pairs_type() {
-  return ComponentTypeBuilder("torch.n_pairs", "loss")
-      .doc("N-pair loss on a label batch (image, label), as pytorch-metric-learning's NPairsLoss: one (anchor, positive) "
+  ComponentTypeBuilder b("torch.n_pairs", "loss");
+  rejects_pair_batches(b, "torch.n_pairs", kNeeds);
+  return b.doc("N-pair loss on a label batch (image, label), as pytorch-metric-learning's NPairsLoss: one (anchor, positive) "
            "pair per label with two rows in the batch (its first two), and the mean over the pairs of the softmax cross "
            "entropy of each anchor's similarities to all positives (normalised dot products, no temperature) against "
            "its own. Sohn 2016.")

@@ -92,8 +92,10 @@ inline ClassLabels class_labels(StepInputs& in, std::int64_t n, std::int64_t num
   return {rows, y.index_select(0, rows)};
 }
 
-// The embeddings a loss with class parameters reads, checked against its embedding_size.
+// The embeddings a loss with class parameters reads, checked against its embedding_size; a pair
+// batch has no class labels, an error saying so.
 inline torch::Tensor sized_embeddings(StepInputs& in, std::int64_t embedding_size, const std::string& loss) {
+  if (is_pair_batch(in)) throw DataError(needs_class_labels_reason(loss, "images with class labels (image, label)"));
   torch::Tensor x = in.embed_one("image");
   if (x.dim() != 2 || x.size(1) != embedding_size)
     throw DataError(cat(loss, ": the embeddings are ", x.sizes(), " but embedding_size is ", embedding_size,
@@ -129,7 +131,7 @@ inline ComponentTypeBuilder class_parameter_loss(const std::string& name) {
   ComponentTypeBuilder b(name, "loss");
   b.consumes("batch", "image: any[N,...], label: any[N]").consumes("outputs", "embedding: f32[N,$embedding_size]");
   b.param(num_classes_param()).param(embedding_size_param());
-  return b;
+  return rejects_pair_batches(b, name, "images with class labels (image, label)");
 }
 
 }  // namespace embedflow::torchfam

@@ -7,7 +7,9 @@
 // and the invariance figures in range, the loss curves and the validation records must exist;
 // every trainer resumes from its own checkpoints (resume=auto) to the same table; the report
 // compares the run with a learning-rate variant; a photo whose file is missing stops the run with
-// an error naming its id and path.
+// an error naming its id and path. The loss is one variable: every trainer takes
+// --set loss='{type: torch.multi_similarity}' on its pair batches, and a loss that cannot learn
+// from pairs is refused at load, naming each trainer and the reason.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -185,4 +187,63 @@ print('ok')
   INFO(skipped.err);
   CHECK(skipped.exit_code == 0);
   CHECK_THAT(skipped.err, Catch::Contains("skipped 1"));
+}
+
+TEST_CASE("geo_photo_embeddings: the loss of every trainer is one variable", "[graphs][photos][loss]") {
+  const fs::path d = scratch_dir("geo-photo-loss");
+  render(d / "city1", "1", "240", "30");
+  // An untrained backbone (no pretraining run), 2 steps: what is tested is which loss trains.
+  auto experiment = [&](const std::string& out, std::vector<std::string> extra) {
+    std::vector<std::string> a = {"run", source_dir() + "/graphs/geo_photo_embeddings.yaml", "--quiet", "--cache-dir",
+                                  (d / "cache").string(), "--set", "data=" + (d / "city1").string(), "--set",
+                                  "out=" + (d / out).string(), "--set", "steps=2", "--set", "pairs_seen=16", "--set",
+                                  "validate_every=2", "--set", "I={type: torch.resnet18, width: 4, embedding_dim: 0}",
+                                  "--set", "V={type: torch.resnet18, width: 4, embedding_dim: 8}", "--set", "height=24",
+                                  "--set", "width=32", "--set", "batch=8", "--set", "positive_radius_m=300"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto contrastive = run_cli(experiment("contrastive", {}));
+  INFO(contrastive.err);
+  REQUIRE(contrastive.exit_code == 0);
+  auto ms = run_cli(experiment("ms", {"--set", "loss={type: torch.multi_similarity}"}));
+  INFO(ms.err);
+  REQUIRE(ms.exit_code == 0);
+  CHECK_THAT(read_file(d / "ms" / "table.md"), Catch::Contains("| T_c^3 P_{300,2000} |"));
+  // Same seed, same pairs, same initial weights: each trainer's first loss differs between the two
+  // runs only because its loss does; the multi-similarity loss of L2-normalised embeddings is
+  // positive and below its bound at the default scales (1/2 log(1 + e^3) + 1/50 log(1 + e^25) per row).
+  check_python(R"PY(
+import csv, math, sys
+d = sys.argv[1]
+bound = 0.5 * math.log(1 + math.exp(3)) + (25 + math.log1p(math.exp(-25))) / 50
+for v in ('tc1', 'tc2', 'tc3', 'tb'):
+    first = {run: float(next(csv.DictReader(open(f'{d}/{run}/{v}/train/metrics.csv')))['loss']) for run in ('contrastive', 'ms')}
+    assert abs(first['contrastive'] - first['ms']) > 1e-4, (v, first)
+    assert 0 < first['ms'] < bound, (v, first, bound)
+print('ok')
+)PY",
+               {d.string()});
+
+  // A loss that learns nothing from pairs, or needs class labels: the graph does not load, and the
+  // error names every trainer and why.
+  auto validate = [&](const std::string& loss) {
+    std::vector<std::string> a = experiment("bad", {"--set", "loss=" + loss});
+    a[0] = "validate";
+    a.erase(std::find(a.begin(), a.end(), std::string("--quiet")));
+    const auto cache = std::find(a.begin(), a.end(), std::string("--cache-dir"));
+    a.erase(cache, cache + 2);
+    return run_cli(a);
+  };
+  auto ok = validate("{type: torch.lifted_structure}");
+  INFO(ok.err);
+  CHECK(ok.exit_code == 0);
+  auto circle = validate("{type: torch.circle}");
+  CHECK(circle.exit_code == 2);
+  for (const char* node : {"tc1", "tc2", "tc3", "tb"}) CHECK_THAT(circle.err, Catch::Contains(node));
+  CHECK_THAT(circle.err, Catch::Contains("torch.circle on a pair batch (a_image, b_image, pair_label): each of its 2B embeddings "
+                                         "has one partner"));
+  auto proxy = validate("{type: torch.proxy_anchor, num_classes: 10, embedding_size: 72}");
+  CHECK(proxy.exit_code == 2);
+  CHECK_THAT(proxy.err, Catch::Contains("torch.proxy_anchor needs images with class labels (image, label)"));
 }
