@@ -94,6 +94,12 @@ Record LossSequence::state() const {
   return r;
 }
 
+void LossSequence::load_state(const Record& state) {
+  NamedTensors tensors;
+  for (const auto& [name, array] : state.fields()) tensors.emplace_back(name, to_tensor(array).clone());
+  parts_->loss->load_state(tensors, "evaluate_loss state");
+}
+
 double evaluate_loss(const Value& spec, const Record& batch, Record* grads) { return LossSequence(spec).step(batch, grads); }
 
 }  // namespace embedflow::torchfam

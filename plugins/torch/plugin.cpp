@@ -37,6 +37,7 @@ void register_types(Registry& r) {
   r.add(batch_contrastive_type());
   r.add(batch_triplet_margin_type());
   r.add(cross_batch_memory_type());
+  r.add(index_hard_negatives_type());
   // miners
   r.add(batch_easy_hard_miner_type());
   r.add(batch_hard_miner_type());

@@ -37,6 +37,7 @@ ComponentType sum_type();                      // torch.sum                     
 ComponentType batch_contrastive_type();        // torch.batch_contrastive        label_batch_losses.cpp
 ComponentType batch_triplet_margin_type();     // torch.batch_triplet_margin     label_batch_losses.cpp
 ComponentType cross_batch_memory_type();       // torch.cross_batch_memory       cross_batch_memory.cpp
+ComponentType index_hard_negatives_type();     // torch.index_hard_negatives     index_hard_negatives.cpp
 
 // Miners (kind "miner", miners.cpp)
 ComponentType batch_easy_hard_miner_type();    // torch.batch_easy_hard_miner
@@ -98,6 +99,8 @@ class LossSequence {
   // The loss's state (Loss::state) as arrays: a cross-batch memory's embeddings, labels and queue
   // (next slot, filled); empty for a loss without state.
   Record state() const;
+  // Restores a state() (Loss::load_state), as a resume from a checkpoint does.
+  void load_state(const Record& state);
 
  private:
   double run(const Record& batch, Record* grads, bool evaluating);

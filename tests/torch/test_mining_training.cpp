@@ -1,8 +1,9 @@
 // Miners and the cross-batch memory inside torch.train (GraphRunner, in process): load-time errors
 // at the parameter that is wrong; a run resumed from a checkpoint repeats the uninterrupted run's
 // losses exactly, the memory's queue included; and graphs/fashion_mining.yaml, run short, learns:
-// both trained models retrieve held-out Fashion-MNIST test images better than the untrained one.
-// Every YAML block of docs/torch.md's miners section validates.
+// both trained models retrieve held-out Fashion-MNIST test images better than the untrained one;
+// torch.index_hard_negatives resumes exactly and graphs/fashion_index_mining.yaml, run short, beats
+// the raw pixels. Every YAML block of docs/torch.md's miners section validates.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -124,6 +125,41 @@ TEST_CASE("a resumed run with a cross-batch memory repeats the uninterrupted run
   CHECK_THAT(r.error, Catch::Contains("step-00000003.pt: its cross-batch memory does not fit memory_size 256"));
 }
 
+TEST_CASE("a resumed run with index-mined negatives repeats the uninterrupted run's losses exactly", "[torch][index_mining][train]") {
+  fs::path dir = scratch_dir("torch-index-mining-resume");
+  auto graph = [&](const std::string& run, int max_steps) {
+    return train_graph("{type: torch.index_hard_negatives, every: 2, k: 3, loss: {type: torch.batch_triplet_margin, margin: 0.2}}",
+                       ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, log_every: 1, checkpoint_every: 3, "
+                       "keep_checkpoints: 0, resume: auto, max_steps: " + std::to_string(max_steps) + ", log_dir: " +
+                           (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string());
+  };
+  auto run_ok = [](const std::string& name, const std::string& yaml) {
+    GraphRun r = GraphRunner(plugins(), yaml, name).run();
+    INFO(r.message());
+    REQUIRE(r.exit_code == 0);
+  };
+  run_ok("full.yaml", graph("full", 8));
+  // Interrupted after step 3 (the index refreshed at step 3 over the 192 images seen), resumed to
+  // step 8: a mining set or an index not restored would change the losses of steps 4-8.
+  run_ok("part.yaml", graph("part", 3));
+  run_ok("resumed.yaml", graph("part", 8));
+  const auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == 8);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("row " << i);
+    CHECK(a[i].step == b[i].step);
+    CHECK(a[i].loss == b[i].loss);  // printed with 9 significant digits
+  }
+  // What it cannot wrap, at load; a batch without id, at the first step.
+  CHECK_THAT(problems_of("{type: torch.index_hard_negatives, loss: {type: torch.batch_hard_triplet}}"),
+             Catch::Contains("param 'loss'") &&
+                 Catch::Contains("loss torch.batch_hard_triplet does not compare a batch with reference embeddings"));
+  CHECK_THAT(problems_of("{type: torch.index_hard_negatives, loss: {type: torch.batch_triplet_margin, swap: true}}"),
+             Catch::Contains("use swap: false"));
+  CHECK_THAT(problems_of("{type: torch.index_hard_negatives, every: 0, loss: {type: torch.batch_contrastive}}"), Catch::Contains("every"));
+}
+
 namespace {
 
 // A retrieval metric of an eval.retrieval node's metrics record.
@@ -150,6 +186,21 @@ TEST_CASE("graphs/fashion_mining.yaml learns: mined and memory models retrieve h
   // Measured: untrained 0.250, mined 0.545, memory 0.534.
   CHECK(mined > untrained + 0.15);
   CHECK(memory > untrained + 0.15);
+}
+
+TEST_CASE("graphs/fashion_index_mining.yaml learns: index-mined hard negatives beat raw pixels on held-out images",
+          "[torch][index_mining][graph]") {
+  fs::path dir = scratch_dir("torch-fashion-index-mining");
+  GraphRun r = GraphRunner::from_file(plugins(), source_dir() + "/graphs/fashion_index_mining.yaml")
+                   .collect("eval_mined.metrics")
+                   .collect("eval_pixels.metrics")
+                   .run({"steps=60", "every=20", "train_images=4000", "test_images=1000", "out=" + (dir / "out").string()});
+  INFO(r.message());
+  REQUIRE(r.exit_code == 0);
+  const double mined = metric(r, "eval_mined.metrics", "map_at_r"), pixels = metric(r, "eval_pixels.metrics", "map_at_r");
+  INFO("MAP@R on 1000 test images: raw pixels " << pixels << ", index-mined " << mined);
+  WARN("MAP@R on 1000 test images: raw pixels " << pixels << ", index-mined " << mined);
+  CHECK(mined > pixels);
 }
 
 TEST_CASE("docs/torch.md: every YAML block of the miners section validates", "[torch][miner][docs]") {
