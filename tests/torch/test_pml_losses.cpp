@@ -12,32 +12,20 @@
 #include <set>
 #include <sstream>
 
-#include "embedflow/yaml.hpp"
+#include "json_fixture.hpp"
 #include "torch_test_util.hpp"
 #include "torch_types.hpp"
 
 using namespace embedflow;
 using embedflow::test::num;
+using embedflow::test::fixture_floats;
 using embedflow::test::spec;
 using embedflow::torchfam::evaluate_loss;
 
 namespace {
 
 const Value& fixtures() {
-  static const Value v = [] {
-    const std::string path = std::string(EMBEDFLOW_SOURCE_DIR) + "/tests/torch/fixtures/pml_losses.json";
-    std::ifstream in(path);
-    REQUIRE(in.good());
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_yaml(text.str(), path);  // JSON is YAML
-  }();
-  return v;
-}
-
-std::vector<float> floats(const Value& list) {
-  std::vector<float> v;
-  for (const auto& x : list.as_list()) v.push_back(static_cast<float>(x.as_number()));
+  static const Value v = embedflow::test::read_json_fixture("pml_losses.json");
   return v;
 }
 
@@ -54,7 +42,7 @@ Record fixture_batch(const std::string& name) {
   std::vector<std::int64_t> labels;
   for (const auto& l : b.get("labels")->as_list()) labels.push_back(l.as_integer());
   Record r;
-  r.set("image", Array::from_vector<float>({rows, dim}, floats(*b.get("embeddings"))));
+  r.set("image", Array::from_vector<float>({rows, dim}, fixture_floats(*b.get("embeddings"))));
   r.set("label", Array::from_vector<std::int64_t>({rows}, labels));
   return r;
 }
@@ -102,7 +90,7 @@ TEST_CASE("PML losses: values and gradients equal pytorch-metric-learning's on f
     std::vector<std::string> tensors;
     if (const Value* t = c.get("tensors"))
       for (const auto& [name, values] : t->as_map()) {
-        batch.set("loss." + name, Array::from_vector<float>(shape_of(*c.get("tensor_shapes")->get(name)), floats(values)));
+        batch.set("loss." + name, Array::from_vector<float>(shape_of(*c.get("tensor_shapes")->get(name)), fixture_floats(values)));
         tensors.push_back(name);
       }
     Record grads;
@@ -157,7 +145,7 @@ TEST_CASE("PML losses: an unlabelled row (label -1) is in no pair and changes no
     const Value s = case_spec(c);
     INFO(s.str());
     Record batch = fixture_batch("small");
-    std::vector<float> x = floats(*fixtures().get("batches")->get("small")->get("embeddings"));
+    std::vector<float> x = fixture_floats(*fixtures().get("batches")->get("small")->get("embeddings"));
     std::vector<std::int64_t> labels;
     for (std::int64_t i = 0; i < 16; ++i) labels.push_back(batch.get("label").as_int(i));
     for (int d = 0; d < 8; ++d) x.push_back(0.1f * static_cast<float>(d + 1));
@@ -166,7 +154,7 @@ TEST_CASE("PML losses: an unlabelled row (label -1) is in no pair and changes no
     batch.set("label", Array::from_vector<std::int64_t>({17}, labels));
     if (const Value* t = c.get("tensors"))
       for (const auto& [name, values] : t->as_map())
-        batch.set("loss." + name, Array::from_vector<float>(shape_of(*c.get("tensor_shapes")->get(name)), floats(values)));
+        batch.set("loss." + name, Array::from_vector<float>(shape_of(*c.get("tensor_shapes")->get(name)), fixture_floats(values)));
     Record grads;
     const double want = c.get("value")->as_number();
     CHECK(std::abs(evaluate_loss(s, batch, &grads) - want) <= 1e-5 * std::max(1.0, std::abs(want)));
@@ -212,7 +200,7 @@ TEST_CASE("PML losses: a proxy loss inside torch.sum keeps its proxies, named af
   const Value& c = fixtures().get("cases")->as_list().at(4);  // torch.proxy_anchor with its defaults
   REQUIRE(c.get("type")->as_string() == "torch.proxy_anchor");
   Record batch = fixture_batch(c.get("batch")->as_string());
-  batch.set("loss.b.proxies", Array::from_vector<float>({7, 8}, floats(*c.get("tensors")->get("proxies"))));
+  batch.set("loss.b.proxies", Array::from_vector<float>({7, 8}, fixture_floats(*c.get("tensors")->get("proxies"))));
   const Value sum = spec("torch.sum", {{"a", spec("torch.l2_embedding", {{"weight", num(0)}})}, {"b", case_spec(c)}});
   Record grads;
   const double want = c.get("value")->as_number();

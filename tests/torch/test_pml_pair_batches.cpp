@@ -13,31 +13,19 @@
 #include <set>
 #include <sstream>
 
-#include "embedflow/yaml.hpp"
+#include "json_fixture.hpp"
 #include "torch_test_util.hpp"
 #include "torch_types.hpp"
 
 using namespace embedflow;
+using embedflow::test::fixture_floats;
 using embedflow::test::spec;
 using embedflow::torchfam::evaluate_loss;
 
 namespace {
 
 const Value& fixtures() {
-  static const Value v = [] {
-    const std::string path = std::string(EMBEDFLOW_SOURCE_DIR) + "/tests/torch/fixtures/pml_pair_losses.json";
-    std::ifstream in(path);
-    REQUIRE(in.good());
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_yaml(text.str(), path);  // JSON is YAML
-  }();
-  return v;
-}
-
-std::vector<float> floats(const Value& list) {
-  std::vector<float> v;
-  for (const auto& x : list.as_list()) v.push_back(static_cast<float>(x.as_number()));
+  static const Value v = embedflow::test::read_json_fixture("pml_pair_losses.json");
   return v;
 }
 
@@ -46,9 +34,9 @@ Record pair_batch(const std::string& name) {
   const Value& b = *fixtures().get("batches")->get(name);
   const std::int64_t pairs = b.get("pairs")->as_integer(), dim = b.get("dim")->as_integer();
   Record r;
-  r.set("a_image", Array::from_vector<float>({pairs, dim}, floats(*b.get("a_image"))));
-  r.set("b_image", Array::from_vector<float>({pairs, dim}, floats(*b.get("b_image"))));
-  r.set("pair_label", Array::from_vector<float>({pairs}, floats(*b.get("pair_label"))));
+  r.set("a_image", Array::from_vector<float>({pairs, dim}, fixture_floats(*b.get("a_image"))));
+  r.set("b_image", Array::from_vector<float>({pairs, dim}, fixture_floats(*b.get("b_image"))));
+  r.set("pair_label", Array::from_vector<float>({pairs}, fixture_floats(*b.get("pair_label"))));
   return r;
 }
 
@@ -109,7 +97,7 @@ TEST_CASE("Pair batches: only the labelled pairs count; an unknown label and oth
   // compared members of different pairs would see it move).
   const Record b = pair_batch("small");
   Record moved = b;
-  std::vector<float> a = floats(*fixtures().get("batches")->get("small")->get("a_image"));
+  std::vector<float> a = fixture_floats(*fixtures().get("batches")->get("small")->get("a_image"));
   for (int d = 0; d < 8; ++d) a[6 * 8 + d] += 3.0f;
   moved.set("a_image", Array::from_vector<float>({12, 8}, a));
   for (const char* type : {"torch.multi_similarity", "torch.lifted_structure", "torch.generalized_lifted_structure",
