@@ -175,6 +175,12 @@ void check_structure(const faiss::Index& index, const std::string& what) {
     if (ivf->nprobe < 1 || ivf->nprobe > ivf->nlist) throw bad("its nprobe is outside [1, nlist]");
     if (ivf->invlists->code_size != ivf->code_size) throw bad("its inverted lists' code size disagrees with the index");
   }
+  const auto* hnsw = dynamic_cast<const faiss::IndexHNSW*>(&index);
+  if (const auto* flat = dynamic_cast<const faiss::IndexFlat*>(hnsw ? hnsw->storage : &index))
+    // stored_rows() hands these out as ntotal x d floats.
+    if (flat->code_size != sizeof(float) * static_cast<std::size_t>(flat->d) ||
+        flat->codes.size() != flat->code_size * static_cast<std::size_t>(flat->ntotal))
+      throw bad("its stored rows are not ntotal x d floats");
   if (dynamic_cast<const faiss::IndexIVFFlat*>(&index) &&
       dynamic_cast<const faiss::IndexIVF&>(index).code_size != sizeof(float) * static_cast<std::size_t>(index.d))
     throw bad("its rows are not d floats long");
@@ -237,17 +243,38 @@ std::vector<std::uint8_t> AnnIndex::to_bytes() const {
   return std::move(w.data);
 }
 
+namespace {
+
+// faiss's reader over bytes someone else owns: one copy, into the index's own arrays.
+struct SpanIOReader : faiss::IOReader {
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0, at = 0;
+  std::size_t operator()(void* ptr, std::size_t item, std::size_t items) override {
+    if (item == 0 || at >= size) return 0;
+    const std::size_t n = std::min(items, (size - at) / item);
+    std::copy_n(data + at, n * item, static_cast<std::uint8_t*>(ptr));
+    at += n * item;
+    return n;
+  }
+};
+
+}  // namespace
+
 AnnIndex AnnIndex::from_bytes(std::vector<std::uint8_t> bytes, AnnMetric metric, const std::string& what) {
-  faiss::VectorIOReader r;
-  r.data = std::move(bytes);
+  return from_bytes(bytes.data(), bytes.size(), metric, what);
+}
+
+AnnIndex AnnIndex::from_bytes(const std::uint8_t* data, std::size_t size, AnnMetric metric, const std::string& what) {
+  SpanIOReader r;
+  r.data = data;
+  r.size = size;
   AnnIndex out;
   try {
     out.index_.reset(faiss::read_index(&r));
   } catch (const std::exception& e) {  // FaissException, and bad_alloc from a damaged size field
     throw DataError(cat(what, ": not an index faiss can read (damaged or truncated?): ", e.what()));
   }
-  if (r.rp != r.data.size())
-    throw DataError(cat(what, ": ", r.data.size() - r.rp, " bytes follow the index: the file is damaged"));
+  if (r.at != size) throw DataError(cat(what, ": ", size - r.at, " bytes follow the index: the file is damaged"));
   const faiss::Index* i = out.index_.get();
   if (dynamic_cast<const faiss::IndexIVFPQ*>(i)) out.kind_ = AnnKind::ivf_pq;
   else if (dynamic_cast<const faiss::IndexIVFFlat*>(i)) out.kind_ = AnnKind::ivf;
@@ -291,6 +318,14 @@ void AnnIndex::search(MatrixView queries, std::int64_t k, const AnnSearchParams&
 }
 
 bool AnnIndex::stores_vectors() const { return kind_ != AnnKind::ivf_pq; }
+
+MatrixView AnnIndex::stored_rows() const {
+  const faiss::IndexFlat* flat = nullptr;
+  if (const auto* h = dynamic_cast<const faiss::IndexHNSW*>(index_.get())) flat = dynamic_cast<const faiss::IndexFlat*>(h->storage);
+  else flat = dynamic_cast<const faiss::IndexFlat*>(index_.get());
+  if (!flat) return MatrixView{nullptr, 0, dim()};
+  return MatrixView{flat->get_xb(), rows(), dim()};
+}
 
 std::vector<float> AnnIndex::reconstruct() const {
   const auto d = static_cast<std::size_t>(dim());
