@@ -299,13 +299,15 @@ TEST_CASE("eval.index_retrieval's recall equals faiss Python's against NumPy bru
                            "  ivf:      {type: eval.index_retrieval, params: {path: " + file("ivf") + ", ranks: [1, 10], bootstrap: 0}}\n"
                            "  ivf_wide: {type: eval.index_retrieval, params: {path: " + file("ivf") + ", nprobe: 4, ranks: [1, 10], bootstrap: 0}}\n"
                            "  hnsw:     {type: eval.index_retrieval, params: {path: " + file("hnsw") + ", ranks: [1, 10], bootstrap: 0}}\n"
+                           "  hnsw_wide: {type: eval.index_retrieval, params: {path: " + file("hnsw") + ", ef_search: 40, ranks: [1, 10], bootstrap: 0}}\n"
                            "  pq:       {type: eval.index_retrieval, params: {path: " + file("pq") + ", ranks: [1, 10], bootstrap: 0}}\n"
                            "  cosine:   {type: eval.index_retrieval, params: {path: " + file("cosine") + ", metric: cosine, ranks: [1, 10], bootstrap: 0}}\n"
                            "edges: [query.out -> ivf.query, query.out -> ivf_wide.query, query.out -> hnsw.query, query.out -> pq.query,\n"
+                           "        query.out -> hnsw_wide.query,\n"
                            "        gallery.out -> pq.gallery, query.out -> cosine.query]\n",
                            "search.yaml")
                    .collect("ivf.metrics").collect("ivf_wide.metrics").collect("hnsw.metrics").collect("pq.metrics")
-                   .collect("cosine.metrics")
+                   .collect("cosine.metrics").collect("hnsw_wide.metrics")
                    .threads(2)
                    .run();
   INFO(r.message());
@@ -313,10 +315,11 @@ TEST_CASE("eval.index_retrieval's recall equals faiss Python's against NumPy bru
   CHECK_THAT(r.log, Catch::Contains("recall@10 against exact search"));
   Result py = check_python(kRecallOracle, {data().h5, "ivf:" + file("ivf") + ":euclidean:0:0:10",
                                            "ivf_wide:" + file("ivf") + ":euclidean:4:0:10",
-                                           "hnsw:" + file("hnsw") + ":euclidean:0:0:10", "pq:" + file("pq") + ":euclidean:0:0:10",
+                                           "hnsw:" + file("hnsw") + ":euclidean:0:0:10",
+                                           "hnsw_wide:" + file("hnsw") + ":euclidean:0:40:10", "pq:" + file("pq") + ":euclidean:0:0:10",
                                            "cosine:" + file("cosine") + ":cosine:0:0:10"});
   const auto oracle = parse_tagged(py.out);
-  for (const char* name : {"ivf", "ivf_wide", "hnsw", "pq", "cosine"}) {
+  for (const char* name : {"ivf", "ivf_wide", "hnsw", "hnsw_wide", "pq", "cosine"}) {
     INFO(name);
     const double ours = scalar(r.records(std::string(name) + ".metrics").at(0), "recall");
     REQUIRE(oracle.count(std::string("recall_") + name));
@@ -328,6 +331,8 @@ TEST_CASE("eval.index_retrieval's recall equals faiss Python's against NumPy bru
   CHECK(narrow < 0.99);
   CHECK(wide > narrow);
   CHECK(scalar(r.records("hnsw.metrics").at(0), "recall") < 0.999);
+  // A search breadth above the built one searches wider (faiss 1.7.3 needs it on the index).
+  CHECK(scalar(r.records("hnsw_wide.metrics").at(0), "recall") > scalar(r.records("hnsw.metrics").at(0), "recall"));
 }
 
 TEST_CASE("eval.index_knn over a flat index predicts what scikit-learn's KNeighborsClassifier does", "[eval][index][oracle]") {

@@ -304,8 +304,11 @@ void AnnIndex::search(MatrixView queries, std::int64_t k, const AnnSearchParams&
     ivf.nprobe = params.nprobe > 0 ? static_cast<std::size_t>(params.nprobe) : i->nprobe;
     if (ivf.nprobe > i->nlist) throw ConfigError(cat("nprobe = ", ivf.nprobe, " is larger than the index's nlist = ", i->nlist));
     sp = &ivf;
-  } else if (const auto* h = dynamic_cast<const faiss::IndexHNSW*>(index_.get())) {
+  } else if (auto* h = dynamic_cast<faiss::IndexHNSW*>(index_.get())) {
     hnsw.efSearch = params.ef_search > 0 ? static_cast<int>(params.ef_search) : h->hnsw.efSearch;
+    // faiss 1.7.3 sizes the search's candidate queue by the index's own efSearch and only stops
+    // by the parameter's, so a parameter above the built value searched no wider: set both.
+    h->hnsw.efSearch = hnsw.efSearch;
     sp = &hnsw;
   }
   omp_set_num_threads(std::max(1, threads));

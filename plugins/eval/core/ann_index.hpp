@@ -75,7 +75,8 @@ class AnnIndex {
   static AnnIndex from_bytes(const std::uint8_t* data, std::size_t size, AnnMetric metric, const std::string& what);
 
   // Top-k per query, nearest first: indices into the gallery (-1 pads when the index finds fewer)
-  // and scores (see the header). Cosine normalises the queries first.
+  // and scores (see the header). Cosine normalises the queries first. An hnsw search's ef_search
+  // stays the index's efSearch (faiss needs it there); not safe alongside another search.
   void search(MatrixView queries, std::int64_t k, const AnnSearchParams& params, int threads,
               std::vector<std::int64_t>& index, std::vector<float>& score) const;
 
