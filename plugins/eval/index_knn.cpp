@@ -9,13 +9,15 @@
 //                   ivf_pq index, which holds only codes
 // Outputs: metrics  eval.knn_classifier's record plus recall (f64[], NaN when not measured)
 //
-// Neighbours are ordered as eval.knn_classifier orders them where the training rows are at hand
-// (flat, ivf, hnsw hold them): candidates rescored in double, ties by training row; a flat index
-// thus predicts what scikit-learn's KNeighborsClassifier (brute force) predicts. An approximate
-// index that finds fewer than k rows for a test row lets those it found vote.
+// Neighbours are ordered by `rescore` (index_common.hpp): by default faiss's distances for flat,
+// ivf and hnsw (they hold the rows, so these are exact up to float rounding) and, for ivf_pq
+// with the gallery port, eval.knn_classifier's double-precision distances; ties by training row.
+// A flat index predicts what scikit-learn's KNeighborsClassifier (brute force) predicts. An
+// approximate index that finds fewer than k rows for a test row lets those it found vote.
 //
-// Caveats: `weights: distance` needs a distance: not under inner_product. Memory: the test rows,
-// the index and, for recall or rescoring, the training rows again.
+// Caveats: `weights: distance` needs a distance: not under inner_product. Memory: the test rows
+// and the index; flat and hnsw indexes lend their rows for rescoring and recall, an ivf index's
+// are gathered into a copy when needed.
 //
 //   seed: 1
 //   nodes:

@@ -10,11 +10,12 @@
 //                   for an ivf_pq index, which holds only codes
 // Outputs: metrics  eval.retrieval's record plus recall (f64[], NaN when not measured)
 //
-// How the lists are ranked: where the gallery rows are at hand (flat, ivf and hnsw indexes hold
-// them), the candidates are rescored with eval.retrieval's double-precision scores and ordered
-// by (score, gallery row), so a flat index with depth >= the gallery gives eval.retrieval's
-// numbers exactly. The index decides which rows are candidates; ivf_pq without the gallery port
-// ranks by its code distances.
+// How the lists are ranked: by `rescore` (index_common.hpp). By default flat, ivf and hnsw lists
+// keep faiss's distances (exact up to float rounding: the rows are stored) and ivf_pq lists are
+// rescored with eval.retrieval's double-precision scores when the gallery port brings the rows;
+// ties by gallery row. A flat index at depth >= the gallery gives eval.retrieval's numbers
+// (exactly with rescore: always; in faiss's order, unless two rows lie within float rounding of
+// a query's distance). The index decides which rows are candidates.
 //
 // Caveats: depth 0 reads max(max_rank, keep_top, the largest gallery label's rows up to 1000) per
 // query, which makes CMC, P@1, R-precision and MAP@R those of the full ranking when the index
