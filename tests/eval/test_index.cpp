@@ -215,6 +215,43 @@ TEST_CASE("rescore: ivf_pq's lossy lists are rescored over the gallery rows; imp
          2, {"eval", "rescore", "sometimes"});
 }
 
+TEST_CASE("an hnsw search's scores are the exact distances of the rows it returns, nearest first", "[eval][index]") {
+  // 40 dims: two 16-lane blocks of the distance kernel and a tail of 8.
+  const std::int64_t rows = 500, dim = 40, queries = 30, k = 8;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<std::size_t>(rows * dim)), q(static_cast<std::size_t>(queries * dim));
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : q) v = normal(rng);
+  for (auto metric : {ec::AnnMetric::euclidean, ec::AnnMetric::inner_product}) {
+    INFO(ec::ann_metric_name(metric));
+    ec::AnnSpec spec;
+    spec.kind = ec::AnnKind::hnsw;
+    spec.metric = metric;
+    spec.hnsw_m = 8;
+    const std::vector<std::uint8_t> bytes = ec::AnnIndex::build(spec, {x.data(), rows, dim}, 1).to_bytes();
+    // Built and loaded: both give the index the same distance kernel.
+    const ec::AnnIndex index = ec::AnnIndex::from_bytes(bytes.data(), bytes.size(), metric, "test");
+    std::vector<std::int64_t> ids;
+    std::vector<float> scores;
+    index.search({q.data(), queries, dim}, k, {}, 1, ids, scores);
+    for (std::int64_t i = 0; i < queries; ++i)
+      for (std::int64_t j = 0; j < k; ++j) {
+        const auto at = static_cast<std::size_t>(i * k + j);
+        REQUIRE(ids[at] >= 0);
+        double l2 = 0, dot = 0;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const double a = q[static_cast<std::size_t>(i * dim + d)], b = x[static_cast<std::size_t>(ids[at] * dim + d)];
+          l2 += (a - b) * (a - b);
+          dot += a * b;
+        }
+        const double want = metric == ec::AnnMetric::euclidean ? l2 : -dot;
+        CHECK(scores[at] == Approx(want).margin(1e-4));
+        if (j > 0) CHECK(scores[at - 1] <= scores[at]);
+      }
+  }
+}
+
 TEST_CASE("flat and hnsw indexes hand out their stored rows in place; ivf and ivf_pq do not", "[eval][index]") {
   const std::int64_t rows = 300, dim = 8;
   std::mt19937_64 rng(3);
