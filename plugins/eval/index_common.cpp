@@ -4,8 +4,16 @@
 #include <embedflow/hdf5/stream_file.hpp>
 #include <embedflow/results.hpp>
 
-#include <fstream>
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+#include <cstring>
 #include <memory>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace embedflow::eval {
 
@@ -30,17 +38,43 @@ std::int64_t integer_attribute(const hdf5::StreamFileReader& r, const std::strin
   throw DataError(cat("'", file, "': attribute '", key, "' is '", v, "', not a count"));
 }
 
-std::vector<std::uint8_t> read_bytes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(cat("cannot open index file '", path.string(), "'"));
-  in.seekg(0, std::ios::end);
-  const auto size = static_cast<std::size_t>(in.tellg());
-  in.seekg(0);
-  std::vector<std::uint8_t> bytes(size);
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size));
-  if (!in) throw DataError(cat("cannot read index file '", path.string(), "'"));
-  return bytes;
-}
+// An index file mapped read-only: its CRC-32 and faiss's reader read the page cache in place,
+// so the bytes are copied once (into faiss's arrays), not read into a buffer first. Pages are
+// populated up front: one call, not a fault per page.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw DataError(cat("cannot open index file '", path.string(), "': ", std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      throw DataError(cat("cannot read index file '", path.string(), "': ", std::strerror(errno)));
+    }
+    size_ = static_cast<std::size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+      if (p == MAP_FAILED) {
+        const int e = errno;
+        ::close(fd);
+        throw DataError(cat("cannot map index file '", path.string(), "': ", std::strerror(e)));
+      }
+      data_ = static_cast<const std::uint8_t*>(p);
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<std::uint8_t*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
 
 // The gallery's label, id and camera columns, from either the record or the stream file.
 void take_gallery_columns(const Record& r, IndexedGallery& g, const std::string& where) {
@@ -68,6 +102,12 @@ Record gallery_columns(const FeatureSet& gallery) {
   if (gallery.has_camera) r.set("camera", Array::from_vector<std::int64_t>({n}, gallery.camera));
   if (gallery.has_id) r.set("id", Array::strings(gallery.id));
   return r;
+}
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 }  // namespace
@@ -129,14 +169,16 @@ IndexedGallery load_index_files(const std::filesystem::path& path) {
   g.source = cat("index file '", file, "'");
   const std::int64_t size = integer_attribute(reader, "faiss_bytes", sidecar);
   const std::int64_t crc = integer_attribute(reader, "faiss_crc32", sidecar);
-  std::vector<std::uint8_t> bytes = read_bytes(path);
-  if (static_cast<std::int64_t>(bytes.size()) != size)
-    throw DataError(cat(g.source, " has ", bytes.size(), " bytes where its gallery file '", sidecar, "' records ", size,
-                        ": it was truncated or replaced"));
-  if (crc32_of(bytes.data(), bytes.size()) != static_cast<std::uint32_t>(crc))
-    throw DataError(cat(g.source, " is damaged: its CRC-32 differs from the one its gallery file '", sidecar, "' records"));
   const AnnMetric metric = parse_ann_metric(attribute_or_throw(reader, "metric", sidecar));
-  g.index = AnnIndex::from_bytes(std::move(bytes), metric, g.source);
+  {
+    const MappedFile bytes(path);
+    if (static_cast<std::int64_t>(bytes.size()) != size)
+      throw DataError(cat(g.source, " has ", bytes.size(), " bytes where its gallery file '", sidecar, "' records ", size,
+                          ": it was truncated or replaced"));
+    if (crc32_of(bytes.data(), bytes.size()) != static_cast<std::uint32_t>(crc))
+      throw DataError(cat(g.source, " is damaged: its CRC-32 differs from the one its gallery file '", sidecar, "' records"));
+    g.index = AnnIndex::from_bytes(bytes.data(), bytes.size(), metric, g.source);
+  }
   if (ann_kind_name(g.index.kind()) != attribute_or_throw(reader, "kind", sidecar) ||
       g.index.dim() != integer_attribute(reader, "dim", sidecar))
     throw DataError(cat(g.source, " (", g.index.describe(), ", ", g.index.dim(), " dims) is not the index its gallery file '",
@@ -153,6 +195,9 @@ void add_index_search_params(NodeTypeBuilder& b) {
                  .doc("the metric the index must rank by; a file of another metric is an error"))
       .param(Param::integer("nprobe").default_value(0).min(0).doc("ivf, ivf_pq: cells visited per query (0: as built)"))
       .param(Param::integer("ef_search").default_value(0).range(0, 1 << 20).doc("hnsw: search breadth (0: as built)"))
+      .param(Param::choice("rescore", {"auto", "always", "never"}).default_value("auto")
+                 .doc("re-rank each list by eval.retrieval's double-precision scores: auto for ivf_pq's lossy codes "
+                      "(with the gallery port), always, or never (faiss's order)"))
       .param(Param::integer("recall_queries").default_value(1000).min(0).not_fingerprinted()
                  .doc("queries (evenly spaced) on which recall against exact search is measured; 0: none"));
 }
@@ -171,6 +216,8 @@ void IndexSearch::open(const NodeContext& ctx) {
   params_.nprobe = p.integer("nprobe");
   params_.ef_search = p.integer("ef_search");
   recall_queries_ = p.integer("recall_queries");
+  const std::string rescore = p.string("rescore");
+  rescore_ = rescore == "always" ? Rescore::always : rescore == "never" ? Rescore::never : Rescore::automatic;
   threads_ = std::max(1, ctx.threads());
   node_ = ctx.id();
 }
@@ -190,14 +237,36 @@ IndexedGallery IndexSearch::load(std::int64_t query_dim, const std::string& quer
   return g;
 }
 
-std::vector<float> IndexSearch::exact_rows(const IndexedGallery& g, const FeatureSet& stream) const {
-  if (stream.rows() > 0) {
-    if (stream.rows() != g.index.rows() || stream.dim != g.index.dim())
-      throw DataError(cat("the gallery port brought ", stream.rows(), " rows of ", stream.dim, " dims but ", g.source,
-                          " holds ", g.index.rows(), " of ", g.index.dim()));
-    return stream.x;
+bool IndexSearch::rescores(const IndexedGallery& g, const FeatureSet& stream) const {
+  const bool rows = stream.rows() > 0 || g.index.stores_vectors();
+  switch (rescore_) {
+    case Rescore::never: return false;
+    case Rescore::automatic: return !g.index.stores_vectors() && rows && g.index.metric() != AnnMetric::inner_product;
+    case Rescore::always:
+      if (g.index.metric() == AnnMetric::inner_product)
+        throw ConfigError(cat("rescore: always needs a distance to rescore by, but ", g.source,
+                              " ranks by inner product (use auto or never)"));
+      if (!rows)
+        throw ConfigError(cat("rescore: always needs the gallery rows, but ", g.source,
+                              " is ivf_pq, which holds codes: connect the gallery port"));
+      return true;
   }
-  return g.index.stores_vectors() ? g.index.reconstruct() : std::vector<float>{};
+  return false;
+}
+
+GalleryRows IndexSearch::exact_rows(const IndexedGallery& g, const FeatureSet& stream, bool needed) const {
+  GalleryRows out;
+  if (stream.rows() > 0 && (stream.rows() != g.index.rows() || stream.dim != g.index.dim()))
+    throw DataError(cat("the gallery port brought ", stream.rows(), " rows of ", stream.dim, " dims but ", g.source,
+                        " holds ", g.index.rows(), " of ", g.index.dim()));
+  if (!needed) return out;
+  if (stream.rows() > 0) {
+    out.view = stream.view();
+  } else if ((out.view = g.index.stored_rows()).data == nullptr && g.index.stores_vectors()) {
+    out.owned = g.index.reconstruct();
+    out.view = MatrixView{out.owned.data(), g.index.rows(), g.index.dim()};
+  }
+  return out;
 }
 
 DistanceSpec exact_spec(AnnMetric metric) {
@@ -208,18 +277,21 @@ DistanceSpec exact_spec(AnnMetric metric) {
   return spec;
 }
 
-bool rescores(const IndexedGallery& g, const std::vector<float>& rows) {
-  return !rows.empty() && g.index.metric() != AnnMetric::inner_product;
-}
-
-Candidates ordered_candidates(const IndexedGallery& g, const std::vector<float>& rows, MatrixView queries,
-                              std::int64_t fetch, const IndexSearch& search) {
+Candidates ordered_candidates(const IndexedGallery& g, const GalleryRows& rows, MatrixView queries,
+                              std::int64_t fetch, const IndexSearch& search, bool rescore, SearchTiming* timing) {
   std::vector<std::int64_t> ids;
   std::vector<float> scores;
+  const double cpu0 = process_cpu_seconds();
+  const auto wall0 = std::chrono::steady_clock::now();
   g.index.search(queries, fetch, search.params(), search.threads(), ids, scores);
+  if (timing) {
+    timing->cpu_s = process_cpu_seconds() - cpu0;
+    timing->wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  }
   Candidates c{queries.rows, fetch, std::move(ids), std::vector<double>(scores.begin(), scores.end())};
-  if (rescores(g, rows)) {
-    const BlockScorer scorer(exact_spec(g.index.metric()), queries, MatrixView{rows.data(), g.index.rows(), g.index.dim()});
+  if (rescore) {
+    if (rows.empty()) throw std::logic_error("ordered_candidates: rescoring without gallery rows");
+    const BlockScorer scorer(exact_spec(g.index.metric()), queries, rows.view);
     order_candidates(c, &scorer, search.threads());
   } else {
     order_candidates(c, nullptr, search.threads());
@@ -227,7 +299,7 @@ Candidates ordered_candidates(const IndexedGallery& g, const std::vector<float>&
   return c;
 }
 
-RecallReport measure_recall(const IndexedGallery& g, const std::vector<float>& rows, MatrixView queries, std::int64_t k,
+RecallReport measure_recall(const IndexedGallery& g, const GalleryRows& rows, MatrixView queries, std::int64_t k,
                             bool exclude_self, const IndexSearch& search) {
   RecallReport r;
   r.k = std::min(k, g.index.rows() - (exclude_self ? 1 : 0));
@@ -238,7 +310,7 @@ RecallReport measure_recall(const IndexedGallery& g, const std::vector<float>& r
   for (std::size_t i = 0; i < sample.size(); ++i)
     std::copy_n(queries.row(sample[i]), queries.cols, picked.data() + i * static_cast<std::size_t>(queries.cols));
   const MatrixView Q{picked.data(), static_cast<std::int64_t>(sample.size()), queries.cols};
-  const MatrixView G{rows.data(), g.index.rows(), g.index.dim()};
+  const MatrixView G = rows.view;
   const std::int64_t fetch = r.k + (exclude_self ? 1 : 0);
   // Each list without the query itself (self-retrieval), cut to k.
   auto top_k = [&](const std::vector<std::int64_t>& ids) {
@@ -261,7 +333,9 @@ RecallReport measure_recall(const IndexedGallery& g, const std::vector<float>& r
 }
 
 void publish_recall(const std::string& node, const std::string& name, const IndexedGallery& g, const RecallReport& r,
-                    const IndexSearch& search) {
+                    const IndexSearch& search, bool rescored, const SearchTiming& timing) {
+  log_info(name, g.index.describe(search.params()), ": faiss search ", timing.cpu_s, " s CPU (", timing.wall_s, " s wall); lists ",
+           rescored ? "rescored in double precision" : "in the index's order");
   if (!r.measured) {
     log_warning(name, "recall against exact search not measured: ", r.why_not);
     return;
@@ -275,11 +349,13 @@ void publish_recall(const std::string& node, const std::string& name, const Inde
   publish_results(node, t);
 }
 
-void write_recall_json(JsonWriter& j, const IndexedGallery& g, const RecallReport& r, const IndexSearch& search) {
+void write_recall_json(JsonWriter& j, const IndexedGallery& g, const RecallReport& r, const IndexSearch& search,
+                       bool rescored, const SearchTiming& timing) {
   j.key("index").begin_object();
   j.field("kind", ann_kind_name(g.index.kind())).field("metric", ann_metric_name(g.index.metric()));
   j.field("description", g.index.describe(search.params())).field("rows", g.index.rows());
-  j.field("nprobe", search.params().nprobe).field("ef_search", search.params().ef_search);
+  j.field("nprobe", search.params().nprobe).field("ef_search", search.params().ef_search).field("rescored", rescored);
+  j.field("search_cpu_s", timing.cpu_s).field("search_wall_s", timing.wall_s);
   j.field("recall_k", r.k).field("recall_queries", r.queries);
   if (r.measured) j.field("recall", r.recall);
   else j.field("recall_not_measured", r.why_not);

@@ -48,10 +48,28 @@ void save_index_files(const std::filesystem::path& path, const std::vector<std::
 IndexedGallery load_index_files(const std::filesystem::path& path);
 
 // The nodes that search an index take it on the `index` input (an eval.index_build's record) or
-// from `path`; these declare `path`, `metric`, `nprobe`, `ef_search` and `recall_queries`.
+// from `path`; these declare `path`, `metric`, `nprobe`, `ef_search`, `rescore` and
+// `recall_queries`.
 void add_index_search_params(NodeTypeBuilder& b);
 // Check hook part: exactly one of `path` and the `index` port.
 void check_index_source(SchemaContext& c);
+
+// The gallery rows exact scores and recall read: a view of rows kept elsewhere (the index's own
+// array, the gallery stream) or of `owned` (an ivf index's rows gathered from its lists).
+struct GalleryRows {
+  std::vector<float> owned;
+  MatrixView view;  // data null: no rows
+  bool empty() const { return view.data == nullptr; }
+};
+
+// rescore: which candidate lists are re-ranked by eval.retrieval's double-precision scores.
+//   auto    the lossy codes of ivf_pq, when the gallery port brings the rows; flat, ivf and hnsw
+//           hold the rows themselves, so faiss's float distances are already exact up to float
+//           rounding and their lists keep faiss's order (ties by gallery row)
+//   always  every list (an ivf_pq index needs the gallery port; an inner product has no distance
+//           to rescore by: both are errors)
+//   never   no list: faiss's order and scores
+enum class Rescore { automatic, always, never };
 
 // What a searching node keeps from its parameters and the `index` port.
 class IndexSearch {
@@ -61,9 +79,13 @@ class IndexSearch {
   // The gallery from the record or the file, checked against the `metric` parameter and the
   // queries' dimension (`queries` names them in messages).
   IndexedGallery load(std::int64_t query_dim, const std::string& queries) const;
-  // The gallery rows for exact scores and recall: `stream` when it was connected (checked
-  // against the index's rows and dimension), else the index's own (empty for ivf_pq).
-  std::vector<float> exact_rows(const IndexedGallery& g, const FeatureSet& stream) const;
+  // Whether the candidates are rescored (see Rescore); `stream` is the gallery port's rows
+  // (none when it was not connected). ConfigError naming the parameter where `always` cannot be.
+  bool rescores(const IndexedGallery& g, const FeatureSet& stream) const;
+  // The gallery rows for exact scores and recall, when `needed`: `stream`'s when it was connected
+  // (checked against the index's rows and dimension), else the index's own (in place for flat and
+  // hnsw; none for ivf_pq). Empty when not needed.
+  GalleryRows exact_rows(const IndexedGallery& g, const FeatureSet& stream, bool needed) const;
 
   const evalcore::AnnSearchParams& params() const { return params_; }
   std::int64_t recall_queries() const { return recall_queries_; }
@@ -74,6 +96,7 @@ class IndexSearch {
   RecordPtr record_;
   evalcore::AnnSearchParams params_;
   std::int64_t recall_queries_ = 1000;
+  Rescore rescore_ = Rescore::automatic;
   int threads_ = 1;
 };
 
@@ -85,12 +108,18 @@ inline constexpr std::int64_t kRescoreMargin = 16;
 // placeholder sqeuclidean leaves scores as they are).
 evalcore::DistanceSpec exact_spec(evalcore::AnnMetric metric);
 
-// Each query's top `fetch` from the index, ordered for ranking: rescored with `spec`'s exact
-// scores over `rows` when there are rows and the metric has a distance, else in the index's order.
-evalcore::Candidates ordered_candidates(const IndexedGallery& g, const std::vector<float>& rows, MatrixView queries,
-                                        std::int64_t fetch, const IndexSearch& search);
-// Whether ordered_candidates rescores.
-bool rescores(const IndexedGallery& g, const std::vector<float>& rows);
+// What faiss's search of the lists alone cost: the figure faiss's and ann-benchmarks' tables
+// report (process CPU and wall seconds; the node searches in close(), when its inputs are idle).
+struct SearchTiming {
+  double cpu_s = 0, wall_s = 0;
+};
+
+// Each query's top `fetch` from the index, ordered for ranking: with `rescore`, by exact_spec's
+// double-precision scores over `rows`; else by the index's scores; ties by gallery row.
+// `timing` (optional) receives the search's cost.
+evalcore::Candidates ordered_candidates(const IndexedGallery& g, const GalleryRows& rows, MatrixView queries,
+                                        std::int64_t fetch, const IndexSearch& search, bool rescore,
+                                        SearchTiming* timing = nullptr);
 
 // Recall of the index's top-k against exact search on a sample of the queries.
 struct RecallReport {
@@ -103,13 +132,16 @@ struct RecallReport {
 // Searches the sample rows of `queries` in the index and by brute force over `rows` (the gallery
 // as IndexSearch::exact_rows gives it; empty: not measured) and compares their top-k. With
 // `exclude_self` query i is gallery row i and is left out of both lists.
-RecallReport measure_recall(const IndexedGallery& g, const std::vector<float>& rows, MatrixView queries, std::int64_t k,
+RecallReport measure_recall(const IndexedGallery& g, const GalleryRows& rows, MatrixView queries, std::int64_t k,
                             bool exclude_self, const IndexSearch& search);
 
-// Logs the recall (a warning saying why when it was not measured) and adds it to the run's
+// Logs the search's cost and whether its lists were rescored, and the recall (a warning saying
+// why when it was not measured), and adds the recall to the run's
 // "index recall" table; write_recall_json adds the index and its recall to a node's JSON.
 void publish_recall(const std::string& node, const std::string& name, const IndexedGallery& g, const RecallReport& r,
-                    const IndexSearch& search);
-void write_recall_json(JsonWriter& j, const IndexedGallery& g, const RecallReport& r, const IndexSearch& search);
+                    const IndexSearch& search, bool rescored, const SearchTiming& timing);
+// (with `rescored`: whether the lists were rescored, and the search's cost)
+void write_recall_json(JsonWriter& j, const IndexedGallery& g, const RecallReport& r, const IndexSearch& search,
+                       bool rescored, const SearchTiming& timing);
 
 }  // namespace embedflow::eval

@@ -9,13 +9,15 @@
 //                   ivf_pq index, which holds only codes
 // Outputs: metrics  eval.knn_classifier's record plus recall (f64[], NaN when not measured)
 //
-// Neighbours are ordered as eval.knn_classifier orders them where the training rows are at hand
-// (flat, ivf, hnsw hold them): candidates rescored in double, ties by training row; a flat index
-// thus predicts what scikit-learn's KNeighborsClassifier (brute force) predicts. An approximate
-// index that finds fewer than k rows for a test row lets those it found vote.
+// Neighbours are ordered by `rescore` (index_common.hpp): by default faiss's distances for flat,
+// ivf and hnsw (they hold the rows, so these are exact up to float rounding) and, for ivf_pq
+// with the gallery port, eval.knn_classifier's double-precision distances; ties by training row.
+// A flat index predicts what scikit-learn's KNeighborsClassifier (brute force) predicts. An
+// approximate index that finds fewer than k rows for a test row lets those it found vote.
 //
-// Caveats: `weights: distance` needs a distance: not under inner_product. Memory: the test rows,
-// the index and, for recall or rescoring, the training rows again.
+// Caveats: `weights: distance` needs a distance: not under inner_product. Memory: the test rows
+// and the index; flat and hnsw indexes lend their rows for rescoring and recall, an ivf index's
+// are gathered into a copy when needed.
 //
 //   seed: 1
 //   nodes:
@@ -66,17 +68,18 @@ class IndexKnn final : public Node {
     settings_.distance = metric == AnnMetric::inner_product ? "inner_product" : distance_name(spec.kind);
     settings_.train_rows = g.index.rows();
 
-    const std::vector<float> rows = search_.exact_rows(g, train_);
-    const std::int64_t fetch = std::min(g.index.rows(), settings_.k + (rescores(g, rows) ? kRescoreMargin : 0));
-    const Candidates c = ordered_candidates(g, rows, test_.view(), fetch, search_);
+    const bool rescore = search_.rescores(g, train_);
+    const GalleryRows rows = search_.exact_rows(g, train_, rescore || search_.recall_queries() > 0);
+    const std::int64_t fetch = std::min(g.index.rows(), settings_.k + (rescore ? kRescoreMargin : 0));
+    const Candidates c = ordered_candidates(g, rows, test_.view(), fetch, search_, rescore, &timing_);
     const Candidates nn = first_valid(c, settings_.k, false);
     std::vector<double> values(nn.score.size());
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = score_to_value(spec, nn.score[i]);
 
     const RecallReport recall = measure_recall(g, rows, test_.view(), settings_.k, false, search_);
-    publish_recall(node_, settings_.name, g, recall, search_);
+    publish_recall(node_, settings_.name, g, recall, search_, rescore, timing_);
     Record m = knn_report(settings_, test_.label, knn_predict(settings_, nn.index, values, g.label),
-                          [&](JsonWriter& j) { write_recall_json(j, g, recall, search_); });
+                          [&](JsonWriter& j) { write_recall_json(j, g, recall, search_, rescore, timing_); });
     m.set("recall", Array::scalar<double>(recall.measured ? recall.recall : std::numeric_limits<double>::quiet_NaN()));
     out.emit(0, std::move(m));
   }
@@ -84,6 +87,7 @@ class IndexKnn final : public Node {
  private:
   KnnSettings settings_;
   IndexSearch search_;
+  SearchTiming timing_;
   FieldNames fields_;
   std::string node_;
   FeatureSet test_, train_;

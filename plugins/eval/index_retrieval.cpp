@@ -10,11 +10,12 @@
 //                   for an ivf_pq index, which holds only codes
 // Outputs: metrics  eval.retrieval's record plus recall (f64[], NaN when not measured)
 //
-// How the lists are ranked: where the gallery rows are at hand (flat, ivf and hnsw indexes hold
-// them), the candidates are rescored with eval.retrieval's double-precision scores and ordered
-// by (score, gallery row), so a flat index with depth >= the gallery gives eval.retrieval's
-// numbers exactly. The index decides which rows are candidates; ivf_pq without the gallery port
-// ranks by its code distances.
+// How the lists are ranked: by `rescore` (index_common.hpp). By default flat, ivf and hnsw lists
+// keep faiss's distances (exact up to float rounding: the rows are stored) and ivf_pq lists are
+// rescored with eval.retrieval's double-precision scores when the gallery port brings the rows;
+// ties by gallery row. A flat index at depth >= the gallery gives eval.retrieval's numbers
+// (exactly with rescore: always; in faiss's order, unless two rows lie within float rounding of
+// a query's distance). The index decides which rows are candidates.
 //
 // Caveats: depth 0 reads max(max_rank, keep_top, the largest gallery label's rows up to 1000) per
 // query, which makes CMC, P@1, R-precision and MAP@R those of the full ranking when the index
@@ -73,8 +74,9 @@ class IndexRetrieval final : public Node {
       throw DataError(cat("exclude_self needs the queries to be the indexed gallery, got ", query_.rows(), " queries and ",
                           g.index.rows(), " indexed rows"));
     set_measure(g.index.metric());
-    const std::vector<float> rows = search_.exact_rows(g, gallery_);
-    const Candidates c = ranked_candidates(g, rows);
+    const bool rescore = search_.rescores(g, gallery_);
+    const GalleryRows rows = search_.exact_rows(g, gallery_, rescore || search_.recall_queries() > 0);
+    const Candidates c = ranked_candidates(g, rows, rescore);
     const RetrievalLabels labels{query_.label.data(), g.label.data(),
                                  query_.has_camera && !g.camera.empty() ? query_.camera.data() : nullptr,
                                  query_.has_camera && !g.camera.empty() ? g.camera.data() : nullptr};
@@ -91,12 +93,12 @@ class IndexRetrieval final : public Node {
     if (outcomes.truncated > 0)
       log_info(s_.name, outcomes.truncated, " queries have positives past depth ", c.depth,
                ": their AP counts only those within it");
-    publish_recall(s_.node, s_.name, g, recall, search_);
+    publish_recall(s_.node, s_.name, g, recall, search_, rescore, timing_);
     FeatureSet gallery_labels;
     gallery_labels.label = g.label;
     gallery_labels.has_camera = !g.camera.empty();
     Record m = write_retrieval_outputs(s_, r, query_, gallery_labels, [&](JsonWriter& j) {
-      write_recall_json(j, g, recall, search_);
+      write_recall_json(j, g, recall, search_, rescore, timing_);
       j.field("depth", c.depth).field("truncated_queries", outcomes.truncated);
     });
     m.set("recall", Array::scalar<double>(recall.measured ? recall.recall : std::numeric_limits<double>::quiet_NaN()));
@@ -112,7 +114,7 @@ class IndexRetrieval final : public Node {
   }
 
   // Each query's list from the index, ordered for ranking (see the header).
-  Candidates ranked_candidates(const IndexedGallery& g, const std::vector<float>& rows) const {
+  Candidates ranked_candidates(const IndexedGallery& g, const GalleryRows& rows, bool rescore) {
     std::int64_t depth = depth_;
     if (depth == 0) {
       std::unordered_map<std::int64_t, std::int64_t> per_label;
@@ -123,8 +125,8 @@ class IndexRetrieval final : public Node {
       depth = std::max<std::int64_t>({std::min(depth, kAutoDepthCap), s_.options.max_rank, s_.options.keep_top});
     }
     depth = std::min(g.index.rows(), depth + (s_.options.exclude_self ? 1 : 0));
-    const std::int64_t fetch = std::min(g.index.rows(), depth + (rescores(g, rows) ? kRescoreMargin : 0));
-    Candidates c = ordered_candidates(g, rows, query_.view(), fetch, search_);
+    const std::int64_t fetch = std::min(g.index.rows(), depth + (rescore ? kRescoreMargin : 0));
+    Candidates c = ordered_candidates(g, rows, query_.view(), fetch, search_, rescore, &timing_);
     // The margin only settled the order at the end of the list; the list itself is `depth` long.
     return fetch == depth ? c : first_valid(c, depth, false);
   }
@@ -139,6 +141,7 @@ class IndexRetrieval final : public Node {
 
   RetrievalSettings s_;
   IndexSearch search_;
+  SearchTiming timing_;
   std::int64_t depth_ = 0;
   FeatureSet query_, gallery_;
 };

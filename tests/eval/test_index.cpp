@@ -3,7 +3,13 @@
 // writes to a real HDF5 file:
 //   - a flat index gives eval.retrieval's metrics exactly (whole-gallery depth; at the automatic
 //     depth every metric but mAP), for a gallery with cameras (same identity and camera
-//     excluded), for self-retrieval and for cosine;
+//     excluded), for self-retrieval and for cosine, whether its lists keep faiss's float order
+//     (rescore auto or never) or are rescored in double precision (always);
+//   - an ivf_pq index's lists are rescored over the gallery port's rows (auto): probing every
+//     cell at whole-gallery depth that is eval.retrieval's ranking exactly, where faiss's code
+//     order is not; without the rows they keep the code order; rescore: always where it cannot
+//     be is an error naming the node;
+//   - a flat or hnsw index hands its stored rows out in place, equal to the gallery;
 //   - the recall@k that ivf, hnsw, ivf_pq and cosine ivf indexes report equals the recall that
 //     faiss's Python API, reading the index files the nodes wrote, finds against a NumPy brute
 //     force on the same queries;
@@ -101,6 +107,8 @@ TEST_CASE("eval.index_retrieval over a flat index gives eval.retrieval's metrics
                            "  cosine: {type: eval.index_build, params: {kind: flat, metric: cosine}}\n"
                            "  exact:  {type: eval.retrieval, params: {distance: euclidean, " + common + "}}\n"
                            "  whole:  {type: eval.index_retrieval, params: {depth: 2000, " + common + "}}\n"
+                           "  always: {type: eval.index_retrieval, params: {depth: 2000, rescore: always, " + common + "}}\n"
+                           "  never:  {type: eval.index_retrieval, params: {depth: 2000, rescore: never, " + common + "}}\n"
                            "  auto:   {type: eval.index_retrieval, params: {" + common + "}}\n"
                            "  self_exact: {type: eval.retrieval, params: {distance: euclidean, " + common + "}}\n"
                            "  self_ann:   {type: eval.index_retrieval, params: {exclude_self: true, depth: 2000, " + common + "}}\n"
@@ -110,13 +118,15 @@ TEST_CASE("eval.index_retrieval over a flat index gives eval.retrieval's metrics
                            "  - gallery.out -> flat.gallery\n  - gallery.out -> cosine.gallery\n"
                            "  - query.out -> exact.query\n  - gallery.out -> exact.gallery\n"
                            "  - query.out -> whole.query\n  - flat.index -> whole.index\n"
+                           "  - query.out -> always.query\n  - flat.index -> always.index\n"
+                           "  - query.out -> never.query\n  - flat.index -> never.index\n"
                            "  - query.out -> auto.query\n  - flat.index -> auto.index\n"
                            "  - gallery.out -> self_exact.query\n"
                            "  - gallery.out -> self_ann.query\n  - flat.index -> self_ann.index\n"
                            "  - query.out -> cos_exact.query\n  - gallery.out -> cos_exact.gallery\n"
                            "  - query.out -> cos_ann.query\n  - cosine.index -> cos_ann.index\n  - gallery.out -> cos_ann.gallery\n",
                            "flat.yaml")
-                   .collect("exact.metrics").collect("whole.metrics").collect("auto.metrics")
+                   .collect("exact.metrics").collect("whole.metrics").collect("auto.metrics").collect("always.metrics").collect("never.metrics")
                    .collect("self_exact.metrics").collect("self_ann.metrics")
                    .collect("cos_exact.metrics").collect("cos_ann.metrics")
                    .threads(2)
@@ -127,15 +137,150 @@ TEST_CASE("eval.index_retrieval over a flat index gives eval.retrieval's metrics
   CHECK(scalar(exact, "map") > 0.2);  // the clusters make a ranking worth comparing
   CHECK(scalar(exact, "map") < 0.99);
   // (Sections would re-run the graph; one run, several comparisons.)
-  INFO("whole-gallery depth: every metric");
+  // faiss's float distances order the flat lists (auto, never) as the double-precision ranking
+  // does here: no two rows of different labels lie within float rounding of a query's distance.
+  INFO("whole-gallery depth: every metric, in faiss's order (rescore auto)");
   check_same_metrics(exact, r.records("whole.metrics").at(0), true);
+  INFO("rescore never");
+  check_same_metrics(exact, r.records("never.metrics").at(0), true);
+  INFO("rescore always");
+  check_same_metrics(exact, r.records("always.metrics").at(0), true);
+  CHECK_THAT(r.log, Catch::Contains("lists in the index's order"));
+  CHECK_THAT(r.log, Catch::Contains("lists rescored in double precision"));
   INFO("automatic depth: all but mAP, which is the mAP at that depth");
   check_same_metrics(exact, r.records("auto.metrics").at(0), false);
   INFO("self-retrieval");
   check_same_metrics(r.records("self_exact.metrics").at(0), r.records("self_ann.metrics").at(0), true);
-  INFO("cosine, rescored with the gallery port's rows");
+  INFO("cosine, with the gallery port connected (for recall; a flat index's lists keep faiss's order)");
   check_same_metrics(r.records("cos_exact.metrics").at(0), r.records("cos_ann.metrics").at(0), true);
   CHECK(scalar(r.records("whole.metrics").at(0), "recall") == 1.0);
+}
+
+TEST_CASE("rescore: ivf_pq's lossy lists are rescored over the gallery rows; impossible settings are located errors",
+          "[eval][index]") {
+  // Every cell probed and the whole gallery fetched: the index finds every row, so rescored
+  // lists are eval.retrieval's ranking exactly, and the code order shows what rescoring changes.
+  const std::string common = "bootstrap: 0, ranks: [1, 5, 10], max_rank: 20, depth: 2000, nprobe: 16";
+  GraphRun r = GraphRunner(plugins(), "seed: 1\nnodes:\n" + readers() +
+                           "  pq:    {type: eval.index_build, params: {kind: ivf_pq, nlist: 16, nprobe: 2, pq_m: 4, pq_nbits: 4}}\n"
+                           "  exact: {type: eval.retrieval, params: {distance: euclidean, bootstrap: 0, ranks: [1, 5, 10], max_rank: 20}}\n"
+                           "  auto:  {type: eval.index_retrieval, params: {" + common + "}}\n"
+                           "  never: {type: eval.index_retrieval, params: {rescore: never, " + common + "}}\n"
+                           "  bare:  {type: eval.index_retrieval, params: {" + common + "}}\n"
+                           "edges:\n"
+                           "  - gallery.out -> pq.gallery\n"
+                           "  - query.out -> exact.query\n  - gallery.out -> exact.gallery\n"
+                           "  - query.out -> auto.query\n  - pq.index -> auto.index\n  - gallery.out -> auto.gallery\n"
+                           "  - query.out -> never.query\n  - pq.index -> never.index\n  - gallery.out -> never.gallery\n"
+                           "  - query.out -> bare.query\n  - pq.index -> bare.index\n",
+                           "pq.yaml")
+                   .collect("exact.metrics").collect("auto.metrics").collect("never.metrics").collect("bare.metrics")
+                   .threads(2)
+                   .run();
+  INFO(r.message());
+  REQUIRE(r.exit_code == 0);
+  const RecordPtr exact = r.records("exact.metrics").at(0);
+  INFO("auto rescores ivf_pq over the gallery port's rows");
+  check_same_metrics(exact, r.records("auto.metrics").at(0), true);
+  INFO("never: the codes' order, coarser than the exact one");
+  const RecordPtr never = r.records("never.metrics").at(0), bare = r.records("bare.metrics").at(0);
+  CHECK(scalar(never, "map") != scalar(exact, "map"));
+  CHECK(scalar(never, "map") < scalar(exact, "map"));
+  INFO("auto without the rows: the codes' order too");
+  for (const char* f : {"map", "p_at_1", "r_precision", "map_at_r"}) {
+    INFO(f);
+    CHECK(scalar(bare, f) == scalar(never, f));
+  }
+
+  // rescore: always where there is nothing to rescore with, or no distance to rescore by.
+  auto expect = [](const GraphRun& run, int code, const std::vector<std::string>& parts) {
+    INFO(run.message());
+    CHECK(run.exit_code == code);
+    for (const auto& part : parts) CHECK_THAT(run.message(), Catch::Contains(part));
+  };
+  expect(GraphRunner(plugins(), "seed: 1\nnodes:\n" + readers() +
+                     "  pq:   {type: eval.index_build, params: {kind: ivf_pq, nlist: 16, nprobe: 2, pq_m: 4, pq_nbits: 4}}\n"
+                     "  eval: {type: eval.index_retrieval, params: {rescore: always, bootstrap: 0}}\n"
+                     "edges: [gallery.out -> pq.gallery, query.out -> eval.query, pq.index -> eval.index]\n", "always_pq.yaml").run(),
+         2, {"node 'eval'", "rescore: always needs the gallery rows", "ivf_pq", "connect the gallery port"});
+  expect(GraphRunner(plugins(), "seed: 1\nnodes:\n" + readers() +
+                     "  ip:   {type: eval.index_build, params: {kind: flat, metric: inner_product}}\n"
+                     "  eval: {type: eval.index_knn, params: {rescore: always, k: 3}}\n"
+                     "edges: [gallery.out -> ip.gallery, query.out -> eval.test, ip.index -> eval.index]\n", "always_ip.yaml").run(),
+         2, {"node 'eval'", "rescore: always needs a distance", "inner product"});
+  expect(GraphRunner(plugins(), "seed: 1\nnodes:\n" + readers() +
+                     "  flat: {type: eval.index_build, params: {kind: flat}}\n"
+                     "  eval: {type: eval.index_knn, params: {rescore: sometimes, k: 3}}\n"
+                     "edges: [gallery.out -> flat.gallery, query.out -> eval.test, flat.index -> eval.index]\n", "bad.yaml").run(),
+         2, {"eval", "rescore", "sometimes"});
+}
+
+TEST_CASE("an hnsw search's scores are the exact distances of the rows it returns, nearest first", "[eval][index]") {
+  // 40 dims: two 16-lane blocks of the distance kernel and a tail of 8.
+  const std::int64_t rows = 500, dim = 40, queries = 30, k = 8;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<std::size_t>(rows * dim)), q(static_cast<std::size_t>(queries * dim));
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : q) v = normal(rng);
+  for (auto metric : {ec::AnnMetric::euclidean, ec::AnnMetric::inner_product}) {
+    INFO(ec::ann_metric_name(metric));
+    ec::AnnSpec spec;
+    spec.kind = ec::AnnKind::hnsw;
+    spec.metric = metric;
+    spec.hnsw_m = 8;
+    const std::vector<std::uint8_t> bytes = ec::AnnIndex::build(spec, {x.data(), rows, dim}, 1).to_bytes();
+    // Built and loaded: both give the index the same distance kernel.
+    const ec::AnnIndex index = ec::AnnIndex::from_bytes(bytes.data(), bytes.size(), metric, "test");
+    std::vector<std::int64_t> ids;
+    std::vector<float> scores;
+    index.search({q.data(), queries, dim}, k, {}, 1, ids, scores);
+    for (std::int64_t i = 0; i < queries; ++i)
+      for (std::int64_t j = 0; j < k; ++j) {
+        const auto at = static_cast<std::size_t>(i * k + j);
+        REQUIRE(ids[at] >= 0);
+        double l2 = 0, dot = 0;
+        for (std::int64_t d = 0; d < dim; ++d) {
+          const double a = q[static_cast<std::size_t>(i * dim + d)], b = x[static_cast<std::size_t>(ids[at] * dim + d)];
+          l2 += (a - b) * (a - b);
+          dot += a * b;
+        }
+        const double want = metric == ec::AnnMetric::euclidean ? l2 : -dot;
+        CHECK(scores[at] == Approx(want).margin(1e-4));
+        if (j > 0) CHECK(scores[at - 1] <= scores[at]);
+      }
+  }
+}
+
+TEST_CASE("flat and hnsw indexes hand out their stored rows in place; ivf and ivf_pq do not", "[eval][index]") {
+  const std::int64_t rows = 300, dim = 8;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(static_cast<std::size_t>(rows * dim));
+  for (auto& v : x) v = normal(rng);
+  const embedflow::MatrixView g{x.data(), rows, dim};
+  for (auto kind : {ec::AnnKind::flat, ec::AnnKind::hnsw, ec::AnnKind::ivf, ec::AnnKind::ivf_pq}) {
+    INFO(ec::ann_kind_name(kind));
+    ec::AnnSpec spec;
+    spec.kind = kind;
+    spec.nlist = 4;
+    spec.nprobe = 2;
+    spec.hnsw_m = 8;
+    spec.pq_m = 2;
+    spec.pq_nbits = 4;
+    // Through faiss's bytes, as a loaded index is.
+    const std::vector<std::uint8_t> bytes = ec::AnnIndex::build(spec, g, 1).to_bytes();
+    const ec::AnnIndex index = ec::AnnIndex::from_bytes(bytes.data(), bytes.size(), ec::AnnMetric::euclidean, "test");
+    const embedflow::MatrixView stored = index.stored_rows();
+    if (kind == ec::AnnKind::flat || kind == ec::AnnKind::hnsw) {
+      REQUIRE(stored.data != nullptr);
+      CHECK(stored.rows == rows);
+      CHECK(stored.cols == dim);
+      CHECK(std::equal(x.begin(), x.end(), stored.data));
+    } else {
+      CHECK(stored.data == nullptr);
+    }
+  }
 }
 
 namespace {
@@ -191,13 +336,15 @@ TEST_CASE("eval.index_retrieval's recall equals faiss Python's against NumPy bru
                            "  ivf:      {type: eval.index_retrieval, params: {path: " + file("ivf") + ", ranks: [1, 10], bootstrap: 0}}\n"
                            "  ivf_wide: {type: eval.index_retrieval, params: {path: " + file("ivf") + ", nprobe: 4, ranks: [1, 10], bootstrap: 0}}\n"
                            "  hnsw:     {type: eval.index_retrieval, params: {path: " + file("hnsw") + ", ranks: [1, 10], bootstrap: 0}}\n"
+                           "  hnsw_wide: {type: eval.index_retrieval, params: {path: " + file("hnsw") + ", ef_search: 40, ranks: [1, 10], bootstrap: 0}}\n"
                            "  pq:       {type: eval.index_retrieval, params: {path: " + file("pq") + ", ranks: [1, 10], bootstrap: 0}}\n"
                            "  cosine:   {type: eval.index_retrieval, params: {path: " + file("cosine") + ", metric: cosine, ranks: [1, 10], bootstrap: 0}}\n"
                            "edges: [query.out -> ivf.query, query.out -> ivf_wide.query, query.out -> hnsw.query, query.out -> pq.query,\n"
+                           "        query.out -> hnsw_wide.query,\n"
                            "        gallery.out -> pq.gallery, query.out -> cosine.query]\n",
                            "search.yaml")
                    .collect("ivf.metrics").collect("ivf_wide.metrics").collect("hnsw.metrics").collect("pq.metrics")
-                   .collect("cosine.metrics")
+                   .collect("cosine.metrics").collect("hnsw_wide.metrics")
                    .threads(2)
                    .run();
   INFO(r.message());
@@ -205,10 +352,11 @@ TEST_CASE("eval.index_retrieval's recall equals faiss Python's against NumPy bru
   CHECK_THAT(r.log, Catch::Contains("recall@10 against exact search"));
   Result py = check_python(kRecallOracle, {data().h5, "ivf:" + file("ivf") + ":euclidean:0:0:10",
                                            "ivf_wide:" + file("ivf") + ":euclidean:4:0:10",
-                                           "hnsw:" + file("hnsw") + ":euclidean:0:0:10", "pq:" + file("pq") + ":euclidean:0:0:10",
+                                           "hnsw:" + file("hnsw") + ":euclidean:0:0:10",
+                                           "hnsw_wide:" + file("hnsw") + ":euclidean:0:40:10", "pq:" + file("pq") + ":euclidean:0:0:10",
                                            "cosine:" + file("cosine") + ":cosine:0:0:10"});
   const auto oracle = parse_tagged(py.out);
-  for (const char* name : {"ivf", "ivf_wide", "hnsw", "pq", "cosine"}) {
+  for (const char* name : {"ivf", "ivf_wide", "hnsw", "hnsw_wide", "pq", "cosine"}) {
     INFO(name);
     const double ours = scalar(r.records(std::string(name) + ".metrics").at(0), "recall");
     REQUIRE(oracle.count(std::string("recall_") + name));
@@ -220,6 +368,8 @@ TEST_CASE("eval.index_retrieval's recall equals faiss Python's against NumPy bru
   CHECK(narrow < 0.99);
   CHECK(wide > narrow);
   CHECK(scalar(r.records("hnsw.metrics").at(0), "recall") < 0.999);
+  // A search breadth above the built one searches wider (faiss 1.7.3 needs it on the index).
+  CHECK(scalar(r.records("hnsw_wide.metrics").at(0), "recall") > scalar(r.records("hnsw.metrics").at(0), "recall"));
 }
 
 TEST_CASE("eval.index_knn over a flat index predicts what scikit-learn's KNeighborsClassifier does", "[eval][index][oracle]") {
@@ -319,6 +469,10 @@ TEST_CASE("index files: missing, truncated, damaged or mismatched files and impo
     f.put('\x5a');
   }
   expect(search("{path: " + damaged + "}"), 1, {damaged, "damaged"});
+
+  const std::string empty = copy_of("empty.faiss");
+  fs::resize_file(empty, 0);
+  expect(search("{path: " + empty + "}"), 1, {empty, "has 0 bytes", "truncated"});
 
   const std::string bad_sidecar = copy_of("bad_sidecar.faiss");
   fs::resize_file(bad_sidecar + ".h5", fs::file_size(bad_sidecar + ".h5") / 2);

@@ -132,6 +132,73 @@ std::unique_ptr<faiss::Index> empty_index(const AnnSpec& s, std::int64_t dim, st
   throw ConfigError("unknown index kind");
 }
 
+// Squared L2 and inner product of two rows, summed in 16 lanes (lane l takes dims l, l + 16, ...)
+// then the lanes in order: a fixed order the compiler may vectorise without reassociating, so the
+// AVX2 clone and the baseline one give the same bits. No FMA in either clone, for the same reason.
+__attribute__((target_clones("avx2", "default"))) float lane_l2sqr(const float* x, const float* y, std::size_t d) {
+  float acc[16] = {};
+  std::size_t i = 0;
+  for (; i + 16 <= d; i += 16)
+    for (std::size_t l = 0; l < 16; ++l) {
+      const float t = x[i + l] - y[i + l];
+      acc[l] += t * t;
+    }
+  float s = 0;
+  for (; i < d; ++i) s += (x[i] - y[i]) * (x[i] - y[i]);
+  for (float a : acc) s += a;
+  return s;
+}
+
+__attribute__((target_clones("avx2", "default"))) float lane_dot(const float* x, const float* y, std::size_t d) {
+  float acc[16] = {};
+  std::size_t i = 0;
+  for (; i + 16 <= d; i += 16)
+    for (std::size_t l = 0; l < 16; ++l) acc[l] += x[i + l] * y[i + l];
+  float s = 0;
+  for (; i < d; ++i) s += x[i] * y[i];
+  for (float a : acc) s += a;
+  return s;
+}
+
+// hnsw's distance computer over flat storage, with the kernels above. Debian's libfaiss is built
+// for the x86-64 baseline (no SSE3), where faiss's fvec_L2sqr is its scalar reference loop: two
+// thirds of an hnsw search's CPU went there.
+struct LaneDistance final : faiss::FlatCodesDistanceComputer {
+  const float* q = nullptr;
+  const float* rows;
+  std::size_t d;
+  bool l2;
+  explicit LaneDistance(const faiss::IndexFlat& s)
+      : FlatCodesDistanceComputer(s.codes.data(), s.code_size), rows(s.get_xb()), d(static_cast<std::size_t>(s.d)),
+        l2(s.metric_type == faiss::METRIC_L2) {}
+  void set_query(const float* x) override { q = x; }
+  float distance(const float* a, const float* b) const { return l2 ? lane_l2sqr(a, b, d) : lane_dot(a, b, d); }
+  float distance_to_code(const std::uint8_t* code) override { return distance(q, reinterpret_cast<const float*>(code)); }
+  float symmetric_dis(idx_t i, idx_t j) override { return distance(rows + j * d, rows + i * d); }
+};
+
+// faiss's IndexFlat (written and read as one: write_index sees an IndexFlat) handing out LaneDistance.
+struct LaneFlat final : faiss::IndexFlat {
+  using faiss::IndexFlat::IndexFlat;
+  faiss::FlatCodesDistanceComputer* get_FlatCodesDistanceComputer() const override { return new LaneDistance(*this); }
+};
+
+// Gives an hnsw index LaneFlat storage, taking over the rows of the flat storage faiss made.
+void use_lane_storage(faiss::Index* index) {
+  auto* h = dynamic_cast<faiss::IndexHNSW*>(index);
+  auto* flat = h ? dynamic_cast<faiss::IndexFlat*>(h->storage) : nullptr;
+  if (!flat || dynamic_cast<LaneFlat*>(flat) || (flat->metric_type != faiss::METRIC_L2 &&
+                                                 flat->metric_type != faiss::METRIC_INNER_PRODUCT))
+    return;
+  auto lane = std::make_unique<LaneFlat>(flat->d, flat->metric_type);
+  lane->codes.swap(flat->codes);
+  lane->ntotal = flat->ntotal;
+  lane->is_trained = flat->is_trained;
+  if (h->own_fields) delete flat;
+  h->storage = lane.release();
+  h->own_fields = true;
+}
+
 constexpr int kMaxBreadth = 1 << 20;
 
 // Structural checks faiss's reader leaves out and its search trusts: a neighbour or list entry
@@ -175,6 +242,12 @@ void check_structure(const faiss::Index& index, const std::string& what) {
     if (ivf->nprobe < 1 || ivf->nprobe > ivf->nlist) throw bad("its nprobe is outside [1, nlist]");
     if (ivf->invlists->code_size != ivf->code_size) throw bad("its inverted lists' code size disagrees with the index");
   }
+  const auto* hnsw = dynamic_cast<const faiss::IndexHNSW*>(&index);
+  if (const auto* flat = dynamic_cast<const faiss::IndexFlat*>(hnsw ? hnsw->storage : &index))
+    // stored_rows() hands these out as ntotal x d floats.
+    if (flat->code_size != sizeof(float) * static_cast<std::size_t>(flat->d) ||
+        flat->codes.size() != flat->code_size * static_cast<std::size_t>(flat->ntotal))
+      throw bad("its stored rows are not ntotal x d floats");
   if (dynamic_cast<const faiss::IndexIVFFlat*>(&index) &&
       dynamic_cast<const faiss::IndexIVF&>(index).code_size != sizeof(float) * static_cast<std::size_t>(index.d))
     throw bad("its rows are not d floats long");
@@ -220,6 +293,7 @@ AnnIndex AnnIndex::build(const AnnSpec& spec, MatrixView gallery, int threads) {
   omp_set_num_threads(std::max(1, threads));
   try {
     out.index_ = empty_index(spec, gallery.cols, nlist);
+    use_lane_storage(out.index_.get());
     if (train_rows > 0) {
       const std::vector<float> train = training_rows(gallery, train_rows, spec.seed);
       out.index_->train(train_rows, train.data());
@@ -237,17 +311,38 @@ std::vector<std::uint8_t> AnnIndex::to_bytes() const {
   return std::move(w.data);
 }
 
+namespace {
+
+// faiss's reader over bytes someone else owns: one copy, into the index's own arrays.
+struct SpanIOReader : faiss::IOReader {
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0, at = 0;
+  std::size_t operator()(void* ptr, std::size_t item, std::size_t items) override {
+    if (item == 0 || at >= size) return 0;
+    const std::size_t n = std::min(items, (size - at) / item);
+    std::copy_n(data + at, n * item, static_cast<std::uint8_t*>(ptr));
+    at += n * item;
+    return n;
+  }
+};
+
+}  // namespace
+
 AnnIndex AnnIndex::from_bytes(std::vector<std::uint8_t> bytes, AnnMetric metric, const std::string& what) {
-  faiss::VectorIOReader r;
-  r.data = std::move(bytes);
+  return from_bytes(bytes.data(), bytes.size(), metric, what);
+}
+
+AnnIndex AnnIndex::from_bytes(const std::uint8_t* data, std::size_t size, AnnMetric metric, const std::string& what) {
+  SpanIOReader r;
+  r.data = data;
+  r.size = size;
   AnnIndex out;
   try {
     out.index_.reset(faiss::read_index(&r));
   } catch (const std::exception& e) {  // FaissException, and bad_alloc from a damaged size field
     throw DataError(cat(what, ": not an index faiss can read (damaged or truncated?): ", e.what()));
   }
-  if (r.rp != r.data.size())
-    throw DataError(cat(what, ": ", r.data.size() - r.rp, " bytes follow the index: the file is damaged"));
+  if (r.at != size) throw DataError(cat(what, ": ", size - r.at, " bytes follow the index: the file is damaged"));
   const faiss::Index* i = out.index_.get();
   if (dynamic_cast<const faiss::IndexIVFPQ*>(i)) out.kind_ = AnnKind::ivf_pq;
   else if (dynamic_cast<const faiss::IndexIVFFlat*>(i)) out.kind_ = AnnKind::ivf;
@@ -259,6 +354,7 @@ AnnIndex AnnIndex::from_bytes(std::vector<std::uint8_t> bytes, AnnMetric metric,
                         " but its gallery says ", ann_metric_name(metric)));
   out.metric_ = metric;
   check_structure(*i, what);
+  use_lane_storage(out.index_.get());
   return out;
 }
 
@@ -277,8 +373,11 @@ void AnnIndex::search(MatrixView queries, std::int64_t k, const AnnSearchParams&
     ivf.nprobe = params.nprobe > 0 ? static_cast<std::size_t>(params.nprobe) : i->nprobe;
     if (ivf.nprobe > i->nlist) throw ConfigError(cat("nprobe = ", ivf.nprobe, " is larger than the index's nlist = ", i->nlist));
     sp = &ivf;
-  } else if (const auto* h = dynamic_cast<const faiss::IndexHNSW*>(index_.get())) {
+  } else if (auto* h = dynamic_cast<faiss::IndexHNSW*>(index_.get())) {
     hnsw.efSearch = params.ef_search > 0 ? static_cast<int>(params.ef_search) : h->hnsw.efSearch;
+    // faiss 1.7.3 sizes the search's candidate queue by the index's own efSearch and only stops
+    // by the parameter's, so a parameter above the built value searched no wider: set both.
+    h->hnsw.efSearch = hnsw.efSearch;
     sp = &hnsw;
   }
   omp_set_num_threads(std::max(1, threads));
@@ -291,6 +390,14 @@ void AnnIndex::search(MatrixView queries, std::int64_t k, const AnnSearchParams&
 }
 
 bool AnnIndex::stores_vectors() const { return kind_ != AnnKind::ivf_pq; }
+
+MatrixView AnnIndex::stored_rows() const {
+  const faiss::IndexFlat* flat = nullptr;
+  if (const auto* h = dynamic_cast<const faiss::IndexHNSW*>(index_.get())) flat = dynamic_cast<const faiss::IndexFlat*>(h->storage);
+  else flat = dynamic_cast<const faiss::IndexFlat*>(index_.get());
+  if (!flat) return MatrixView{nullptr, 0, dim()};
+  return MatrixView{flat->get_xb(), rows(), dim()};
+}
 
 std::vector<float> AnnIndex::reconstruct() const {
   const auto d = static_cast<std::size_t>(dim());

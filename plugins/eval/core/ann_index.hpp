@@ -71,9 +71,12 @@ class AnnIndex {
   // graph or lists name rows it does not hold.
   std::vector<std::uint8_t> to_bytes() const;
   static AnnIndex from_bytes(std::vector<std::uint8_t> bytes, AnnMetric metric, const std::string& what);
+  // The same from bytes the caller keeps (a mapped file): faiss copies what it keeps.
+  static AnnIndex from_bytes(const std::uint8_t* data, std::size_t size, AnnMetric metric, const std::string& what);
 
   // Top-k per query, nearest first: indices into the gallery (-1 pads when the index finds fewer)
-  // and scores (see the header). Cosine normalises the queries first.
+  // and scores (see the header). Cosine normalises the queries first. An hnsw search's ef_search
+  // stays the index's efSearch (faiss needs it there); not safe alongside another search.
   void search(MatrixView queries, std::int64_t k, const AnnSearchParams& params, int threads,
               std::vector<std::int64_t>& index, std::vector<float>& score) const;
 
@@ -81,6 +84,9 @@ class AnnIndex {
   // reconstruct() gives them back: cosine indexes hold the rows scaled to unit length.
   bool stores_vectors() const;
   std::vector<float> reconstruct() const;
+  // The stored rows in place, row i = gallery row i, where the index keeps them in one array
+  // (flat, hnsw); an empty view (data null) otherwise. Valid while the index lives.
+  MatrixView stored_rows() const;
 
   AnnKind kind() const { return kind_; }
   AnnMetric metric() const { return metric_; }
