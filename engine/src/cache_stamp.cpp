@@ -6,6 +6,7 @@
 // rename over it or a copy moves the status-change time, which no tool can set back, so a stamp
 // never vouches for an edited, truncated or replaced file. What it cannot see is damage below
 // the file system (a bad sector): `embedflow cache verify` reads every checksum regardless.
+#include <algorithm>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -59,6 +60,21 @@ bool remove_cache_entry(const fs::path& entry, std::error_code& ec) {
   std::error_code ignored;
   fs::remove(stamp_path(entry), ignored);
   return fs::remove(entry, ec);
+}
+
+std::vector<fs::path> orphaned_cache_stamps(const fs::path& dir) {
+  static const std::string suffix = ".verified";
+  std::vector<fs::path> orphans;
+  std::error_code ec;
+  for (const auto& de : fs::directory_iterator(dir, ec)) {
+    const std::string name = de.path().filename().string();
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    const fs::path entry = de.path().parent_path() / name.substr(0, name.size() - suffix.size());
+    std::error_code missing;
+    if (!fs::exists(entry, missing) && !missing) orphans.push_back(de.path());
+  }
+  std::sort(orphans.begin(), orphans.end());
+  return orphans;
 }
 
 void verify_cache_entry(const fs::path& entry) {

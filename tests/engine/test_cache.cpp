@@ -415,6 +415,25 @@ TEST_CASE("gc evicts by age and by total size, least recently used first") {
   REQUIRE(entries(f.cache).size() == 1);
   Result hit = f.run({"--set", "seed=3", "--explain-cache"});
   CHECK_THAT(hit.err, Catch::Contains("shuffle: hit"));
+  // An entry deleted by hand leaves its verification stamp; gc sweeps the stamp (a dry run only
+  // names it) and keeps the stamp of the entry still there.
+  const fs::path kept = entries(f.cache)[0];
+  REQUIRE(fs::exists(kept.string() + ".verified"));
+  REQUIRE(f.run({"--set", "seed=4"}).exit_code == 0);
+  fs::path gone;
+  for (const auto& e : entries(f.cache))
+    if (e != kept) gone = e;
+  REQUIRE(fs::exists(gone.string() + ".verified"));
+  fs::remove(gone);
+  Result dry_stamps = run_cli({"cache", "gc", "--dry-run", "--cache-dir", f.cache.string()});
+  CHECK_THAT(dry_stamps.out, Catch::Contains("would remove " + gone.filename().string() + ".verified (its entry is gone)"));
+  CHECK(fs::exists(gone.string() + ".verified"));
+  Result sweep = run_cli({"cache", "gc", "--cache-dir", f.cache.string()});
+  REQUIRE(sweep.exit_code == 0);
+  CHECK_THAT(sweep.out, Catch::Contains("removed " + gone.filename().string() + ".verified"));
+  CHECK_FALSE(fs::exists(gone.string() + ".verified"));
+  CHECK(fs::exists(kept.string() + ".verified"));
+  CHECK(entries(f.cache).size() == 1);
 }
 
 TEST_CASE("cache options are validated with locations") {

@@ -241,6 +241,17 @@ int cache_gc(const fs::path& dir, const std::string& older_than, const std::stri
     if (remove_entry(e, dry_run, why)) freed += e.bytes;
     else rc = kExitFailure;
   }
+  // Stamps of entries removed by hand: they match no file, ever.
+  for (const auto& stamp : orphaned_cache_stamps(dir)) {
+    std::error_code ec;
+    if (!dry_run) fs::remove(stamp, ec);
+    if (ec) {
+      std::cerr << "embedflow cache: cannot remove " << stamp.string() << ": " << ec.message() << "\n";
+      rc = kExitFailure;
+      continue;
+    }
+    std::cout << (dry_run ? "would remove " : "removed ") << stamp.filename().string() << " (its entry is gone)\n";
+  }
   std::cout << (dry_run ? "would free " : "freed ") << human_bytes(freed) << "; " << human_bytes(kept) << " kept in "
             << dir.string() << "\n";
   return rc;

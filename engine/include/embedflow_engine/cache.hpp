@@ -116,6 +116,9 @@ std::vector<CacheEntry> find_cache_entries(const fs::path& dir, const std::strin
 // Deletes an entry and its verification stamp (`<entry>.verified`); false, with `ec` set, when
 // the entry could not be removed.
 bool remove_cache_entry(const fs::path& entry, std::error_code& ec);
+// Verification stamps whose entry is gone (deleted by hand, or by a tool that knows no stamps):
+// they can never match a new file, so `cache gc` deletes them.
+std::vector<fs::path> orphaned_cache_stamps(const fs::path& dir);
 // Reads every checksum of an entry, whatever its stamp says, and stamps it when they hold (a run
 // replays an entry that still matches its stamp without reading its checksums: cache_stamp.cpp).
 // Throws hdf5::CorruptFileError (or DataError) naming the file.
