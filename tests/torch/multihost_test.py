@@ -29,17 +29,18 @@ import h5py
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'tools', 'bench', 'multihost'))
+from netns import TwoHosts  # noqa: E402
+
 BUILD = os.path.abspath(sys.argv[1])
 CLI = os.path.join(BUILD, 'bin', 'embedflow')
 # Debian's torchrun 1.13 on Python 3.11 fails on its default --redirects/--tee of 0 (Std(0) is not
 # found by iterating the IntFlag there); teeing stderr avoids that value.
 TORCHRUN = ['torchrun', '--redirects', '2', '--tee', '2']
-TAG = f'ef{os.getpid() % 100000}'
-NS = [f'{TAG}a', f'{TAG}b']
-SUBNET = f'10.{200 + os.getpid() % 50}.{os.getpid() % 250}'
-ADDR = [f'{SUBNET}.1', f'{SUBNET}.2']
 failures = []
 WORK = None
+HOSTS = TwoHosts()
+NS, ADDR, SUBNET = HOSTS.ns, HOSTS.addr, HOSTS.subnet
 
 
 def check(ok, what):
@@ -48,36 +49,8 @@ def check(ok, what):
         failures.append(what)
 
 
-def sh(*cmd):
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
-def make_namespaces():
-    for ns in NS:
-        r = sh('ip', 'netns', 'add', ns)
-        if r.returncode != 0:
-            return f'ip netns add {ns}: {r.stderr.strip() or r.returncode}'
-    steps = [('ip', 'link', 'add', f'{TAG}va', 'type', 'veth', 'peer', 'name', f'{TAG}vb')]
-    for ns, end, addr in zip(NS, ['va', 'vb'], ADDR):
-        steps += [('ip', 'link', 'set', TAG + end, 'netns', ns),
-                  ('ip', '-n', ns, 'addr', 'add', addr + '/24', 'dev', TAG + end),
-                  ('ip', '-n', ns, 'link', 'set', TAG + end, 'up'),
-                  ('ip', '-n', ns, 'link', 'set', 'lo', 'up')]
-    for s in steps:
-        r = sh(*s)
-        if r.returncode != 0:
-            return f'{" ".join(s)}: {r.stderr.strip()}'
-    return None
-
-
-def remove_namespaces(*_):
-    for ns in NS:  # deleting a namespace deletes its end of the veth pair, and so the pair
-        sh('ip', 'netns', 'del', ns)
-    sh('ip', 'link', 'del', f'{TAG}va')
-
-
 def in_ns(i, cmd):
-    return ['ip', 'netns', 'exec', NS[i]] + cmd
+    return HOSTS.run_in(i, cmd)
 
 
 def explicit(g, i):
@@ -138,9 +111,6 @@ def env(**kw):
 
 
 def main():
-    if os.geteuid() != 0 or not shutil.which('ip'):
-        print('SKIP: needs root and iproute2 (ip netns) to build two network namespaces')
-        return 77
     global WORK
     work = WORK = tempfile.mkdtemp(prefix='embedflow-multihost-')
     rng = np.random.default_rng(1)
@@ -173,9 +143,8 @@ def main():
     check(r.returncode != 0 and "rank 1 disagrees with the launcher's SLURM_PROCID=0" in r.stderr,
           'rank 1 under SLURM_PROCID=0: ConfigError: ' + r.stderr.strip()[-300:])
 
-    reason = make_namespaces()
+    reason = HOSTS.make()
     if reason:
-        remove_namespaces()
         print(f'SKIP: cannot build two network namespaces joined by a veth pair ({reason})')
         return 77 if not failures else 1
     try:
@@ -265,7 +234,7 @@ def main():
         check(procs[0].returncode not in (0, None) and waited < 10 and 'rank 0 of 2' in err0 and 'imed out' in err0,
               'a silent peer fails the survivor after the timeout, located')
     finally:
-        remove_namespaces()
+        HOSTS.remove()
     if not failures:
         shutil.rmtree(work, ignore_errors=True)
     print(f'{len(failures)} failure(s)' + (f'; files kept in {work}' if failures else ''))
@@ -273,6 +242,4 @@ def main():
 
 
 if __name__ == '__main__':
-    for s in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(s, lambda *_: (remove_namespaces(), sys.exit(1)))
     sys.exit(main())
