@@ -143,6 +143,12 @@ def main():
     check(r.returncode != 0 and "rank 1 disagrees with the launcher's SLURM_PROCID=0" in r.stderr,
           'rank 1 under SLURM_PROCID=0: ConfigError: ' + r.stderr.strip()[-300:])
 
+    # The store's host is the first host of Slurm's node list, bracket ranges and all.
+    r = run([CLI, 'run', graph(work, 'nodelist', ', world_size: 0, rank: -1, rendezvous_timeout: 1'), '--quiet'],
+            env=env(SLURM_NTASKS=2, SLURM_PROCID=1, SLURM_JOB_NODELIST='nohost[07-09,12],gpu1', MASTER_PORT=29999))
+    check(r.returncode != 0 and 'joining the data-parallel group at tcp://nohost07:29999 as rank 1 of 2' in r.stderr,
+          'SLURM_JOB_NODELIST nohost[07-09,12],gpu1: the store is at nohost07: ' + r.stderr.strip()[-300:])
+
     reason = HOSTS.make()
     if reason:
         print(f'SKIP: cannot build two network namespaces joined by a veth pair ({reason})')
@@ -218,7 +224,9 @@ def main():
         g = graph(work, 'stopped', f', world_size: 2, rendezvous: "tcp://{ADDR[0]}:{port + 4}", rendezvous_timeout: 3',
                   max_steps=100000, every=0)
         procs = [subprocess.Popen(explicit(g, i), stderr=subprocess.PIPE, text=True, env=env(), cwd=WORK) for i in (0, 1)]
-        time.sleep(1.5)
+        metrics, deadline = os.path.join(work, 'stopped', 'metrics.csv'), time.time() + 30
+        while time.time() < deadline and not (os.path.exists(metrics) and sum(1 for _ in open(metrics)) > 3):
+            time.sleep(0.01)  # until both ranks train
         procs[1].send_signal(signal.SIGSTOP)
         t0 = time.time()
         try:
@@ -231,7 +239,8 @@ def main():
         procs[1].kill()
         procs[1].communicate()
         print(f'rank 0 after SIGSTOP of rank 1 (exit {procs[0].returncode}, {waited:.2f} s):\n{err0.strip()[-500:]}')
-        check(procs[0].returncode not in (0, None) and waited < 10 and 'rank 0 of 2' in err0 and 'imed out' in err0,
+        check(procs[0].returncode not in (0, None) and waited < 10 and 'rank 0 of 2' in err0 and 'imed out' in err0 and
+              'failed in process' in err0,
               'a silent peer fails the survivor after the timeout, located')
     finally:
         HOSTS.remove()
