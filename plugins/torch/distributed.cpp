@@ -70,8 +70,9 @@ std::string route_address(const std::string& master, const std::string& port) {
   char text[INET6_ADDRSTRLEN] = {};
   if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-    const void* a = local.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                                                : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    const void* a = nullptr;
+    if (local.ss_family == AF_INET6) a = &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr;
+    else a = &reinterpret_cast<sockaddr_in*>(&local)->sin_addr;
     if (inet_ntop(local.ss_family, a, text, sizeof text)) out = text;
   }
   if (fd >= 0) close(fd);

@@ -239,7 +239,8 @@ def main():
         procs[1].kill()
         procs[1].communicate()
         print(f'rank 0 after SIGSTOP of rank 1 (exit {procs[0].returncode}, {waited:.2f} s):\n{err0.strip()[-500:]}')
-        check(procs[0].returncode not in (0, None) and waited < 10 and 'rank 0 of 2' in err0 and 'imed out' in err0 and
+        check(procs[0].returncode not in (0, None) and waited < 10 and 'rank 0 of 2' in err0 and
+              ('timed out' in err0.lower() or 'timeout' in err0.lower()) and
               'failed in process' in err0,
               'a silent peer fails the survivor after the timeout, located')
     finally:
