@@ -3,12 +3,15 @@
 
 Two network namespaces joined by a veth pair stand for two hosts (each has its own address and
 loopback; they share the filesystem, as hosts sharing a checkpoint volume do). Checked:
-  - torchrun --standalone --nproc_per_node 2 --no-python embedflow run: weights equal one process;
+  - torchrun --standalone --nproc_per_node 2 --no_python embedflow run: weights equal one process, and
+    rank 1's run record in its rank-1 folder;
   - torchrun --nnodes 2 (one node per namespace, static rendezvous on torchrun's agent store);
-  - Slurm's variables (SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID, SLURM_JOB_NODELIST) as srun sets them;
+  - Slurm's variables (SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID, SLURM_JOB_NODELIST) as srun sets them,
+    and the store's host taken from a bracketed node list;
   - explicit world_size/rank over tcp:// rendezvous, one rank per namespace;
   - SIGKILL of one rank mid-run: the other exits non-zero within a timeout naming its host, rank
     and the rendezvous; both restarted with resume: auto end equal to the uninterrupted run;
+  - SIGSTOP of one rank (connections open, no answers): the other fails after rendezvous_timeout;
   - a parameter disagreeing with the launcher's variables is a ConfigError naming the node.
 The weights are the checkpoints' `model` entries, read with torch.jit.load (a checkpoint is a
 TorchScript archive). Needs root for `ip netns`; exits 77 (ctest: skipped) with the reason if a

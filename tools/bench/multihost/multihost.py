@@ -26,7 +26,6 @@ import tempfile
 import time
 
 import h5py
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..'))
