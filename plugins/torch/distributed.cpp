@@ -2,6 +2,7 @@
 #include "distributed.hpp"
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -14,6 +15,11 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 namespace embedflow::torchfam {
 
 namespace {
@@ -21,6 +27,83 @@ namespace {
 std::string env_string(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
+}
+
+// The first host of a Slurm node list: "node[07-09,12],gpu1" -> "node07". Only the first entry
+// and the first number of its first range are needed, so no full expansion (scontrol show
+// hostnames does that) is attempted.
+std::string first_slurm_host(const std::string& list) {
+  std::string first;
+  int depth = 0;
+  for (char c : list) {
+    if (c == ',' && depth == 0) break;
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    first += c;
+  }
+  const auto open = first.find('[');
+  if (open == std::string::npos) return first;
+  std::string range = first.substr(open + 1);
+  range = range.substr(0, range.find_first_of(",-]"));
+  return first.substr(0, open) + range;
+}
+
+// Where rank 0 serves the store: MASTER_ADDR (torchrun), else the first node of the Slurm step
+// or job (srun puts task 0 there), else the node srun was launched from, else this host.
+std::string master_address() {
+  if (const char* v = std::getenv("MASTER_ADDR"); v && *v) return v;
+  for (const char* list : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})
+    if (const char* v = std::getenv(list); v && *v) return first_slurm_host(v);
+  return env_string("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1");
+}
+
+// The address this host reaches `master` from: the source address of the route to it (a UDP
+// socket's connect sends nothing). Gloo's default device is the address the host name resolves to,
+// often 127.0.0.1 in /etc/hosts, which the other hosts cannot reach. Empty if unknown.
+std::string route_address(const std::string& master, const std::string& port) {
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (getaddrinfo(master.c_str(), port.c_str(), &hints, &found) != 0 || !found) return "";
+  std::string out;
+  const int fd = socket(found->ai_family, SOCK_DGRAM, 0);
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (fd >= 0 && connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+    const void* a = nullptr;
+    if (local.ss_family == AF_INET6) a = &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr;
+    else a = &reinterpret_cast<sockaddr_in*>(&local)->sin_addr;
+    if (inet_ntop(local.ss_family, a, text, sizeof text)) out = text;
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return out;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
+// A collective that fails (Gloo reports a peer that closed its connection at once, and one that
+// stops answering after the group's timeout) ends the run with where it happened: this host,
+// this rank and Gloo's message, which names the peer's address.
+[[noreturn]] void collective_failed(const std::string& what, int rank, int size, const std::string& where,
+                                    const std::string& why) {
+  throw DataError(cat(what, " failed on host ", host_name(), " (rank ", rank, " of ", size, ", group at ", where,
+                      "); a peer rank has probably died or become unreachable: ", why));
+}
+
+void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, const char* what, int rank, int size,
+                     const std::string& where) {
+  try {
+    work->wait();
+  } catch (const c10::Error& e) {
+    collective_failed(what, rank, size, where, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    collective_failed(what, rank, size, where, e.what());
+  }
 }
 
 }  // namespace
@@ -57,6 +140,7 @@ struct GradientBuckets {
   std::vector<char> ready;  // per parameter, this backward
   std::vector<Bucket> buckets;
   std::size_t next = 0;     // the first bucket not started: buckets start in order on every rank
+  std::string where;        // the rendezvous, for messages
   // Autograd drops a gradient accumulator nobody holds, and its hooks with it.
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
 
@@ -82,10 +166,10 @@ struct GradientBuckets {
   }
 
   // Starts what the backward pass did not, waits for every bucket and writes the mean back.
-  void finish(int ranks) {
+  void finish(int rank, int ranks) {
     while (next < buckets.size()) start(buckets[next++]);
     for (auto& b : buckets) {
-      b.work->wait();
+      wait_collective(b.work, "the gradient all-reduce", rank, ranks, where);
       b.flat[0].div_(static_cast<double>(ranks));
       std::vector<torch::Tensor> grads;
       for (std::size_t i : b.members) grads.push_back(parameters[i].grad());
@@ -104,19 +188,21 @@ struct DataParallelGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   std::shared_ptr<GradientBuckets> overlap;  // null: reduce after backward
+  std::string where;                         // the rendezvous, for messages
 };
+
 
 DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::make_unique<Impl>()), rank_(o.rank), size_(o.world_size) {
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
   const std::string& r = o.rendezvous;
-  std::string where;
+  std::string where, gloo_address;
   try {
     if (r.rfind("file://", 0) == 0) {
       where = r;
       impl_->store = c10::make_intrusive<c10d::FileStore>(r.substr(7), o.world_size);
       impl_->store->setTimeout(timeout);
     } else {
-      std::string host = env_string("MASTER_ADDR", "127.0.0.1");
+      std::string host = master_address();
       std::string port = env_string("MASTER_PORT", "29500");
       if (r.rfind("tcp://", 0) == 0) {
         std::string hp = r.substr(6);
@@ -128,15 +214,41 @@ DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::m
         throw ConfigError(cat("rendezvous '", r, "' is neither tcp://HOST:PORT nor file://PATH (empty: MASTER_ADDR/MASTER_PORT)"));
       }
       where = cat("tcp://", host, ":", port);
+      gloo_address = route_address(host, port);
+      // Under torchrun's static rendezvous its agent already serves a store on MASTER_PORT: every
+      // rank, rank 0 too, connects as a client and keys go under the attempt's prefix, as
+      // torch.distributed's env:// init does (torch/distributed/rendezvous.py).
+      const bool agent_store = r.empty() && env_string("TORCHELASTIC_USE_AGENT_STORE", "") == "True";
       c10d::TCPStoreOptions opts;
       opts.port = static_cast<std::uint16_t>(std::stoi(port));
-      opts.isServer = o.rank == 0;
-      opts.numWorkers = static_cast<std::size_t>(o.world_size);
+      opts.isServer = o.rank == 0 && !agent_store;
+      opts.numWorkers = agent_store ? c10::nullopt : c10::optional<std::size_t>(static_cast<std::size_t>(o.world_size));
+      opts.waitWorkers = !agent_store;
       opts.timeout = timeout;
       impl_->store = c10::make_intrusive<c10d::TCPStore>(host, opts);
+      if (agent_store) {
+        const std::string attempt = env_string("TORCHELASTIC_RESTART_COUNT", "0");
+        impl_->store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + attempt, impl_->store);
+        where += cat(" (torchrun's agent store, attempt ", attempt, ")");
+      }
     }
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    // Gloo's own connections between the ranks: over the interfaces GLOO_SOCKET_IFNAME lists
+    // (comma-separated, as PyTorch reads it), else from the address that routes to the store's
+    // host, else Gloo's default (the address the host name resolves to).
+    if (const std::string ifnames = env_string("GLOO_SOCKET_IFNAME", ""); !ifnames.empty()) {
+      std::size_t from = 0;
+      while (from <= ifnames.size()) {
+        const std::size_t comma = std::min(ifnames.find(',', from), ifnames.size());
+        if (comma > from)
+          options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifnames.substr(from, comma - from)));
+        from = comma + 1;
+      }
+    } else if (!gloo_address.empty()) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(gloo_address));
+    } else {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
     impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, o.rank, o.world_size, options);
   } catch (const c10::Error& e) {
     throw DataError(cat("joining the data-parallel group at ", where, " as rank ", o.rank, " of ", o.world_size,
@@ -147,7 +259,10 @@ DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::m
     throw DataError(cat("joining the data-parallel group at ", where, " as rank ", o.rank, " of ", o.world_size,
                         " failed: ", e.what()));
   }
-  log_info(o.owner, "rank ", o.rank, " of ", o.world_size, " joined the Gloo group at ", where);
+  impl_->where = where;
+  const std::string local = env_string("LOCAL_RANK", env_string("SLURM_LOCALID", ""));
+  log_info(o.owner, "rank ", o.rank, " of ", o.world_size, " joined the Gloo group at ", where, " from host ", host_name(),
+           local.empty() ? "" : cat(" (local rank ", local, ")"));
 }
 
 DataParallelGroup::~DataParallelGroup() = default;
@@ -155,7 +270,8 @@ DataParallelGroup::~DataParallelGroup() = default;
 void DataParallelGroup::broadcast_from_rank0(const std::vector<torch::Tensor>& tensors) {
   if (tensors.empty()) return;
   std::vector<torch::Tensor> flat{at::flatten_dense_tensors(tensors)};
-  impl_->group->broadcast(flat, c10d::BroadcastOptions{})->wait();
+  wait_collective(impl_->group->broadcast(flat, c10d::BroadcastOptions{}), "the broadcast from rank 0", rank_, size_,
+                  impl_->where);
   auto parts = at::unflatten_dense_tensors(flat[0], tensors);
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(parts[i]);
@@ -166,6 +282,7 @@ void DataParallelGroup::overlap_gradients(const std::vector<torch::Tensor>& para
   if (bucket_bytes <= 0 || parameters.empty()) return;
   auto o = std::make_shared<GradientBuckets>();
   o->group = impl_->group;
+  o->where = impl_->where;
   o->parameters = parameters;
   o->bucket_of.resize(parameters.size());
   o->ready.assign(parameters.size(), 0);
@@ -199,7 +316,7 @@ void DataParallelGroup::overlap_gradients(const std::vector<torch::Tensor>& para
 std::size_t DataParallelGroup::buckets() const { return impl_->overlap ? impl_->overlap->buckets.size() : 0; }
 
 void DataParallelGroup::average_gradients(const std::vector<torch::Tensor>& parameters) {
-  if (impl_->overlap) return impl_->overlap->finish(size_);
+  if (impl_->overlap) return impl_->overlap->finish(rank_, size_);
   std::vector<torch::Tensor> grads;
   for (torch::Tensor p : parameters) {  // a handle: setting its grad sets the parameter's
     // A parameter the loss did not reach has no gradient on this rank but may have one on
@@ -209,7 +326,8 @@ void DataParallelGroup::average_gradients(const std::vector<torch::Tensor>& para
   }
   if (grads.empty()) return;
   std::vector<torch::Tensor> flat{at::flatten_dense_tensors(grads)};
-  impl_->group->allreduce(flat, c10d::AllreduceOptions{})->wait();
+  wait_collective(impl_->group->allreduce(flat, c10d::AllreduceOptions{}), "the gradient all-reduce", rank_, size_,
+                  impl_->where);
   flat[0].div_(static_cast<double>(size_));
   auto parts = at::unflatten_dense_tensors(flat[0], grads);
   for (std::size_t i = 0; i < grads.size(); ++i) grads[i].copy_(parts[i]);
@@ -220,8 +338,8 @@ double DataParallelGroup::sum(double value) { return start_sum(value)(); }
 std::function<double()> DataParallelGroup::start_sum(double value) {
   std::vector<torch::Tensor> t{torch::tensor({value}, torch::kFloat64)};
   auto work = impl_->group->allreduce(t, c10d::AllreduceOptions{});
-  return [work, t]() {
-    work->wait();
+  return [work, t, rank = rank_, size = size_, where = impl_->where]() {
+    wait_collective(work, "the all-reduce of the loss", rank, size, where);
     return t[0].item<double>();
   };
 }

@@ -5,10 +5,10 @@
 // step, and the parameters stay identical everywhere, as with PyTorch's DistributedDataParallel.
 //
 // Rendezvous, as torch.distributed.init_process_group's init_method:
-//   ""                 env: MASTER_ADDR (127.0.0.1) and MASTER_PORT (29500), rank 0 serves the store
+//   ""                 MASTER_ADDR (else Slurm's first node), MASTER_PORT; rank 0 or torchrun's agent serves the store
 //   "tcp://HOST:PORT"  the same with an explicit address
 //   "file://PATH"      a FileStore on a filesystem every rank sees (PATH must not exist yet)
-// world_size 0 and rank -1 are read from WORLD_SIZE and RANK, the variables torchrun sets.
+// world_size 0 and rank -1 are read from WORLD_SIZE and RANK (torchrun), else SLURM_NTASKS and SLURM_PROCID.
 // Only this file includes the c10d headers (and Gloo's): the trainer sees this interface alone.
 #pragma once
 

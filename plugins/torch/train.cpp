@@ -447,14 +447,16 @@ NodeType train_type() {
           "export: per-channel std the module divides by (with export_mean)"))
       .param(Param::integer("world_size").default_value(1).min(0).not_fingerprinted().doc(
           "data-parallel ranks over c10d's Gloo process group (each runs this graph and trains on its slice of every "
-          "batch); 0: the WORLD_SIZE environment variable (torchrun's), 1 if unset"))
+          "batch); 0: the launcher's, WORLD_SIZE (torchrun) else SLURM_NTASKS (srun), 1 if neither; a value > 1 that "
+          "disagrees with them is an error (docs/distributed.md)"))
       .param(Param::integer("rank").default_value(-1).min(-1).not_fingerprinted().doc(
-          "this process's rank in [0, world_size); -1: the RANK environment variable, 0 if unset"))
+          "this process's rank in [0, world_size); -1: RANK (torchrun) else SLURM_PROCID (srun), 0 if neither"))
       .param(Param::string("rendezvous").default_value("").not_fingerprinted().doc(
           "where the ranks meet: tcp://HOST:PORT, file://PATH (a path every rank sees, not existing yet), or empty: "
-          "MASTER_ADDR and MASTER_PORT (127.0.0.1:29500 if unset), as torch.distributed's env:// init"))
+          "MASTER_ADDR (else the first host of Slurm's node list, else 127.0.0.1) and MASTER_PORT (29500), torchrun's "
+          "agent store when it serves one, as torch.distributed's env:// init"))
       .param(Param::number("rendezvous_timeout").default_value(300.0).min(1.0).not_fingerprinted().doc(
-          "seconds to wait for the other ranks (joining and every collective)"))
+          "seconds to wait for the other ranks (joining and every collective: a silent peer fails the run after it)"))
       .param(Param::integer("prefetch").default_value(1).min(0).not_fingerprinted().doc(
           "batches that may arrive while a step runs: the steps run on a training thread of their own, so the "
           "upstream nodes make the next batches meanwhile (same order, same losses); its records are emitted when "

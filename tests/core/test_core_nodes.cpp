@@ -141,6 +141,24 @@ edges: [numbers.out -> rows.in, rows.out -> shard.in, shard.out -> show.in]
     REQUIRE(env.exit_code == 0);
     CHECK(env.lines("shard") == expected[2]);
   }
+  // srun's variables when torchrun's are absent; torchrun's win when both are set.
+  {
+    ScopedEnv world("SLURM_NTASKS", "3"), rank("SLURM_PROCID", "1");
+    GraphRun slurm = g.run({"shard.world_size=0", "shard.rank=-1"});
+    REQUIRE(slurm.exit_code == 0);
+    CHECK(slurm.lines("shard") == expected[1]);
+    ScopedEnv tworld("WORLD_SIZE", "3"), trank("RANK", "2");
+    GraphRun both = g.run({"shard.world_size=0", "shard.rank=-1"});
+    REQUIRE(both.exit_code == 0);
+    CHECK(both.lines("shard") == expected[2]);
+    // An explicit parameter that disagrees with the launcher is a ConfigError naming the node.
+    GraphRun conflict = g.run({"shard.world_size=3", "shard.rank=1"});
+    CHECK(conflict.exit_code == 2);
+    CHECK_THAT(conflict.error, Catch::Contains("node 'shard' (core.shard)") &&
+                                   Catch::Contains("rank 1 disagrees with the launcher's RANK=2"));
+    GraphRun agreeing = g.run({"shard.world_size=3", "shard.rank=2"});
+    CHECK(agreeing.exit_code == 0);
+  }
   // A world of one is rank 0 whatever RANK says, as torch.train has it.
   {
     ScopedEnv rank("RANK", "3");

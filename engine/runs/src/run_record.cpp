@@ -16,6 +16,7 @@
 
 #include "embedflow/atomic_file.hpp"
 #include "embedflow/error.hpp"
+#include "embedflow/parallel.hpp"
 #include "embedflow/report_files.hpp"
 #include "embedflow/version.hpp"
 #include "embedflow_runs/bounded_json.hpp"
@@ -155,12 +156,29 @@ std::string sha256_file(const std::string& path) {
   return hex;
 }
 
-fs::path run_output_dir(const GraphSpec& spec, const std::string& out_option) {
+namespace {
+
+fs::path base_output_dir(const GraphSpec& spec, const std::string& out_option) {
   if (!out_option.empty()) return out_option;
   if (spec.out.is_string()) return spec.out.as_string();
   for (const auto& [name, v] : spec.vars)
     if (name == "out" && v.is_string() && !v.as_string().empty()) return v.as_string();
   return fs::path("out") / fs::path(spec.file).stem();
+}
+
+}  // namespace
+
+// Under a launcher (torchrun, srun) every rank runs the same command in the same folder: rank 0
+// keeps the folder and rank r > 0 records into its rank-r subfolder, so the ranks' run records
+// and metrics do not overwrite each other.
+fs::path run_output_dir(const GraphSpec& spec, const std::string& out_option) {
+  fs::path dir = base_output_dir(spec, out_option);
+  try {
+    const ParallelPlace place = resolve_parallel_place(0, -1);
+    if (place.rank > 0) dir /= cat("rank-", place.rank);
+  } catch (const ConfigError&) {  // a malformed variable: the nodes that read it say so
+  }
+  return dir;
 }
 
 RunRecorder::RunRecorder(fs::path out_dir, RunRecordInfo info, const ResolvedGraph& graph,

@@ -1,7 +1,7 @@
 // Where this process sits in a data-parallel job. torch.train (world_size, rank) and core.shard
 // read their parameters through this one function, so the two always agree:
-//   world_size 0  reads WORLD_SIZE (1 if unset), as torchrun sets it;
-//   rank -1       reads RANK (0 if unset);
+//   world_size 0  reads WORLD_SIZE (torchrun's), else SLURM_NTASKS (srun's), else 1;
+//   rank -1       reads RANK, else SLURM_PROCID, else 0; an explicit world_size > 1 or rank that disagrees throws;
 //   a single process is rank 0 whatever RANK says (a scheduler may set it for other reasons).
 // Throws ConfigError for a variable that is not an integer, a world below 1, or a rank outside
 // [0, world_size).
