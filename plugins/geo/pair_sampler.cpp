@@ -20,6 +20,12 @@
 // size, anchors, photos i64[1]) for geo.pair_stats' dataset table.
 // Bound: more than max_pairs pair rows (default 10^8) stops the run with an error naming it;
 // sampling stops drawing once past it, so a huge k_neg cannot hold every pair in memory.
+// Sharding: shard_world_size W > 1 makes rank r sample only the anchors of its contiguous share
+// of the location-ordered photos (rank_rows; whole locations), partners still drawn from the
+// whole index, so every rank needs the whole photo stream and holds the whole index; it saves
+// the sampling time and the output rows, not the index. The ranks' outputs concatenated in rank
+// order equal the unsharded output row for row. Their lengths differ (anchors without positives
+// emit nothing), so a trainer needing equal step counts must equalise downstream.
 // Caveats: holds the photo columns in memory (~40 bytes a photo); output is grouped by location,
 // not shuffled; each anchor's draws are seeded from (node seed, photo id), so results do not
 // depend on --threads.
@@ -86,6 +92,7 @@ class PairSamplerNode : public Node {
     c_.image_root = p.string("image_root");
     c_.max_rows = static_cast<std::uint64_t>(p.integer("max_pairs"));
     c_.seed = ctx.seed();
+    c_.place = shard_place(p);
     c_.threads = ctx.threads();
     triplets_ = p.string("output") == "triplets";
     batch_size_ = static_cast<std::size_t>(p.integer("batch_size"));
@@ -228,8 +235,8 @@ class PairSamplerNode : public Node {
 }  // namespace
 
 NodeType pair_sampler_type() {
-  return NodeTypeBuilder("geo.pair_sampler")
-      .doc("Samples similar/dissimilar photo pairs or triplets per anchor from geotags (KD-tree, exact great-circle "
+  NodeTypeBuilder b("geo.pair_sampler");
+  b.doc("Samples similar/dissimilar photo pairs or triplets per anchor from geotags (KD-tree, exact great-circle "
            "distances, time and user constraints, duplicate removal).")
       .example("nodes:\n  pairs: {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000}}\n")
       .param(Param::number("positive_radius_m").default_value(10.0).range(0, 100000)
@@ -266,8 +273,10 @@ NodeType pair_sampler_type() {
                       "stops the run naming this parameter (the rows are held, 32 bytes each: a huge k_pos or k_neg "
                       "on a large photo set asks for every pair)"))
       .param(Param::integer("batch_size").default_value(65536).min(1).doc("rows per emitted batch"))
-      .param(Param::string("name").default_value("").doc("set name in the summary (default: the node id)"))
-      .input("photos", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B]",
+      .param(Param::string("name").default_value("").doc("set name in the summary (default: the node id)"));
+  // Anchors of this rank only, partners from the whole index (the whole photo stream must arrive).
+  add_shard_params(b);
+  return b.input("photos", "id: i64[B], lat: f64[B], lon: f64[B], time: i64[B], user: str[B]",
              "photo batches (a path str[B] field enables duplicate-file removal)")
       .output("out", kPairsSchema, "pair or triplet batches")
       .output("summary", "name: str[1], positive: str[1], negative: str[1], time_frame: str[1], other: str[1], size: i64[1]",

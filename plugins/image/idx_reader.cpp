@@ -12,6 +12,13 @@
 // `limit` then keeps the first N kept images in file order; `shuffle` permutes them per epoch
 // (seeded from the node seed and the epoch). A truncated or corrupt file is a DataError naming
 // the file and the first incomplete record.
+// Sharding (shard_world_size W, shard_rank r; off by default): the epoch's order and its batches
+// are the unsharded ones, and rank r emits rows rank_rows(B) of every batch (B >= W, a located
+// error otherwise) with `unsharded_rows` B, exactly what core.shard after the reader would pass,
+// so torch.train weights and checks the shares the same way and every rank takes the same number
+// of steps; only the rank's rows are copied out. Per record (batch_size 0) and as one table
+// (-1), rank r takes positions rank_rows(N) of the epoch's order (counts differ by at most one).
+// The IDX file is gzip, read whole either way.
 //
 //   nodes:
 //     train: {type: image.idx_reader, params: {split: train, classes: "0-4", limit: 1000}}
@@ -77,9 +84,12 @@ class IdxReader final : public Node {
     epochs_ = p.integer("epochs");
     batch_ = p.integer("batch_size");
     drop_last_ = p.boolean("drop_last");
+    place_ = shard_place(p);
+    sharded_ = p.integer("shard_world_size") != 1;
     const auto k = static_cast<std::int64_t>(selected_.size());
     contiguous_ = !selected_.empty() && selected_.back() - selected_.front() + 1 == k;
-    std::uint64_t expected = batch_ < 0 ? 1 : batch_ == 0 ? k : drop_last_ ? k / batch_ : (k + batch_ - 1) / batch_;
+    const RowRange share = rank_rows(k, place_);
+    std::uint64_t expected = batch_ < 0 ? 1 : batch_ == 0 ? share.last - share.first : drop_last_ ? k / batch_ : (k + batch_ - 1) / batch_;
     ctx.set_expected_items(expected * static_cast<std::uint64_t>(epochs_));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     log_info(ctx.id(), "read ", n, " of ", images.count, " images ", images.rows, "x", images.cols, " from ", paths.images,
@@ -88,7 +98,7 @@ class IdxReader final : public Node {
   }
 
   bool produce(Emitter& out) override {
-    const auto k = static_cast<std::int64_t>(order_.size());
+    const auto k = batch_ == 0 ? end_ : static_cast<std::int64_t>(order_.size());
     if (pos_ >= k || (batch_ > 0 && drop_last_ && k - pos_ < batch_)) {
       if (++epoch_ >= epochs_) return false;
       start_epoch();
@@ -104,8 +114,23 @@ class IdxReader final : public Node {
       out.emit(std::move(r));
       return true;
     }
-    const std::int64_t end = batch_ < 0 ? k : std::min(k, pos_ + batch_);
-    emit_rows(pos_, end, out);
+    if (batch_ < 0) {
+      const RowRange mine = rank_rows(k, place_);
+      emit_rows(mine.first, mine.last, out, 0);
+      pos_ = k;
+      return true;
+    }
+    const std::int64_t end = std::min(k, pos_ + batch_);
+    if (!sharded_) {
+      emit_rows(pos_, end, out, 0);
+    } else {
+      const std::int64_t rows = end - pos_;
+      if (rows < place_.world_size)
+        throw DataError(cat("epoch ", epoch_, ": a batch of ", rows, " images (the last of ", k,
+                            ") is fewer than the ", place_.world_size, " ranks sharing it; set drop_last: true"));
+      const RowRange mine = rank_rows(rows, place_);  // the rows core.shard would pass
+      emit_rows(pos_ + mine.first, pos_ + mine.last, out, rows);
+    }
     pos_ = end;
     return true;
   }
@@ -113,11 +138,16 @@ class IdxReader final : public Node {
  private:
   void start_epoch() {
     order_ = epoch_order(selected_, shuffle_, ctx_->seed(), epoch_);
-    pos_ = 0;
+    // Per record, this rank's positions of the epoch's order; in batches the whole order.
+    const RowRange share = batch_ == 0 ? rank_rows(static_cast<std::int64_t>(order_.size()), place_)
+                                       : RowRange{0, static_cast<std::int64_t>(order_.size())};
+    pos_ = share.first;
+    end_ = share.last;
     epoch_scalar_ = Array::scalar<std::int64_t>(epoch_);
   }
 
-  void emit_rows(std::int64_t begin, std::int64_t end, Emitter& out) {
+  // Rows [begin, end) of the epoch's order; unsharded > 0 adds unsharded_rows (the batch's B).
+  void emit_rows(std::int64_t begin, std::int64_t end, Emitter& out, std::int64_t unsharded) {
     const std::int64_t n = end - begin;
     Record r;
     if (!shuffle_ && contiguous_) {  // file order: views of the decompressed buffer
@@ -133,6 +163,8 @@ class IdxReader final : public Node {
       r.set("epoch", Array::from_vector<std::int64_t>({n}, std::vector<std::int64_t>(static_cast<std::size_t>(n), epoch_)));
       r.set("image", take_rows(images_, rows));
     }
+    if (unsharded > 0)
+      r.set("unsharded_rows", Array::from_vector<std::int64_t>({n}, std::vector<std::int64_t>(static_cast<std::size_t>(n), unsharded)));
     out.emit(std::move(r));
   }
 
@@ -140,13 +172,16 @@ class IdxReader final : public Node {
   Array images_, ids_, labels_, epoch_scalar_;
   std::vector<std::int64_t> selected_, order_;
   bool shuffle_ = false, drop_last_ = false, contiguous_ = false;
-  std::int64_t epochs_ = 1, epoch_ = 0, batch_ = 0, pos_ = 0;
+  std::int64_t epochs_ = 1, epoch_ = 0, batch_ = 0, pos_ = 0, end_ = 0;
+  ParallelPlace place_;
+  bool sharded_ = false;
 };
 
 }  // namespace
 
 NodeType idx_reader_type() {
-  return NodeTypeBuilder("image.idx_reader")
+  NodeTypeBuilder b("image.idx_reader");
+  b
       .doc("Streams Fashion-MNIST / MNIST IDX (.gz) images with labels: per image, in batches, or as one table record; "
            "class filter, limit, seeded shuffle, epochs.")
       .example(
@@ -168,8 +203,9 @@ NodeType idx_reader_type() {
       .param(Param::integer("batch_size").default_value(0).min(-1)
                  .doc("0: one record per image; N: batches of N; -1: one record with every image (a table for side ports)"))
       .param(Param::boolean("drop_last").default_value(false).doc("drop each epoch's final partial batch"))
-      .param(Param::integer("id_offset").default_value(0).doc("added to the file index to form ids (e.g. 60000 for test ids after train's)"))
-      .output("out", "id: i64, label: i64, epoch: i64, image: u8", "images with ids, labels and epochs")
+      .param(Param::integer("id_offset").default_value(0).doc("added to the file index to form ids (e.g. 60000 for test ids after train's)"));
+  add_shard_params(b);
+  return b.output("out", "id: i64, label: i64, epoch: i64, image: u8", "images with ids, labels and epochs")
       .check([](SchemaContext& c) {
         const Params& p = c.params();
         check_classes(c);
@@ -184,7 +220,12 @@ NodeType idx_reader_type() {
         } catch (const Error& e) {
           c.error(e.what(), p.string("images").empty() ? "dir" : "images");
         }
-        c.set_output("out", reader_schema(p, rows, cols, 1));
+        const bool sharded = p.integer("shard_world_size") != 1;
+        PortSchema out = reader_schema(p, rows, cols, 1, sharded);
+        // Sharded batches carry their unsharded size, as core.shard's do.
+        if (sharded && p.integer("batch_size") > 0)
+          out.add(PortSchema::parse("unsharded_rows: i64[B]").fields().front());
+        c.set_output("out", out);
       })
       .create<IdxReader>();
 }

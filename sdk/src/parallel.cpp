@@ -5,6 +5,8 @@
 #include <string>
 
 #include "embedflow/error.hpp"
+#include "embedflow/node.hpp"
+#include "embedflow/params.hpp"
 
 namespace embedflow {
 namespace {
@@ -69,6 +71,23 @@ ParallelPlace resolve_parallel_place(std::int64_t world_size, std::int64_t rank)
 
 RowRange rank_rows(std::int64_t rows, const ParallelPlace& place) {
   return {rows * place.rank / place.world_size, rows * (place.rank + 1) / place.world_size};
+}
+
+void add_shard_params(NodeTypeBuilder& builder) {
+  builder
+      .param(Param::integer("shard_world_size").default_value(1).min(0).doc(
+          "data-parallel ranks sharing this node's records (rank r takes its contiguous 1/W share); 1: no sharding; "
+          "0: the WORLD_SIZE environment variable (torchrun's)"))
+      .param(Param::integer("shard_rank").default_value(-1).min(-1).doc(
+          "this rank in [0, shard_world_size); -1: the RANK environment variable, 0 if unset"));
+}
+
+ParallelPlace shard_place(const Params& params) {
+  try {
+    return resolve_parallel_place(params.integer("shard_world_size"), params.integer("shard_rank"));
+  } catch (const ConfigError& e) {
+    throw ConfigError(cat("shard_world_size / shard_rank: ", e.what()));
+  }
 }
 
 }  // namespace embedflow

@@ -796,3 +796,36 @@ TEST_CASE("max_rows bounds the pair rows drawn: past it sampling stops with an e
   CHECK(same.anchor == all.anchor);
   CHECK(same.other == all.other);
 }
+
+TEST_CASE("sharded anchors: W ranks' rows concatenate to the unsharded rows; a bad place is refused", "[geo][sampler][shard]") {
+  const PhotoSet p = synthetic_photos(20000, 8, 500);
+  SamplerConfig c;
+  c.block_anchors = 1000;
+  c.seed = 5;
+  c.threads = 2;
+  SamplerStats whole_stats;
+  const Pairs whole = run_sampler(p, c, &whole_stats);
+  REQUIRE(whole.anchor.size() > 10000);
+  for (std::int64_t world : {2, 3, 4}) {
+    Pairs joined;
+    std::int64_t anchors = 0;
+    for (std::int64_t rank = 0; rank < world; ++rank) {
+      c.place = {world, rank};
+      SamplerStats s;
+      const Pairs mine = run_sampler(p, c, &s);
+      anchors += s.anchors;
+      // Each rank samples about its 1/W of the anchors (whole locations: up to the largest one over).
+      CHECK(std::abs(s.anchors - whole_stats.anchors / world) < 2000);
+      joined.anchor.insert(joined.anchor.end(), mine.anchor.begin(), mine.anchor.end());
+      joined.other.insert(joined.other.end(), mine.other.begin(), mine.other.end());
+      joined.d.insert(joined.d.end(), mine.d.begin(), mine.d.end());
+    }
+    INFO("world " << world);
+    CHECK(anchors == whole_stats.anchors);
+    CHECK(joined.anchor == whole.anchor);
+    CHECK(joined.other == whole.other);
+    CHECK(joined.d == whole.d);
+  }
+  c.place = {2, 2};
+  CHECK_THROWS_WITH(PairSampler(p, c), Catch::Contains("rank 2 is outside [0, 2)"));
+}

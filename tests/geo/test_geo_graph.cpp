@@ -5,7 +5,9 @@
 // max_pairs.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "harness.hpp"
 
@@ -528,4 +530,82 @@ TEST_CASE("a k_neg asking for every pair stops at max_pairs with an error naming
   INFO(ok.message());
   CHECK(ok.exit_code == 0);
   CHECK(fs::exists(dir / "pairs.h5"));
+}
+
+namespace {
+
+// The pair columns of a run's collected output, in emission order.
+struct PairColumns {
+  std::vector<std::int64_t> anchor, other, label;
+  std::vector<double> distance_m;
+  void append(const GraphRun& r) {
+    for (const auto& rec : r.records("pairs.out")) {
+      const auto add = [](auto& to, const embedflow::Array& a, auto tag) {
+        const auto* d = a.data<decltype(tag)>();
+        to.insert(to.end(), d, d + a.numel());
+      };
+      add(anchor, rec->get("anchor"), std::int64_t{});
+      add(other, rec->get("other"), std::int64_t{});
+      add(label, rec->get("label"), std::int64_t{});
+      add(distance_m, rec->get("distance_m"), double{});
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("geo.pair_sampler sharded over W ranks: disjoint anchors whose rows concatenate to the unsharded run",
+          "[geo][graph][shard]") {
+  GraphRunner runner(plugins(), "seed: 3\nnodes:\n  photos: {type: geo.csv_photos, params: {path: " + source_dir() +
+                                           "/tests/geo/data/photos_small.csv, on_bad_row: skip}}\n"
+                                           "  pairs: {type: geo.pair_sampler, params: {positive_radius_m: 10, "
+                                           "negative_min_m: 2000, k_pos: 3, k_neg: 3, batch_size: 7}}\n"
+                                           "edges:\n  - photos.out -> pairs.photos\n");
+  runner.collect("pairs.out");
+  const GraphRun whole_run = runner.run();
+  INFO(whole_run.message());
+  REQUIRE(whole_run.exit_code == 0);
+  PairColumns whole;
+  whole.append(whole_run);
+  REQUIRE(whole.anchor.size() > 50);
+  for (int world : {2, 3}) {
+    PairColumns joined;
+    std::vector<std::set<std::int64_t>> anchors(static_cast<std::size_t>(world));
+    for (int rank = 0; rank < world; ++rank) {
+      const GraphRun r = runner.run({"pairs.shard_world_size=" + std::to_string(world), "pairs.shard_rank=" + std::to_string(rank)});
+      INFO(r.message());
+      REQUIRE(r.exit_code == 0);
+      PairColumns mine;
+      mine.append(r);
+      CHECK(mine.anchor.size() < whole.anchor.size());  // a share, not everything
+      anchors[static_cast<std::size_t>(rank)].insert(mine.anchor.begin(), mine.anchor.end());
+      joined.append(r);
+    }
+    INFO("world " << world);
+    for (int a = 0; a < world; ++a)
+      for (int b = a + 1; b < world; ++b)
+        for (std::int64_t id : anchors[static_cast<std::size_t>(a)]) CHECK(anchors[static_cast<std::size_t>(b)].count(id) == 0);
+    CHECK(joined.anchor == whole.anchor);
+    CHECK(joined.other == whole.other);
+    CHECK(joined.label == whole.label);
+    CHECK(joined.distance_m == whole.distance_m);
+  }
+  // WORLD_SIZE / RANK through the environment, as torchrun sets them, give rank 1's share.
+  ::setenv("WORLD_SIZE", "2", 1);
+  ::setenv("RANK", "1", 1);
+  const GraphRun env = runner.run({"pairs.shard_world_size=0"});
+  ::unsetenv("WORLD_SIZE");
+  ::unsetenv("RANK");
+  const GraphRun explicit_rank = runner.run({"pairs.shard_world_size=2", "pairs.shard_rank=1"});
+  REQUIRE(env.exit_code == 0);
+  PairColumns from_env, from_params;
+  from_env.append(env);
+  from_params.append(explicit_rank);
+  CHECK(from_env.anchor == from_params.anchor);
+  CHECK(from_env.other == from_params.other);
+  // A rank outside the world is a located error.
+  const GraphRun bad = runner.run({"pairs.shard_world_size=3", "pairs.shard_rank=3"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.error.find("'pairs'") != std::string::npos);
+  CHECK(bad.error.find("shard_world_size / shard_rank: rank 3 is outside [0, 3)") != std::string::npos);
 }

@@ -3,6 +3,7 @@
 // with OpenCV (directory tree and CSV), corrupt and missing files in error and skip modes.
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <fstream>
 
 #include <opencv2/imgcodecs.hpp>
@@ -256,4 +257,110 @@ gzip.open(d + "/huge.gz", "wb").write(header + b"\0" * 64)
                         Catch::Contains("truncated or damaged"));
   CHECK_THROWS_WITH(read_idx((dir / "huge.gz").string(), 3),
                     Catch::Contains("huge.gz: header declares") && Catch::Contains("compressed"));
+}
+
+namespace {
+
+// (id, epoch) of every row a run's collected `read.out` emitted, with per-record batch sizes and
+// unsharded_rows when present.
+struct Emitted {
+  std::vector<std::vector<std::int64_t>> ids;  // per record
+  std::vector<std::int64_t> epochs, unsharded;
+  std::vector<std::vector<std::uint8_t>> first_pixels;
+};
+
+Emitted emitted(const GraphRun& r) {
+  Emitted e;
+  for (const auto& rec : r.records("read.out")) {
+    const embedflow::Array& id = rec->get("id");
+    e.ids.emplace_back(id.data<std::int64_t>(), id.data<std::int64_t>() + id.numel());
+    e.epochs.push_back(rec->get("epoch").data<std::int64_t>()[0]);
+    const embedflow::Array& img = rec->get("image");
+    e.first_pixels.emplace_back(img.data<std::uint8_t>(), img.data<std::uint8_t>() + img.numel());
+    if (const embedflow::Array* u = rec->find("unsharded_rows")) e.unsharded.push_back(u->data<std::int64_t>()[0]);
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("idx_reader sharded over W ranks: each batch splits into disjoint rank slices whose union is the batch, "
+          "shuffled, over two epochs", "[shard]") {
+  for (const char* batching : {"batch_size: 10", "batch_size: 0", "batch_size: -1"}) {
+    const std::string yaml = std::string("seed: 9\nnodes:\n  read: {type: image.idx_reader, params: {split: test, limit: 103, "
+                                         "shuffle: true, ") + batching + "}}\n  sink: {type: core.sink, params: {mode: count}}\n"
+                                         "edges: [read.out -> sink.in]\n";
+    GraphRunner runner(plugins(), yaml, "shard.yaml");
+    runner.collect("read.out");
+    INFO(batching);
+    const GraphRun whole_run = runner.run({"read.epochs=" + std::string(std::strstr(batching, "-1") ? "1" : "2")});
+    INFO(whole_run.message());
+    REQUIRE(whole_run.exit_code == 0);
+    const Emitted whole = emitted(whole_run);
+    const bool batched = std::strstr(batching, "batch_size: 10") != nullptr;
+    const bool per_record = std::strstr(batching, "batch_size: 0") != nullptr;
+    for (int world : {2, 3}) {
+      INFO("world " << world);
+      std::vector<Emitted> ranks;
+      for (int rank = 0; rank < world; ++rank) {
+        const GraphRun r = runner.run({"read.epochs=" + std::string(std::strstr(batching, "-1") ? "1" : "2"),
+                                       "read.shard_world_size=" + std::to_string(world), "read.shard_rank=" + std::to_string(rank)});
+        INFO(r.message());
+        REQUIRE(r.exit_code == 0);
+        ranks.push_back(emitted(r));
+      }
+      if (batched) {
+        // Every rank emits every batch (same step count); rank slices concatenate to the batch.
+        for (const Emitted& e : ranks) REQUIRE(e.ids.size() == whole.ids.size());
+        for (std::size_t b = 0; b < whole.ids.size(); ++b) {
+          std::vector<std::int64_t> joined;
+          std::vector<std::uint8_t> pixels;
+          for (const Emitted& e : ranks) {
+            joined.insert(joined.end(), e.ids[b].begin(), e.ids[b].end());
+            pixels.insert(pixels.end(), e.first_pixels[b].begin(), e.first_pixels[b].end());
+            CHECK(e.epochs[b] == whole.epochs[b]);
+            CHECK(e.unsharded[b] == static_cast<std::int64_t>(whole.ids[b].size()));
+          }
+          CHECK(joined == whole.ids[b]);
+          CHECK(pixels == whole.first_pixels[b]);
+        }
+      } else {
+        // Per epoch, the ranks' records in rank order are the epoch's records.
+        for (std::int64_t epoch : {0, 1}) {
+          std::vector<std::int64_t> want, joined;
+          for (std::size_t i = 0; i < whole.ids.size(); ++i)
+            if (whole.epochs[i] == epoch) want.insert(want.end(), whole.ids[i].begin(), whole.ids[i].end());
+          for (const Emitted& e : ranks) {
+            std::vector<std::int64_t> mine;
+            for (std::size_t i = 0; i < e.ids.size(); ++i)
+              if (e.epochs[i] == epoch) mine.insert(mine.end(), e.ids[i].begin(), e.ids[i].end());
+            if (!want.empty()) CHECK(std::abs(static_cast<double>(mine.size()) - static_cast<double>(want.size()) / world) < 1.0);
+            joined.insert(joined.end(), mine.begin(), mine.end());
+          }
+          CHECK(joined == want);
+          if (per_record) CHECK(want.size() == 103);
+        }
+      }
+    }
+  }
+  // The shuffle differs between epochs (so the shares above were checked on two orders).
+  GraphRunner runner(plugins(), "seed: 9\nnodes:\n  read: {type: image.idx_reader, params: {split: test, limit: 103, shuffle: true, "
+                                "epochs: 2, batch_size: 103}}\n  sink: {type: core.sink, params: {mode: count}}\nedges: [read.out -> sink.in]\n",
+                     "shard2.yaml");
+  runner.collect("read.out");
+  const Emitted two = emitted(runner.run());
+  REQUIRE(two.ids.size() == 2);
+  CHECK(two.ids[0] != two.ids[1]);
+  // A last batch smaller than the world, and a rank outside it, are located errors.
+  const GraphRun small = runner.run({"read.batch_size=34", "read.shard_world_size=2", "read.shard_rank=0"});
+  // 103 = 3 x 34 + 1: the last batch's one row cannot be shared by 2 ranks.
+  CHECK(small.exit_code != 0);
+  CHECK(small.error.find("'read'") != std::string::npos);
+  CHECK(small.error.find("a batch of 1 images (the last of 103) is fewer than the 2 ranks") != std::string::npos);
+  const GraphRun dropped = runner.run({"read.batch_size=34", "read.drop_last=true", "read.shard_world_size=2", "read.shard_rank=0"});
+  CHECK(dropped.exit_code == 0);
+  const GraphRun bad = runner.run({"read.shard_world_size=2", "read.shard_rank=2"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.error.find("'read'") != std::string::npos);
+  CHECK(bad.error.find("shard_world_size / shard_rank: rank 2 is outside [0, 2)") != std::string::npos);
 }

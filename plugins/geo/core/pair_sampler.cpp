@@ -53,17 +53,32 @@ void check_config(const SamplerConfig& c) {
                           ", or a photo could be both a positive and a negative"));
 }
 
-// Blocks of whole locations holding about block_anchors photos each, so each ball query is
-// shared by the location's photos: block b is locations [start[b], start[b + 1]).
-std::vector<std::uint32_t> location_blocks(const LocationGroups& groups, std::size_t block_anchors) {
+// The locations [u_begin, u_end) whose anchors are `place`'s share: those whose first photo
+// position lies in rank_rows(photos, place). Locations are whole (a ball query serves all its
+// photos), contiguous (the ranks' outputs concatenate to the unsharded order), and each belongs
+// to exactly one rank, since every location starts at one position.
+std::pair<std::uint32_t, std::uint32_t> rank_locations(const LocationGroups& groups, const ParallelPlace& place) {
   const std::size_t U = groups.size();
-  std::vector<std::uint32_t> block_start{0};
+  const RowRange mine = rank_rows(static_cast<std::int64_t>(groups.start[U]), place);
+  auto first_at = [&](std::int64_t position) {
+    return static_cast<std::uint32_t>(
+        std::lower_bound(groups.start.begin(), groups.start.begin() + static_cast<std::ptrdiff_t>(U), position) -
+        groups.start.begin());
+  };
+  return {first_at(mine.first), first_at(mine.last)};
+}
+
+// Blocks of whole locations in [u_begin, u_end) holding about block_anchors photos each, so each
+// ball query is shared by the location's photos: block b is locations [start[b], start[b + 1]).
+std::vector<std::uint32_t> location_blocks(const LocationGroups& groups, std::uint32_t u_begin, std::uint32_t u_end,
+                                           std::size_t block_anchors) {
+  std::vector<std::uint32_t> block_start{u_begin};
   std::size_t acc = 0;
-  for (std::size_t u = 0; u < U; ++u) {
+  for (std::uint32_t u = u_begin; u < u_end; ++u) {
     acc += groups.count(u);
-    if (acc >= block_anchors) { block_start.push_back(static_cast<std::uint32_t>(u + 1)); acc = 0; }
+    if (acc >= block_anchors) { block_start.push_back(u + 1); acc = 0; }
   }
-  if (block_start.back() != U) block_start.push_back(static_cast<std::uint32_t>(U));
+  if (block_start.back() != u_end) block_start.push_back(u_end);
   return block_start;
 }
 
@@ -75,6 +90,8 @@ PairSampler::PairSampler(const PhotoSet& photos, SamplerConfig config)
     : impl_(std::make_unique<Impl>()), config_(std::move(config)) {
   const auto t0 = std::chrono::steady_clock::now();
   check_config(config_);
+  // The place comes resolved from the node; a hand-built one is checked here all the same.
+  config_.place = resolve_parallel_place(config_.place.world_size, config_.place.rank);
   const std::size_t n = photos.size();
   if (photos.lat.size() != n || photos.lon.size() != n || photos.time.size() != n || photos.user.size() != n)
     throw ConfigError("PairSampler: photo columns differ in length");
@@ -90,7 +107,8 @@ void PairSampler::run(const std::function<void(PairRows&&)>& sink, const std::fu
   const auto t0 = std::chrono::steady_clock::now();
   const SamplerConfig& c = config_;
   const SamplerIndex& m = *impl_;
-  const std::vector<std::uint32_t> block_start = location_blocks(m.groups, c.block_anchors);
+  const auto [u_begin, u_end] = rank_locations(m.groups, c.place);
+  const std::vector<std::uint32_t> block_start = location_blocks(m.groups, u_begin, u_end, c.block_anchors);
   const std::size_t n_blocks = block_start.size() - 1;
   // Pair rows drawn so far, by every thread; past c.max_rows the blocks stop drawing.
   std::atomic<std::uint64_t> drawn{0};

@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "embedflow/parallel.hpp"
+
 namespace embedflow::geo {
 
 // The columns the sampler needs, in input order.
@@ -63,6 +65,11 @@ struct SamplerConfig {
   // fails instead of holding every pair. 0: no bound.
   std::uint64_t max_rows = 0;
   std::uint64_t seed = 0;
+  // Data-parallel share: this rank samples the anchors at index positions rank_rows(kept, place)
+  // of the location-ordered photos (whole locations: a location belongs to the rank holding its
+  // first photo), against the whole index. Each anchor draws from (seed, id), so the ranks' rows,
+  // concatenated in rank order, are exactly the rows of one unsharded run.
+  ParallelPlace place;
   int threads = 0;                      // <= 0: all hardware threads
   std::size_t block_anchors = 1 << 15;  // anchors per output block
   // Draw from a query's superset by rejection when KD-tree leaves straddling the region's

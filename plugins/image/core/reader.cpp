@@ -26,10 +26,10 @@ void check_reader_batching(SchemaContext& c) {
   if (p.boolean("drop_last") && p.integer("batch_size") <= 0) c.error("drop_last needs batch_size > 0", "drop_last");
 }
 
-PortSchema reader_schema(const Params& p, std::int64_t height, std::int64_t width, std::int64_t channels) {
+PortSchema reader_schema(const Params& p, std::int64_t height, std::int64_t width, std::int64_t channels, bool sharded) {
   const std::int64_t b = p.integer("batch_size");
   std::vector<Dim> lead;
-  if (b != 0) lead.push_back(b > 0 && p.boolean("drop_last") ? Dim{Dim::Kind::fixed, b, ""} : Dim{Dim::Kind::symbol, -1, b < 0 ? "N" : "B"});
+  if (b != 0) lead.push_back(b > 0 && p.boolean("drop_last") && !sharded ? Dim{Dim::Kind::fixed, b, ""} : Dim{Dim::Kind::symbol, -1, b < 0 ? "N" : "B"});
   auto dims = [&](std::vector<Dim> inner) {
     std::vector<Dim> d = lead;
     d.insert(d.end(), inner.begin(), inner.end());

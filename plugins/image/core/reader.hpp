@@ -26,6 +26,8 @@ void check_reader_batching(SchemaContext& c);
 // The reader's output schema: id, label, epoch and image [height, width, channels] (u8), each
 // with the leading dim batch_size gives (none per image, B per batch, a fixed B with drop_last,
 // N for the one table record). A height or width not above 0 is unknown: symbol H or W.
-PortSchema reader_schema(const Params& p, std::int64_t height, std::int64_t width, std::int64_t channels);
+// `sharded`: a rank's share of each batch, whose size is a symbol even with drop_last.
+PortSchema reader_schema(const Params& p, std::int64_t height, std::int64_t width, std::int64_t channels,
+                         bool sharded = false);
 
 }  // namespace embedflow::image

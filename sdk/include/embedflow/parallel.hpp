@@ -11,6 +11,9 @@
 
 namespace embedflow {
 
+class NodeTypeBuilder;
+class Params;
+
 struct ParallelPlace {
   std::int64_t world_size = 1;
   std::int64_t rank = 0;
@@ -24,5 +27,14 @@ struct RowRange {
   std::int64_t first = 0, last = 0;
 };
 RowRange rank_rows(std::int64_t rows, const ParallelPlace& place);
+
+// Sharding at the source, the same pair of parameters on every node that takes it (as DALI's
+// num_shards / shard_id): `shard_world_size` (default 1: off, every record; 0: WORLD_SIZE) and
+// `shard_rank` (default -1: RANK). Off by default, so a graph run under torchrun still reads
+// everything unless it asks; a node that shards selects its records with rank_rows, so the ranks'
+// shares are disjoint, contiguous in the node's own order, and their union is the whole set.
+void add_shard_params(NodeTypeBuilder& builder);
+// The place those parameters name, through resolve_parallel_place (ConfigError when invalid).
+ParallelPlace shard_place(const Params& params);
 
 }  // namespace embedflow
