@@ -10,6 +10,7 @@
 
 #include <embedflow/embedflow.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -342,6 +343,36 @@ std::function<double()> DataParallelGroup::start_sum(double value) {
     wait_collective(work, "the all-reduce of the loss", rank, size, where);
     return t[0].item<double>();
   };
+}
+
+torch::Tensor DataParallelGroup::all_gather(const torch::Tensor& local, std::int64_t& offset) {
+  std::vector<torch::Tensor> count{torch::tensor({local.size(0)}, torch::kInt64)};
+  std::vector<std::vector<torch::Tensor>> counts(1);
+  for (int r = 0; r < size_; ++r) counts[0].push_back(torch::empty({1}, torch::kInt64));
+  impl_->group->allgather(counts, count)->wait();
+  std::vector<std::int64_t> rows;
+  std::int64_t most = 0;
+  for (const auto& c : counts[0]) {
+    rows.push_back(c.item<std::int64_t>());
+    most = std::max(most, rows.back());
+  }
+  torch::Tensor mine = local.detach();
+  if (mine.size(0) < most) {  // allgather needs equal shapes: pad with zeros, cut them off after
+    std::vector<std::int64_t> pad_shape(mine.sizes().begin(), mine.sizes().end());
+    pad_shape[0] = most - mine.size(0);
+    mine = torch::cat({mine, torch::zeros(pad_shape, mine.options())}, 0);
+  }
+  std::vector<torch::Tensor> in{mine.contiguous()};
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < size_; ++r) out[0].push_back(torch::empty_like(in[0]));
+  impl_->group->allgather(out, in)->wait();
+  std::vector<torch::Tensor> parts;
+  offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r < rank_) offset += rows[static_cast<std::size_t>(r)];
+    parts.push_back(r == rank_ ? local : out[0][static_cast<std::size_t>(r)].narrow(0, 0, rows[static_cast<std::size_t>(r)]));
+  }
+  return torch::cat(parts, 0);
 }
 
 Record rank_slice(const Record& batch, std::int64_t index, const DataParallelGroup& group, std::int64_t& full,

@@ -66,6 +66,11 @@ class DataParallelGroup {
   // The same, started now and read by calling the result, so the caller can work meanwhile
   // (every rank must start its collectives in the same order).
   std::function<double()> start_sum(double value);
+  // Every rank's `local` rows concatenated in rank order (c10d allgather; the ranks may hold
+  // different row counts: the counts are gathered first and the rows padded to the largest).
+  // This rank's part is `local` itself, so it keeps its autograd graph; the other ranks' parts are
+  // constants, as in pytorch-metric-learning's all_gather. Sets `offset` to this rank's first row.
+  torch::Tensor all_gather(const torch::Tensor& local, std::int64_t& offset);
 
  private:
   struct Impl;

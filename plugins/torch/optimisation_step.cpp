@@ -15,6 +15,7 @@ OptimisationStep::OptimisationStep(NodeContext& ctx, Model& model, Loss& loss, s
   clip_norm_ = p.number("clip_grad_norm");
   clip_value_ = p.number("clip_grad_value");
   bucket_mb_ = p.number("bucket_mb");
+  gather_ = p.string("gather_embeddings");
   device_ = model_.device();
   const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
                                                       p.number("rendezvous_timeout"), ctx.id());
@@ -84,6 +85,31 @@ Record OptimisationStep::mask_labels(const Record& batch, std::int64_t index) co
   return r;
 }
 
+bool OptimisationStep::gather_global_batch(StepInputs& in, std::int64_t index) {
+  std::int64_t offset = 0;
+  auto gather_field = [&](const std::string& name) { in.provide(name, group_->all_gather(in.field(name), offset)); };
+  auto gather_embedding = [&](const std::string& field, const torch::Tensor& e) {
+    in.provide_output(field, "embedding", group_->all_gather(e, offset));
+  };
+  if (in.has("image") && in.has("label") && !in.has("pair_labels")) {
+    // pair_labels [n,n] relates this rank's rows only: such a batch is not gathered.
+    gather_embedding("image", in.embed_one("image"));
+    gather_field("label");
+    return true;
+  }
+  if (!in.has("image") && in.has("a_image") && in.has("b_image") && in.has("pair_label")) {
+    std::vector<torch::Tensor> e = in.embed({"a_image", "b_image"});  // one forward pass for both
+    gather_embedding("a_image", e[0]);
+    gather_embedding("b_image", e[1]);
+    gather_field("pair_label");
+    return true;
+  }
+  if (gather_ == "on")
+    throw DataError(cat("gather_embeddings: on needs a label batch (image, label) or a pair batch (a_image, b_image, "
+                        "pair_label), but input batch ", index, " is ", in.record().describe()));
+  return false;
+}
+
 double OptimisationStep::update(const Record& batch, std::int64_t index, double lr,
                                 const std::function<void(double)>& check_loss, std::int64_t& samples) {
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
@@ -98,12 +124,19 @@ double OptimisationStep::update(const Record& batch, std::int64_t index, double 
     group_->broadcast_from_rank0(untrained_state_);
   }
   StepInputs in(model_, group_ && !presharded ? shard : whole, device_, loss_name_);
+  // Cross-rank mining (pytorch-metric-learning's DistributedLossWrapper): the loss of the global
+  // batch, the same on every rank; each rank's backward reaches only its own embeddings, so the
+  // loss is scaled by the world size and the ranks' mean gradient is the global batch's.
+  const bool gathered = group_ && gather_ != "off" && gather_global_batch(in, index);
   torch::Tensor loss = loss_.compute(in);
   double value = loss.item<double>();
   // Data parallel: the whole batch's mean is the slices' means weighted by their share of it.
   const double share = group_ ? static_cast<double>(local) / static_cast<double>(full) : 1.0;
   optimizer_->zero_grad();
-  if (group_) {
+  if (gathered) {
+    (loss * static_cast<double>(group_->size())).backward();
+    group_->average_gradients(params_);
+  } else if (group_) {
     // The loss is summed over the ranks while the backward pass runs, and the gradients' buckets
     // are reduced as backward produces them (overlap_gradients); the step waits for both.
     auto whole_loss = group_->start_sum(value * share);
