@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "distributed.hpp"
+#include "grad_scaler.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "optimizers.hpp"
@@ -61,6 +62,9 @@ class OptimisationStep {
   std::unique_ptr<DataParallelGroup> group_;    // null unless world_size > 1
   bool primary_ = true;
   std::vector<torch::Tensor> untrained_state_;  // re-sent from rank 0 before each step
+  bool amp_ = false;                            // autocast (CUDA f16, CPU bf16) and loss scaling
+  GradScaler scaler_;
+  std::int64_t skipped_steps_ = 0;              // amp: steps skipped for inf/NaN gradients
   std::string gather_;                          // gather_embeddings: auto, on or off
   double bucket_mb_ = 0;                        // data parallel: gradient bucket size; 0: no overlap
   torch::Device device_{torch::kCPU};
