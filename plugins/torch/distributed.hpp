@@ -29,7 +29,12 @@ struct DistributedOptions {
   std::string rendezvous;
   double timeout_s = 300;
   std::string owner;  // the node, for messages
+  // The collectives' backend: NCCL when the model trains on a GPU and LibTorch was built with
+  // c10d's NCCL (USE_C10D_NCCL, a CUDA LibTorch), Gloo otherwise.
+  bool gpu = false;
 };
+// Whether this build can run NCCL collectives (a CUDA LibTorch with c10d's NCCL).
+bool nccl_available();
 
 // Fills world_size 0 / rank -1 from the environment and checks 0 <= rank < world_size;
 // `owner` names the node in ConfigErrors.

@@ -54,8 +54,9 @@ OptimisationStep::OptimisationStep(NodeContext& ctx, Model& model, Loss& loss, s
   gather_ = p.string("gather_embeddings");
   amp_ = p.boolean("amp");
   device_ = model_.device();
-  const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
-                                                      p.number("rendezvous_timeout"), ctx.id());
+  DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
+                                                p.number("rendezvous_timeout"), ctx.id());
+  dist.gpu = device_.is_cuda() && nccl_available();  // every rank trains on a GPU: NCCL
   if (dist.world_size > 1) group_ = std::make_unique<DataParallelGroup>(dist);
   primary_ = dist.rank == 0;
 }
