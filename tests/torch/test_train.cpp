@@ -459,6 +459,42 @@ TEST_CASE("cross-rank mining: two ranks that gather embeddings train as one proc
   }
 }
 
+TEST_CASE("cross-rank mining: gather_embeddings on with a batch it cannot gather names the batch", "[torch][train][cli][gather]") {
+  fs::path dir = scratch_dir("torch-gather-on");
+  // Images without labels (an autoencoder's batch): auto trains each rank on its slice, on stops.
+  auto graph = [&](const std::string& run) {
+    return "# gather on\nseed: 3\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") + ", fields: [image], batch_size: 64}}\n"
+           "  train: {type: torch.train, params: {model: {type: torch.conv_ae, channels: [8, 16], latent_dim: 8}, "
+           "loss: {type: torch.reconstruction}, optimizer: {type: torch.adam, lr: 0.01}, max_steps: 2, threads: 1, "
+           "world_size: 2, log_dir: " + (dir / run).string() + "}}\n"
+           "edges: [data.out -> train.in]\n";
+  };
+  auto two_ranks = [&](const std::string& run, const std::string& gather) {
+    write_file(dir / (run + ".yaml"), graph(run));
+    write_file(dir / (run + "1.yaml"), graph(run + "1"));
+    const std::string store = "file://" + (dir / (run + "-store")).string();
+    auto rank1 = embedflow::test::spawn_cli({"run", (dir / (run + "1.yaml")).string(), "--quiet", "--set", "train.rank=1",
+                                             "--set", "train.rendezvous=" + store, "--set", "train.gather_embeddings=" + gather,
+                                             "--set", "train.rendezvous_timeout=20"});
+    auto rank0 = run_cli({"run", (dir / (run + ".yaml")).string(), "--quiet", "--set", "train.rank=0", "--set",
+                          "train.rendezvous=" + store, "--set", "train.gather_embeddings=" + gather, "--set",
+                          "train.rendezvous_timeout=20"});
+    auto one = embedflow::test::wait_child(rank1);
+    return std::make_pair(rank0, one);
+  };
+  auto [auto0, auto1] = two_ranks("auto", "auto");
+  INFO(auto0.err << auto1.err);
+  CHECK(auto0.exit_code == 0);
+  CHECK(auto1.exit_code == 0);
+  auto [on0, on1] = two_ranks("on", "on");
+  INFO(on0.err);
+  CHECK(on0.exit_code == 1);
+  CHECK_THAT(on0.err, Catch::Contains("node 'train'") &&
+                          Catch::Contains("gather_embeddings: on needs a label batch (image, label) or a pair batch") &&
+                          Catch::Contains("but input batch 0 is"));
+}
+
 TEST_CASE("prefetch trains on the same batches in the same order with the same draws", "[torch][train]") {
   fs::path dir = scratch_dir("torch-prefetch");
   // A shuffled reader, two epochs (the second replayed in a seeded order), semi-supervised label
