@@ -373,7 +373,8 @@ torch::Tensor DataParallelGroup::all_gather(const torch::Tensor& local, std::int
   std::vector<torch::Tensor> count{torch::full({1}, local.size(0), on)};
   std::vector<std::vector<torch::Tensor>> counts(1);
   for (int r = 0; r < size_; ++r) counts[0].push_back(torch::empty({1}, on));
-  impl_->group->allgather(counts, count)->wait();
+  wait_collective(impl_->group->allgather(counts, count), "the gather of the embeddings' row counts", rank_, size_,
+                  impl_->where);
   std::vector<std::int64_t> rows;
   std::int64_t most = 0;
   for (const auto& c : counts[0]) {
@@ -389,7 +390,7 @@ torch::Tensor DataParallelGroup::all_gather(const torch::Tensor& local, std::int
   std::vector<torch::Tensor> in{mine.contiguous()};
   std::vector<std::vector<torch::Tensor>> out(1);
   for (int r = 0; r < size_; ++r) out[0].push_back(torch::empty_like(in[0]));
-  impl_->group->allgather(out, in)->wait();
+  wait_collective(impl_->group->allgather(out, in), "the gather of the embeddings", rank_, size_, impl_->where);
   std::vector<torch::Tensor> parts;
   offset = 0;
   for (int r = 0; r < size_; ++r) {
