@@ -5,11 +5,16 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <embedflow/embedflow.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -134,7 +139,7 @@ struct GradientBuckets {
     std::vector<torch::Tensor> flat;   // the one flattened tensor in reduction, once started
     c10::intrusive_ptr<c10d::Work> work;
   };
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
   std::vector<torch::Tensor> parameters;
   std::vector<std::size_t> bucket_of;
   std::vector<char> ready;  // per parameter, this backward
@@ -184,9 +189,18 @@ struct GradientBuckets {
   }
 };
 
+bool nccl_available() {
+#ifdef USE_C10D_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 struct DataParallelGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  torch::Device device{torch::kCPU};  // where the collectives' own tensors live (NCCL: the GPU)
   std::shared_ptr<GradientBuckets> overlap;  // null: reduce after backward
   std::string where;                         // the rendezvous, for messages
 };
@@ -232,24 +246,34 @@ DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::m
         where += cat(" (torchrun's agent store, attempt ", attempt, ")");
       }
     }
-    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    // Gloo's own connections between the ranks: over the interfaces GLOO_SOCKET_IFNAME lists
-    // (comma-separated, as PyTorch reads it), else from the address that routes to the store's
-    // host, else Gloo's default (the address the host name resolves to).
-    if (const std::string ifnames = env_string("GLOO_SOCKET_IFNAME", ""); !ifnames.empty()) {
-      std::size_t from = 0;
-      while (from <= ifnames.size()) {
-        const std::size_t comma = std::min(ifnames.find(',', from), ifnames.size());
-        if (comma > from)
-          options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifnames.substr(from, comma - from)));
-        from = comma + 1;
+#ifdef USE_C10D_NCCL
+    if (o.gpu) {
+      auto options = c10d::ProcessGroupNCCL::Options::create();
+      options->timeout = timeout;
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, o.rank, o.world_size, options);
+      impl_->device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(c10::cuda::current_device()));
+    } else
+#endif
+    {
+      auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+      // Gloo's own connections between the ranks: over the interfaces GLOO_SOCKET_IFNAME lists
+      // (comma-separated, as PyTorch reads it), else from the address that routes to the store's
+      // host, else Gloo's default (the address the host name resolves to).
+      if (const std::string ifnames = env_string("GLOO_SOCKET_IFNAME", ""); !ifnames.empty()) {
+        std::size_t from = 0;
+        while (from <= ifnames.size()) {
+          const std::size_t comma = std::min(ifnames.find(',', from), ifnames.size());
+          if (comma > from)
+            options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifnames.substr(from, comma - from)));
+          from = comma + 1;
+        }
+      } else if (!gloo_address.empty()) {
+        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(gloo_address));
+      } else {
+        options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
       }
-    } else if (!gloo_address.empty()) {
-      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(gloo_address));
-    } else {
-      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, o.rank, o.world_size, options);
     }
-    impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, o.rank, o.world_size, options);
   } catch (const c10::Error& e) {
     throw DataError(cat("joining the data-parallel group at ", where, " as rank ", o.rank, " of ", o.world_size,
                         " failed: ", e.what_without_backtrace()));
@@ -261,7 +285,7 @@ DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::m
   }
   impl_->where = where;
   const std::string local = env_string("LOCAL_RANK", env_string("SLURM_LOCALID", ""));
-  log_info(o.owner, "rank ", o.rank, " of ", o.world_size, " joined the Gloo group at ", where, " from host ", host_name(),
+  log_info(o.owner, "rank ", o.rank, " of ", o.world_size, " joined the ", o.gpu && nccl_available() ? "NCCL" : "Gloo", " group at ", where, " from host ", host_name(),
            local.empty() ? "" : cat(" (local rank ", local, ")"));
 }
 
@@ -336,12 +360,44 @@ void DataParallelGroup::average_gradients(const std::vector<torch::Tensor>& para
 double DataParallelGroup::sum(double value) { return start_sum(value)(); }
 
 std::function<double()> DataParallelGroup::start_sum(double value) {
-  std::vector<torch::Tensor> t{torch::tensor({value}, torch::kFloat64)};
+  std::vector<torch::Tensor> t{torch::tensor({value}, torch::kFloat64).to(impl_->device)};
   auto work = impl_->group->allreduce(t, c10d::AllreduceOptions{});
   return [work, t, rank = rank_, size = size_, where = impl_->where]() {
     wait_collective(work, "the all-reduce of the loss", rank, size, where);
     return t[0].item<double>();
   };
+}
+
+torch::Tensor DataParallelGroup::all_gather(const torch::Tensor& local, std::int64_t& offset) {
+  const auto on = torch::TensorOptions().dtype(torch::kInt64).device(impl_->device);
+  std::vector<torch::Tensor> count{torch::full({1}, local.size(0), on)};
+  std::vector<std::vector<torch::Tensor>> counts(1);
+  for (int r = 0; r < size_; ++r) counts[0].push_back(torch::empty({1}, on));
+  wait_collective(impl_->group->allgather(counts, count), "the gather of the embeddings' row counts", rank_, size_,
+                  impl_->where);
+  std::vector<std::int64_t> rows;
+  std::int64_t most = 0;
+  for (const auto& c : counts[0]) {
+    rows.push_back(c.item<std::int64_t>());
+    most = std::max(most, rows.back());
+  }
+  torch::Tensor mine = local.detach();
+  if (mine.size(0) < most) {  // allgather needs equal shapes: pad with zeros, cut them off after
+    std::vector<std::int64_t> pad_shape(mine.sizes().begin(), mine.sizes().end());
+    pad_shape[0] = most - mine.size(0);
+    mine = torch::cat({mine, torch::zeros(pad_shape, mine.options())}, 0);
+  }
+  std::vector<torch::Tensor> in{mine.contiguous()};
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < size_; ++r) out[0].push_back(torch::empty_like(in[0]));
+  wait_collective(impl_->group->allgather(out, in), "the gather of the embeddings", rank_, size_, impl_->where);
+  std::vector<torch::Tensor> parts;
+  offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (r < rank_) offset += rows[static_cast<std::size_t>(r)];
+    parts.push_back(r == rank_ ? local : out[0][static_cast<std::size_t>(r)].narrow(0, 0, rows[static_cast<std::size_t>(r)]));
+  }
+  return torch::cat(parts, 0);
 }
 
 Record rank_slice(const Record& batch, std::int64_t index, const DataParallelGroup& group, std::int64_t& full,

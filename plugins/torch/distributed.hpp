@@ -29,7 +29,12 @@ struct DistributedOptions {
   std::string rendezvous;
   double timeout_s = 300;
   std::string owner;  // the node, for messages
+  // The collectives' backend: NCCL when the model trains on a GPU and LibTorch was built with
+  // c10d's NCCL (USE_C10D_NCCL, a CUDA LibTorch), Gloo otherwise.
+  bool gpu = false;
 };
+// Whether this build can run NCCL collectives (a CUDA LibTorch with c10d's NCCL).
+bool nccl_available();
 
 // Fills world_size 0 / rank -1 from the environment and checks 0 <= rank < world_size;
 // `owner` names the node in ConfigErrors.
@@ -66,6 +71,11 @@ class DataParallelGroup {
   // The same, started now and read by calling the result, so the caller can work meanwhile
   // (every rank must start its collectives in the same order).
   std::function<double()> start_sum(double value);
+  // Every rank's `local` rows concatenated in rank order (c10d allgather; the ranks may hold
+  // different row counts: the counts are gathered first and the rows padded to the largest).
+  // This rank's part is `local` itself, so it keeps its autograd graph; the other ranks' parts are
+  // constants, as in pytorch-metric-learning's all_gather. Sets `offset` to this rank's first row.
+  torch::Tensor all_gather(const torch::Tensor& local, std::int64_t& offset);
 
  private:
   struct Impl;

@@ -2,9 +2,45 @@
 
 #include "optimisation_step.hpp"
 
+#include <ATen/autocast_mode.h>
+
 #include <algorithm>
 
 namespace embedflow::torchfam {
+
+namespace {
+
+// Autocast for one forward pass and loss, as `with torch.autocast(device)`: CUDA in float16,
+// the CPU in bfloat16 (the CPU's autocast type); restored and its cast cache cleared on exit.
+class AutocastScope {
+ public:
+  AutocastScope(bool on, const torch::Device& device) : on_(on), cuda_(device.is_cuda()) {
+    if (!on_) return;
+    if (cuda_) {
+      was_ = at::autocast::is_enabled();
+      at::autocast::set_autocast_gpu_dtype(at::kHalf);
+      at::autocast::set_enabled(true);
+    } else {
+      was_ = at::autocast::is_cpu_enabled();
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(true);
+    }
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    if (cuda_) at::autocast::set_enabled(was_);
+    else at::autocast::set_cpu_enabled(was_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool on_, cuda_, was_ = false;
+};
+
+}  // namespace
 
 OptimisationStep::OptimisationStep(NodeContext& ctx, Model& model, Loss& loss, std::string loss_name)
     : ctx_(ctx), model_(model), loss_(loss), loss_name_(std::move(loss_name)) {
@@ -15,9 +51,12 @@ OptimisationStep::OptimisationStep(NodeContext& ctx, Model& model, Loss& loss, s
   clip_norm_ = p.number("clip_grad_norm");
   clip_value_ = p.number("clip_grad_value");
   bucket_mb_ = p.number("bucket_mb");
+  gather_ = p.string("gather_embeddings");
+  amp_ = p.boolean("amp");
   device_ = model_.device();
-  const DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
-                                                      p.number("rendezvous_timeout"), ctx.id());
+  DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
+                                                p.number("rendezvous_timeout"), ctx.id());
+  dist.gpu = device_.is_cuda() && nccl_available();  // every rank trains on a GPU: NCCL
   if (dist.world_size > 1) group_ = std::make_unique<DataParallelGroup>(dist);
   primary_ = dist.rank == 0;
 }
@@ -84,6 +123,31 @@ Record OptimisationStep::mask_labels(const Record& batch, std::int64_t index) co
   return r;
 }
 
+bool OptimisationStep::gather_global_batch(StepInputs& in, std::int64_t index) {
+  std::int64_t offset = 0;
+  auto gather_field = [&](const std::string& name) { in.provide(name, group_->all_gather(in.field(name), offset)); };
+  auto gather_embedding = [&](const std::string& field, const torch::Tensor& e) {
+    in.provide_output(field, "embedding", group_->all_gather(e, offset));
+  };
+  if (in.has("image") && in.has("label") && !in.has("pair_labels")) {
+    // pair_labels [n,n] relates this rank's rows only: such a batch is not gathered.
+    gather_embedding("image", in.embed_one("image"));
+    gather_field("label");
+    return true;
+  }
+  if (!in.has("image") && in.has("a_image") && in.has("b_image") && in.has("pair_label")) {
+    std::vector<torch::Tensor> e = in.embed({"a_image", "b_image"});  // one forward pass for both
+    gather_embedding("a_image", e[0]);
+    gather_embedding("b_image", e[1]);
+    gather_field("pair_label");
+    return true;
+  }
+  if (gather_ == "on")
+    throw DataError(cat("gather_embeddings: on needs a label batch (image, label) or a pair batch (a_image, b_image, "
+                        "pair_label), but input batch ", index, " is ", in.record().describe()));
+  return false;
+}
+
 double OptimisationStep::update(const Record& batch, std::int64_t index, double lr,
                                 const std::function<void(double)>& check_loss, std::int64_t& samples) {
   for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
@@ -98,22 +162,48 @@ double OptimisationStep::update(const Record& batch, std::int64_t index, double 
     group_->broadcast_from_rank0(untrained_state_);
   }
   StepInputs in(model_, group_ && !presharded ? shard : whole, device_, loss_name_);
-  torch::Tensor loss = loss_.compute(in);
+  // Cross-rank mining (pytorch-metric-learning's DistributedLossWrapper): the loss of the global
+  // batch, the same on every rank; each rank's backward reaches only its own embeddings, so the
+  // loss is scaled by the world size and the ranks' mean gradient is the global batch's.
+  bool gathered = false;
+  torch::Tensor loss;
+  {
+    AutocastScope autocast(amp_, device_);
+    gathered = group_ && gather_ != "off" && gather_global_batch(in, index);
+    loss = loss_.compute(in).to(torch::kFloat32);
+  }
   double value = loss.item<double>();
+  // amp: backward runs on the loss times the scale, so small float16 gradients do not flush to 0.
+  const double loss_scale = amp_ ? scaler_.scale() : 1.0;
   // Data parallel: the whole batch's mean is the slices' means weighted by their share of it.
   const double share = group_ ? static_cast<double>(local) / static_cast<double>(full) : 1.0;
   optimizer_->zero_grad();
-  if (group_) {
+  if (gathered) {
+    (loss * (static_cast<double>(group_->size()) * loss_scale)).backward();
+    group_->average_gradients(params_);
+  } else if (group_) {
     // The loss is summed over the ranks while the backward pass runs, and the gradients' buckets
     // are reduced as backward produces them (overlap_gradients); the step waits for both.
     auto whole_loss = group_->start_sum(value * share);
     // Scaled so that the mean over ranks of the gradients is the whole batch's gradient.
-    (loss * (share * static_cast<double>(group_->size()))).backward();
+    (loss * (share * static_cast<double>(group_->size()) * loss_scale)).backward();
     group_->average_gradients(params_);
     value = whole_loss();
   }
   check_loss(value);
-  if (!group_) loss.backward();
+  if (!group_) (amp_ ? loss * loss_scale : loss).backward();
+  if (amp_) {
+    // The gradients are the same on every rank after the average, so every rank skips alike.
+    const bool found_inf = unscale_gradients(params_, loss_scale);
+    scaler_.update(found_inf);
+    if (found_inf) {
+      ++skipped_steps_;
+      log_warning(ctx_.id(), "amp: input batch ", index, " gave inf/NaN gradients at loss scale ", loss_scale,
+                  "; step skipped, scale now ", scaler_.scale(), " (", skipped_steps_, " skipped so far)");
+      samples = group_ ? full : in.batch_size();
+      return value;
+    }
+  }
   if (clip_norm_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_norm_);
   if (clip_value_ > 0) torch::nn::utils::clip_grad_value_(params_, clip_value_);
   optimizer_->step();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "distributed.hpp"
+#include "grad_scaler.hpp"
 #include "loss.hpp"
 #include "model.hpp"
 #include "optimizers.hpp"
@@ -45,6 +46,10 @@ class OptimisationStep {
 
  private:
   Record mask_labels(const Record& batch, std::int64_t index) const;
+  // Cross-rank mining: replaces the step's embeddings and labels (of a label batch or a pair
+  // batch) by every rank's, this rank's part keeping its graph, so the loss and its miner see the
+  // global batch. False (and nothing changed) for a batch of another kind.
+  bool gather_global_batch(StepInputs& in, std::int64_t index);
 
   NodeContext& ctx_;
   Model& model_;
@@ -57,6 +62,10 @@ class OptimisationStep {
   std::unique_ptr<DataParallelGroup> group_;    // null unless world_size > 1
   bool primary_ = true;
   std::vector<torch::Tensor> untrained_state_;  // re-sent from rank 0 before each step
+  bool amp_ = false;                            // autocast (CUDA f16, CPU bf16) and loss scaling
+  GradScaler scaler_;
+  std::int64_t skipped_steps_ = 0;              // amp: steps skipped for inf/NaN gradients
+  std::string gather_;                          // gather_embeddings: auto, on or off
   double bucket_mb_ = 0;                        // data parallel: gradient bucket size; 0: no overlap
   torch::Device device_{torch::kCPU};
   double labelled_fraction_ = 1.0;

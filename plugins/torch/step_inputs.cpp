@@ -33,7 +33,9 @@ torch::Tensor StepInputs::field(const std::string& name) {
                         "', but the batch is ", record_.describe()));
   torch::Tensor t = to_tensor(*a);
   if (std::find(kImageFields.begin(), kImageFields.end(), name) != kImageFields.end()) t = image_input(t);
-  t = t.to(device_);
+  // To a GPU from page-locked memory without blocking: the copy is queued on the stream the model's
+  // kernels follow, so the host goes on preparing the step meanwhile.
+  t = device_.is_cuda() ? t.pin_memory().to(device_, /*non_blocking=*/true) : t.to(device_);
   tensors_.emplace(name, t);
   return t;
 }

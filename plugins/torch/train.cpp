@@ -461,6 +461,14 @@ NodeType train_type() {
           "batches that may arrive while a step runs: the steps run on a training thread of their own, so the "
           "upstream nodes make the next batches meanwhile (same order, same losses); its records are emitted when "
           "the next batch arrives or at the end. 0: steps run on the engine's thread, one batch at a time"))
+      .param(Param::boolean("amp").default_value(false).doc(
+          "mixed precision: the forward pass and loss under autocast (float16 on CUDA, bfloat16 on the CPU) and "
+          "the loss scaled as torch.cuda.amp.GradScaler does (scale 2^16, halved after a step with inf/NaN gradients, "
+          "which is skipped, doubled after 2000 clean steps)"))
+      .param(Param::choice("gather_embeddings", {"auto", "on", "off"}).default_value("auto").doc(
+          "data parallel: gather every rank's embeddings and labels (label batches, pair batches) so the loss and its "
+          "miner see the global batch, as pytorch-metric-learning's DistributedLossWrapper; auto: on when world_size > 1 "
+          "and the batch is of those kinds; off: each rank's loss sees its slice"))
       .param(Param::number("bucket_mb").default_value(25.0).min(0.0).not_fingerprinted().doc(
           "data parallel: gradients are all-reduced in buckets of about this many MiB (the first at most 1 MiB), "
           "each started as soon as the backward pass has produced its gradients, as DistributedDataParallel's "

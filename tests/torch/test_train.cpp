@@ -376,6 +376,125 @@ TEST_CASE("data parallel: gradients reduced in buckets during backward equal one
   check_same_embeddings(embed_test_images(dir, "bucketed"), embed_test_images(dir, "whole"), 1e-5);
 }
 
+// h5py reads both files' embeddings; their largest difference relative to the largest value.
+static double relative_embedding_difference(const std::string& a, const std::string& b) {
+  const Result r = run_python(R"PY(
+import sys, h5py, numpy as np
+a, b = (h5py.File(p)['embeddings']['embedding'][:] for p in sys.argv[1:3])
+assert a.shape == b.shape == (128, 8), (a.shape, b.shape)
+print(np.abs(a - b).max() / np.abs(a).max())
+)PY",
+                              {a, b});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  return std::stod(r.out);
+}
+
+TEST_CASE("cross-rank mining: two ranks that gather embeddings train as one process on the global batch",
+          "[torch][train][cli][gather]") {
+  fs::path dir = scratch_dir("torch-gather");
+  // Losses whose every anchor looks at the whole batch (hardest positive and negative, semi-hard
+  // negatives, multi-similarity's weights, a multi-similarity miner's pairs): on a slice they see a different batch, gathered they see the
+  // global one. An MLP (no batch norm) so that a slice's forward pass is the whole batch's rows;
+  // batches of 63 rows, so the ranks hold 32 and 31 and the gather pads the shorter slice.
+  auto graph = [&](const std::string& run, const std::string& loss) {
+    return "# cross-rank mining\nseed: 3\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") + ", fields: [label, image], batch_size: 63}}\n"
+           "  train: {type: torch.train, params: {model: {type: torch.mlp, hidden: [32], embedding_dim: 8}, "
+           "loss: " + loss + ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, max_steps: 6, "
+           "log_every: 1, threads: 1, log_dir: " + (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string() + "}}\n"
+           "edges: [data.out -> train.in]\n";
+  };
+  auto two_ranks = [&](const std::string& run, const std::string& loss, const std::string& gather) {
+    write_file(dir / (run + ".yaml"), graph(run, loss));
+    write_file(dir / (run + "1.yaml"), graph(run + "1", loss));
+    const std::string store = "file://" + (dir / (run + "-store")).string();
+    const std::vector<std::string> sets{"--set", "train.world_size=2", "--set", "train.rendezvous=" + store,
+                                        "--set", "train.gather_embeddings=" + gather};
+    std::vector<std::string> args1{"run", (dir / (run + "1.yaml")).string(), "--quiet", "--set", "train.rank=1"};
+    std::vector<std::string> args0{"run", (dir / (run + ".yaml")).string(), "--quiet", "--set", "train.rank=0"};
+    args1.insert(args1.end(), sets.begin(), sets.end());
+    args0.insert(args0.end(), sets.begin(), sets.end());
+    auto rank1 = embedflow::test::spawn_cli(args1);
+    auto rank0 = run_cli(args0);
+    auto one = embedflow::test::wait_child(rank1);
+    INFO(rank0.err << one.err);
+    REQUIRE(rank0.exit_code == 0);
+    REQUIRE(one.exit_code == 0);
+  };
+  const std::vector<std::pair<std::string, std::string>> losses{
+      {"batch_hard", "{type: torch.batch_hard_triplet, margin: 0.2}"},
+      {"semi_hard", "{type: torch.semi_hard_triplet, margin: 0.2}"},
+      {"multi_similarity", "{type: torch.multi_similarity}"},
+      {"mined_contrastive", "{type: torch.batch_contrastive, miner: {type: torch.multi_similarity_miner, epsilon: 0.1}}"}};
+  for (const auto& [name, loss] : losses) {
+    SECTION(name) {
+      write_file(dir / (name + "-single.yaml"), graph(name + "-single", loss));
+      auto single = run_cli({"run", (dir / (name + "-single.yaml")).string(), "--quiet"});
+      INFO(single.err);
+      REQUIRE(single.exit_code == 0);
+      two_ranks(name + "-on", loss, "auto");  // auto: on for a label batch with two ranks
+      two_ranks(name + "-off", loss, "off");
+      auto a = read_metrics(dir / (name + "-single") / "metrics.csv"), b = read_metrics(dir / (name + "-on") / "metrics.csv"),
+           c = read_metrics(dir / (name + "-off") / "metrics.csv");
+      REQUIRE(a.size() == 6);
+      REQUIRE(b.size() == 6);
+      REQUIRE(c.size() == 6);
+      double off_gap = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        // The logged loss is the global batch's, as the one process's.
+        INFO("step " << a[i].step << ": " << a[i].loss << " vs gathered " << b[i].loss << ", sliced " << c[i].loss);
+        CHECK(std::abs(std::stod(a[i].loss) - std::stod(b[i].loss)) <= 1e-4 * std::max(1.0, std::stod(a[i].loss)));
+        off_gap = std::max(off_gap, std::abs(std::stod(a[i].loss) - std::stod(c[i].loss)));
+      }
+      // Without gathering each rank mines its own slice: other losses, other weights.
+      CHECK(off_gap > 1e-3);
+      const std::string e_single = embed_test_images(dir, name + "-single");
+      const double on = relative_embedding_difference(e_single, embed_test_images(dir, name + "-on"));
+      const double off = relative_embedding_difference(e_single, embed_test_images(dir, name + "-off"));
+      INFO("final embeddings relative to one process: gathered " << on << ", sliced " << off);
+      CHECK(on < 1e-4);
+      CHECK(off > 1e-3);
+    }
+  }
+}
+
+TEST_CASE("cross-rank mining: gather_embeddings on with a batch it cannot gather names the batch", "[torch][train][cli][gather]") {
+  fs::path dir = scratch_dir("torch-gather-on");
+  // Images without labels (an autoencoder's batch): auto trains each rank on its slice, on stops.
+  auto graph = [&](const std::string& run) {
+    return "# gather on\nseed: 3\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") + ", fields: [image], batch_size: 64}}\n"
+           "  train: {type: torch.train, params: {model: {type: torch.conv_ae, channels: [8, 16], latent_dim: 8}, "
+           "loss: {type: torch.reconstruction}, optimizer: {type: torch.adam, lr: 0.01}, max_steps: 2, threads: 1, "
+           "world_size: 2, log_dir: " + (dir / run).string() + "}}\n"
+           "edges: [data.out -> train.in]\n";
+  };
+  auto two_ranks = [&](const std::string& run, const std::string& gather) {
+    write_file(dir / (run + ".yaml"), graph(run));
+    write_file(dir / (run + "1.yaml"), graph(run + "1"));
+    const std::string store = "file://" + (dir / (run + "-store")).string();
+    auto rank1 = embedflow::test::spawn_cli({"run", (dir / (run + "1.yaml")).string(), "--quiet", "--set", "train.rank=1",
+                                             "--set", "train.rendezvous=" + store, "--set", "train.gather_embeddings=" + gather,
+                                             "--set", "train.rendezvous_timeout=20"});
+    auto rank0 = run_cli({"run", (dir / (run + ".yaml")).string(), "--quiet", "--set", "train.rank=0", "--set",
+                          "train.rendezvous=" + store, "--set", "train.gather_embeddings=" + gather, "--set",
+                          "train.rendezvous_timeout=20"});
+    auto one = embedflow::test::wait_child(rank1);
+    return std::make_pair(rank0, one);
+  };
+  auto [auto0, auto1] = two_ranks("auto", "auto");
+  INFO(auto0.err << auto1.err);
+  CHECK(auto0.exit_code == 0);
+  CHECK(auto1.exit_code == 0);
+  auto [on0, on1] = two_ranks("on", "on");
+  INFO(on0.err);
+  CHECK(on0.exit_code == 1);
+  CHECK_THAT(on0.err, Catch::Contains("node 'train'") &&
+                          Catch::Contains("gather_embeddings: on needs a label batch (image, label) or a pair batch") &&
+                          Catch::Contains("but input batch 0 is"));
+}
+
 TEST_CASE("prefetch trains on the same batches in the same order with the same draws", "[torch][train]") {
   fs::path dir = scratch_dir("torch-prefetch");
   // A shuffled reader, two epochs (the second replayed in a seeded order), semi-supervised label
