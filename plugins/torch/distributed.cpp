@@ -203,6 +203,7 @@ struct DataParallelGroup::Impl {
   torch::Device device{torch::kCPU};  // where the collectives' own tensors live (NCCL: the GPU)
   std::shared_ptr<GradientBuckets> overlap;  // null: reduce after backward
   std::string where;                         // the rendezvous, for messages
+  bool nccl = false;                         // every rank on a GPU, reducing over NCCL
 };
 
 
@@ -247,7 +248,15 @@ DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::m
       }
     }
 #ifdef USE_C10D_NCCL
-    if (o.gpu) {
+    // NCCL only when every rank trains on a GPU: each rank says whether it does through the
+    // store, and one rank without a GPU puts them all on Gloo (which takes CUDA tensors too).
+    bool every_rank_gpu = o.gpu;
+    impl_->store->set(cat("embedflow/gpu/", o.rank), std::vector<std::uint8_t>{static_cast<std::uint8_t>(o.gpu ? 1 : 0)});
+    for (int peer = 0; peer < o.world_size; ++peer)
+      if (impl_->store->get(cat("embedflow/gpu/", peer)) != std::vector<std::uint8_t>{1}) every_rank_gpu = false;
+    if (o.gpu && !every_rank_gpu) log_warning(o.owner, "a rank trains without a GPU: every rank reduces over Gloo, not NCCL");
+    impl_->nccl = every_rank_gpu;
+    if (every_rank_gpu) {
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
       impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(impl_->store, o.rank, o.world_size, options);
@@ -285,7 +294,7 @@ DataParallelGroup::DataParallelGroup(const DistributedOptions& o) : impl_(std::m
   }
   impl_->where = where;
   const std::string local = env_string("LOCAL_RANK", env_string("SLURM_LOCALID", ""));
-  log_info(o.owner, "rank ", o.rank, " of ", o.world_size, " joined the ", o.gpu && nccl_available() ? "NCCL" : "Gloo", " group at ", where, " from host ", host_name(),
+  log_info(o.owner, "rank ", o.rank, " of ", o.world_size, " joined the ", impl_->nccl ? "NCCL" : "Gloo", " group at ", where, " from host ", host_name(),
            local.empty() ? "" : cat(" (local rank ", local, ")"));
 }
 

@@ -3,6 +3,7 @@
 // model_state.cpp; each architecture has its own file (small_cnn.cpp, resnet.cpp, mlp.cpp,
 // autoencoders.cpp, torchscript.cpp, composites.cpp).
 #include <algorithm>
+#include <cstdlib>
 
 #include <filesystem>
 
@@ -38,7 +39,17 @@ torch::Device resolve_device(const std::string& name, const std::string& owner) 
   bool cuda = torch::cuda::is_available();
   if (name == "cuda" && !cuda)
     throw ConfigError(cat(owner, ": device cuda was asked for, but LibTorch sees no CUDA device (use auto or cpu)"));
-  return cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  if (!cuda) return torch::Device(torch::kCPU);
+  // One GPU per process on a node: the launcher's local rank (torchrun's LOCAL_RANK, srun's
+  // SLURM_LOCALID) picks the device, as DistributedDataParallel's device_ids=[local_rank] does.
+  const char* local = std::getenv("LOCAL_RANK");
+  if (!local || !*local) local = std::getenv("SLURM_LOCALID");
+  const auto devices = static_cast<long>(torch::cuda::device_count());
+  char* end = nullptr;
+  const long index = local && *local ? std::strtol(local, &end, 10) : 0;
+  if (local && *local && (*end || index < 0))
+    throw ConfigError(cat(owner, ": the local rank '", local, "' (LOCAL_RANK or SLURM_LOCALID) is not a non-negative integer"));
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index % devices));
 }
 
 ComponentTypeBuilder model_type(const std::string& name, const std::string& doc, std::vector<ParamSpec> params) {

@@ -36,6 +36,32 @@ std::string problems_of(const std::string& loss) {
   return r.problem_text();
 }
 
+// Trains `loss` 8 steps straight, and 3 steps then resumed from the checkpoint to step 8 (in
+// dir/full and dir/part): every step's loss must be the same, so the loss's state is restored.
+void check_resume_repeats(const fs::path& dir, const std::string& loss) {
+  auto graph = [&](const std::string& run, int max_steps) {
+    return train_graph(loss, ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, log_every: 1, checkpoint_every: 3, "
+                             "keep_checkpoints: 0, resume: auto, max_steps: " + std::to_string(max_steps) + ", log_dir: " +
+                                 (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string());
+  };
+  auto run_ok = [](const std::string& name, const std::string& yaml) {
+    GraphRun r = GraphRunner(plugins(), yaml, name).run();
+    INFO(r.message());
+    REQUIRE(r.exit_code == 0);
+  };
+  run_ok("full.yaml", graph("full", 8));
+  run_ok("part.yaml", graph("part", 3));
+  run_ok("resumed.yaml", graph("part", 8));
+  const auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
+  REQUIRE(a.size() == 8);
+  REQUIRE(b.size() == 8);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("row " << i);
+    CHECK(a[i].step == b[i].step);
+    CHECK(a[i].loss == b[i].loss);  // printed with 9 significant digits
+  }
+}
+
 }  // namespace
 
 TEST_CASE("miners and memories: wrong settings fail validation at the parameter", "[torch][miner][validate]") {
@@ -87,33 +113,12 @@ TEST_CASE("miners and memories: wrong settings fail validation at the parameter"
 
 TEST_CASE("a resumed run with a cross-batch memory repeats the uninterrupted run's losses exactly", "[torch][memory][train]") {
   fs::path dir = scratch_dir("torch-memory-resume");
-  auto graph = [&](const std::string& run, int max_steps) {
-    // The memory inside a torch.sum, whose terms' state the checkpoint carries under their slots.
-    return train_graph("{type: torch.sum, a: {type: torch.l2_embedding, weight: 0.001}, b: {type: torch.cross_batch_memory, "
-                       "memory_size: 200, loss: {type: torch.batch_triplet_margin, margin: 0.2}, miner: {type: torch.batch_hard_miner}}}",
-                       ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, log_every: 1, checkpoint_every: 3, "
-                       "keep_checkpoints: 0, resume: auto, max_steps: " + std::to_string(max_steps) + ", log_dir: " +
-                           (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string());
-  };
-  auto run_ok = [](const std::string& name, const std::string& yaml) {
-    GraphRun r = GraphRunner(plugins(), yaml, name).run();
-    INFO(r.message());
-    REQUIRE(r.exit_code == 0);
-  };
-  run_ok("full.yaml", graph("full", 8));
+  // The memory inside a torch.sum, whose terms' state the checkpoint carries under their slots.
   // Interrupted after 3 steps (its memory holds 192 rows, not yet wrapped), resumed to step 8:
   // the memory wraps after the resume, so a queue that was not restored (or restored wrong)
   // changes the losses of steps 4-8.
-  run_ok("part.yaml", graph("part", 3));
-  run_ok("resumed.yaml", graph("part", 8));
-  const auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
-  REQUIRE(a.size() == 8);
-  REQUIRE(b.size() == 8);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    INFO("row " << i);
-    CHECK(a[i].step == b[i].step);
-    CHECK(a[i].loss == b[i].loss);  // printed with 9 significant digits
-  }
+  check_resume_repeats(dir, "{type: torch.sum, a: {type: torch.l2_embedding, weight: 0.001}, b: {type: torch.cross_batch_memory, "
+                            "memory_size: 200, loss: {type: torch.batch_triplet_margin, margin: 0.2}, miner: {type: torch.batch_hard_miner}}}");
   // The queue is read back at the resume: a memory of another size does not take it.
   const std::string other = train_graph("{type: torch.sum, a: {type: torch.l2_embedding, weight: 0.001}, b: {type: torch.cross_batch_memory, "
                                         "memory_size: 256, loss: {type: torch.batch_triplet_margin, margin: 0.2}, "
@@ -127,30 +132,9 @@ TEST_CASE("a resumed run with a cross-batch memory repeats the uninterrupted run
 
 TEST_CASE("a resumed run with index-mined negatives repeats the uninterrupted run's losses exactly", "[torch][index_mining][train]") {
   fs::path dir = scratch_dir("torch-index-mining-resume");
-  auto graph = [&](const std::string& run, int max_steps) {
-    return train_graph("{type: torch.index_hard_negatives, every: 2, k: 3, loss: {type: torch.batch_triplet_margin, margin: 0.2}}",
-                       ", optimizer: {type: torch.sgd, lr: 0.05, momentum: 0.9}, log_every: 1, checkpoint_every: 3, "
-                       "keep_checkpoints: 0, resume: auto, max_steps: " + std::to_string(max_steps) + ", log_dir: " +
-                           (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string());
-  };
-  auto run_ok = [](const std::string& name, const std::string& yaml) {
-    GraphRun r = GraphRunner(plugins(), yaml, name).run();
-    INFO(r.message());
-    REQUIRE(r.exit_code == 0);
-  };
-  run_ok("full.yaml", graph("full", 8));
   // Interrupted after step 3 (the index refreshed at step 3 over the 192 images seen), resumed to
   // step 8: a mining set or an index not restored would change the losses of steps 4-8.
-  run_ok("part.yaml", graph("part", 3));
-  run_ok("resumed.yaml", graph("part", 8));
-  const auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
-  REQUIRE(a.size() == 8);
-  REQUIRE(b.size() == 8);
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    INFO("row " << i);
-    CHECK(a[i].step == b[i].step);
-    CHECK(a[i].loss == b[i].loss);  // printed with 9 significant digits
-  }
+  check_resume_repeats(dir, "{type: torch.index_hard_negatives, every: 2, k: 3, loss: {type: torch.batch_triplet_margin, margin: 0.2}}");
   // What it cannot wrap, at load; a batch without id, at the first step.
   CHECK_THAT(problems_of("{type: torch.index_hard_negatives, loss: {type: torch.batch_hard_triplet}}"),
              Catch::Contains("param 'loss'") &&
