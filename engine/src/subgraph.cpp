@@ -223,7 +223,9 @@ class Expander {
     std::vector<std::string> names;
     for (const auto& p : ports) names.push_back(p.name);
     const char* dir = input ? "input" : "output";
-    if (port.empty() && names.size() == 1) return names.front();
+    // A declared port whose own target did not resolve has no ends (reported inside the body).
+    auto resolved = [&](const std::string& name) { return input ? x.inputs.count(name) > 0 : x.outputs.count(name) > 0; };
+    if (port.empty() && names.size() == 1) return resolved(names.front()) ? std::optional<std::string>(names.front()) : std::nullopt;
     if (port.empty()) {
       problems_.push_back(Diagnostic{where, node, cat("subgraph instance '", instance, "' (", x.def->name, ") has ",
                                                       names.empty() ? "no " : "several ", dir, "s",
@@ -231,7 +233,7 @@ class Expander {
       return std::nullopt;
     }
     const bool known = std::find(names.begin(), names.end(), port) != names.end();
-    const bool has_ends = input ? x.inputs.count(port) : x.outputs.count(port);
+    const bool has_ends = resolved(port);
     if (known && has_ends) return port;
     if (!known)
       problems_.push_back(Diagnostic{where, node, cat("subgraph instance '", instance, "' (", x.def->name, ") has no ", dir,

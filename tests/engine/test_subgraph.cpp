@@ -184,6 +184,37 @@ edges: [numbers -> a, numbers -> b.inn, b -> end]
                                 "(in subgraph 'scaled' at g.yaml:2:3, used as 'b' at g.yaml:11:3)"));
 }
 
+TEST_CASE("a subgraph port that names no node port is a located problem, used directly or from a nested instance") {
+  // Found by fuzz_graph_file: a nested instance's only input, declared without a target, threw
+  // while its edges were wired.
+  const std::string text = R"(subgraphs:
+  scaled:
+    inputs: {in: ~}
+    outputs: {out: scale.out}
+    nodes:
+      scale: {type: core.map_affine, params: {field: value}}
+  twice:
+    inputs: {in: [first, second.in]}
+    outputs: {out: second.out}
+    nodes:
+      first: {type: scaled}
+      second: {type: scaled}
+nodes:
+  numbers: {type: core.range, params: {count: 5}}
+  a: {type: twice}
+  b: {type: scaled}
+  end: {type: core.sink}
+edges: [numbers -> a, numbers -> b, a -> end]
+)";
+  const std::string p = problems_of(text);
+  INFO(p);
+  CHECK_THAT(p, Catch::Contains("g.yaml:3:18: a subgraph port names a node port inside it: 'node.port'"));
+  // The instances' edges into it are dropped quietly (said once, above), and the nodes they
+  // would have fed are unconnected, each located.
+  CHECK_THAT(p, Catch::Contains("node 'a__first__scale': input 'in' of core.map_affine is not connected"));
+  CHECK_THAT(p, Catch::Contains("node 'b__scale': input 'in' of core.map_affine is not connected"));
+}
+
 TEST_CASE("a subgraph that contains itself, or nests past the bound, is a located problem, not a hang") {
   const std::string loop = R"(subgraphs:
   outer:
