@@ -30,6 +30,12 @@ class GradScaler {
   // After a step: _amp_update_scale_'s rule. An inf/NaN step: scale *= backoff, tracker 0. A clean
   // one: tracker + 1, and at growth_interval scale *= growth (kept only if finite), tracker 0.
   void update(bool found_inf);
+  // A resumed run continues with the checkpoint's scale and clean-step count (GradScaler's
+  // load_state_dict), so it neither starts again at init_scale nor loses its progress to a growth.
+  void restore(double scale, std::int64_t growth_tracker) {
+    scale_ = scale;
+    tracker_ = growth_tracker;
+  }
 
  private:
   GradScalerOptions o_;

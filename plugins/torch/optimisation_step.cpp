@@ -53,6 +53,10 @@ OptimisationStep::OptimisationStep(NodeContext& ctx, Model& model, Loss& loss, s
   bucket_mb_ = p.number("bucket_mb");
   gather_ = p.string("gather_embeddings");
   amp_ = p.boolean("amp");
+  GradScalerOptions scaling;
+  scaling.init_scale = p.number("amp_init_scale");
+  scaling.growth_interval = p.integer("amp_growth_interval");
+  scaler_ = GradScaler(scaling);
   device_ = model_.device();
   DistributedOptions dist = resolve_distributed(p.integer("world_size"), p.integer("rank"), p.string("rendezvous"),
                                                 p.number("rendezvous_timeout"), ctx.id());

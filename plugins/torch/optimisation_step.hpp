@@ -33,6 +33,9 @@ class OptimisationStep {
   void build(const torch::Tensor& sample);
   std::int64_t trainable_parameters() const;
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  // amp's loss scaler (checkpointed with the optimizer); null without amp.
+  GradScaler* scaler() { return amp_ ? &scaler_ : nullptr; }
+  std::int64_t skipped_steps() const { return skipped_steps_; }
   // Data parallel (after a resume's restore): every rank starts from rank 0's weights, and the
   // gradients are reduced in buckets while the backward pass runs.
   void join_ranks();

@@ -213,7 +213,8 @@ class Train final : public Node {
     const std::vector<MetricRow>& history = state_->history();
     log_info(ctx_->id(), "trained ", state_->step(), " steps",
              state_->resumed_from() > 0 ? cat(" (resumed at step ", state_->resumed_from(), ")") : "",
-             history.empty() ? "" : cat("; last loss ", history.back().loss));
+             history.empty() ? "" : cat("; last loss ", history.back().loss),
+             step_->scaler() ? cat("; amp loss scale ", step_->scaler()->scale(), " (", step_->skipped_steps(), " steps skipped in this run)") : "");
   }
 
  private:
@@ -281,7 +282,7 @@ class Train final : public Node {
              model_->channels_last() ? ", channels-last" : "", " (", short_model_spec(model_spec_), ")");
     log_debug(ctx_->id(), "model spec: ", spec_text_);
     publish_text(*ctx_, "model", spec_text_);
-    if (state_->resuming()) state_->restore(step_->optimizer());
+    if (state_->resuming()) state_->restore(step_->optimizer(), step_->scaler());
     step_->join_ranks();
     // After the ranks joined, so every rank averages from rank 0's initial weights.
     state_->start_average();
@@ -375,7 +376,7 @@ class Train final : public Node {
     done_ = done_ || validator_->exhausted();
   }
 
-  void save_checkpoint(const std::string& name = "") { state_->save(step_->optimizer(), input_size_, name); }
+  void save_checkpoint(const std::string& name = "") { state_->save(step_->optimizer(), step_->scaler(), input_size_, name); }
 
   NodeContext* ctx_ = nullptr;
   std::unique_ptr<Model> model_;
@@ -464,7 +465,11 @@ NodeType train_type() {
       .param(Param::boolean("amp").default_value(false).doc(
           "mixed precision: the forward pass and loss under autocast (float16 on CUDA, bfloat16 on the CPU) and "
           "the loss scaled as torch.cuda.amp.GradScaler does (scale 2^16, halved after a step with inf/NaN gradients, "
-          "which is skipped, doubled after 2000 clean steps)"))
+          "which is skipped, doubled after amp_growth_interval clean steps); checkpoints keep the scale"))
+      .param(Param::number("amp_init_scale").default_value(65536.0).min(1e-30).doc(
+          "amp: the loss scale of the first step (GradScaler's init_scale)"))
+      .param(Param::integer("amp_growth_interval").default_value(2000).min(1).doc(
+          "amp: clean steps in a row after which the loss scale doubles (GradScaler's growth_interval)"))
       .param(Param::choice("gather_embeddings", {"auto", "on", "off"}).default_value("auto").doc(
           "data parallel: gather every rank's embeddings and labels (label batches, pair batches) so the loss and its "
           "miner see the global batch, as pytorch-metric-learning's DistributedLossWrapper; auto: on when world_size > 1 "

@@ -2,6 +2,7 @@
 
 #include "train_state.hpp"
 
+#include <cmath>
 #include <limits>
 
 #include "catalog.hpp"
@@ -85,7 +86,7 @@ double TrainState::epoch_loss() const {
                                         : std::numeric_limits<double>::quiet_NaN();
 }
 
-void TrainState::restore(torch::optim::Optimizer& optimizer) {
+void TrainState::restore(torch::optim::Optimizer& optimizer, GradScaler* scaler) {
   const std::string what = resume_path_.string();
   // A checkpoint written with averaging holds the average as `model` and the weights training
   // goes on from as `live_model`.
@@ -102,8 +103,33 @@ void TrainState::restore(torch::optim::Optimizer& optimizer) {
   checkpoint_->read_optimizer(optimizer);
   torch::serialize::InputArchive loss_state;
   if (checkpoint_->archive().try_read("loss_state", loss_state)) loss_.load_state(read_state(loss_state, what), what);
+  restore_scaler(scaler, what);
   checkpoint_->restore_rng();
   checkpoint_.reset();
+}
+
+// amp's scale and clean-step count, as GradScaler's state_dict holds them ("scale",
+// "_growth_tracker"). A checkpoint without them (written without amp) starts the scale afresh.
+void TrainState::restore_scaler(GradScaler* scaler, const std::string& what) {
+  torch::serialize::InputArchive archive;
+  const bool present = checkpoint_->archive().try_read("grad_scaler", archive);
+  if (!scaler) {
+    if (present) log_info(ctx_.id(), "resume: ", what, " was written with amp; this run (amp off) trains in full precision");
+    return;
+  }
+  if (!present) {
+    log_info(ctx_.id(), "resume: ", what, " was written without amp; the loss scale starts at ", scaler->scale());
+    return;
+  }
+  torch::Tensor scale, tracker;
+  if (!archive.try_read("scale", scale) || !archive.try_read("growth_tracker", tracker) || scale.numel() != 1 ||
+      tracker.numel() != 1 || scale.scalar_type() != torch::kFloat64 || tracker.scalar_type() != torch::kInt64)
+    throw DataError(cat("resume: ", what, ": its grad_scaler entry is not a float64 scale and an int64 growth_tracker"));
+  const double s = scale.item<double>();
+  const std::int64_t t = tracker.item<std::int64_t>();
+  if (!std::isfinite(s) || s <= 0 || t < 0)
+    throw DataError(cat("resume: ", what, ": its loss scale ", s, " or growth tracker ", t, " is out of range"));
+  scaler->restore(s, t);
 }
 
 void TrainState::start_average() {
@@ -126,8 +152,8 @@ Record TrainState::snapshot(bool final) {
   return r;
 }
 
-void TrainState::save(torch::optim::Optimizer& optimizer, const std::vector<std::int64_t>& input_size,
-                      const std::string& name) {
+void TrainState::save(torch::optim::Optimizer& optimizer, const GradScaler* scaler,
+                      const std::vector<std::int64_t>& input_size, const std::string& name) {
   if (!primary_) {  // the ranks hold equal models: rank 0 writes the checkpoint
     if (name.empty()) last_checkpoint_ = progress_.step;
     return;
@@ -143,13 +169,19 @@ void TrainState::save(torch::optim::Optimizer& optimizer, const std::vector<std:
   c.input_size = input_size;
   c.loss = loss_.parameters();
   if (average_) c.live_model = model_.state();
-  c.extra = [this](torch::serialize::OutputArchive& a) {
+  c.extra = [this, scaler](torch::serialize::OutputArchive& a) {
     if (validator_) validator_->save(a);
     // The loss's state between steps (a cross-batch memory's queue), so a resume continues it.
     if (NamedTensors state = loss_.state(); !state.empty()) {
       torch::serialize::OutputArchive loss_state;
       write_state(state, loss_state);
       a.write("loss_state", loss_state);
+    }
+    if (scaler) {
+      torch::serialize::OutputArchive scaling;
+      scaling.write("scale", torch::tensor(scaler->scale(), torch::kFloat64));
+      scaling.write("growth_tracker", torch::tensor(scaler->growth_tracker(), torch::kInt64));
+      a.write("grad_scaler", scaling);
     }
   };
   const fs::path file = write_checkpoint(checkpoint_dir_, c, optimizer, keep_, name);

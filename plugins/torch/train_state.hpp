@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "checkpoint.hpp"
+#include "grad_scaler.hpp"
 #include "loss.hpp"
 #include "validation.hpp"
 #include "weight_average.hpp"
@@ -60,10 +61,9 @@ class TrainState {
   double epoch_loss() const;
 
   // When resuming, once the model is built and the optimizer made: their tensors, the loss's
-  // learnable tensors and state (a cross-batch memory), LibTorch's RNG state from the checkpoint,
-  // and the average from the
-  // checkpoint's `model`.
-  void restore(torch::optim::Optimizer& optimizer);
+  // learnable tensors and state (a cross-batch memory), amp's loss scale (`scaler`, null without
+  // amp), LibTorch's RNG state from the checkpoint, and the average from the checkpoint's `model`.
+  void restore(torch::optim::Optimizer& optimizer, GradScaler* scaler);
   // With ema_decay, starts the average from the current weights (unless restore() did).
   void start_average();
   // What snapshots and checkpoints export as the model: the live state, or with averaging the
@@ -76,13 +76,15 @@ class TrainState {
   Record snapshot(bool final);
   // The weights the final snapshot carries, as a snapshot: what `export` traces.
   Record final_weights();
-  // Writes a checkpoint (step-N.pt, or `name` such as best.pt) of this state, the model and the
-  // optimizer; the other ranks, whose models are equal, only count it.
-  void save(torch::optim::Optimizer& optimizer, const std::vector<std::int64_t>& input_size, const std::string& name = "");
+  // Writes a checkpoint (step-N.pt, or `name` such as best.pt) of this state, the model, the
+  // optimizer and amp's loss scaler (null: none); the other ranks, whose models are equal, only count it.
+  void save(torch::optim::Optimizer& optimizer, const GradScaler* scaler, const std::vector<std::int64_t>& input_size,
+            const std::string& name = "");
 
  private:
   void resolve_resume();
   void read_checkpoint_header();
+  void restore_scaler(GradScaler* scaler, const std::string& what);
 
   NodeContext& ctx_;
   Model& model_;

@@ -133,6 +133,53 @@ TEST_CASE("amp on the CPU trains in bfloat16 autocast", "[torch][amp][train]") {
   CHECK(first_gap < 0.05 * std::stod(b[0].loss));
 }
 
+// A checkpoint keeps the loss scale and the clean-step count: with the scale doubling every 2
+// clean steps from 1, the uninterrupted run ends at 2^8 after 16 steps; a run stopped after 11
+// (tracker 1) and resumed must end there too — restarting the scale would give 2^2, and losing
+// the tracker 2^7. bfloat16 keeps float32's range, so no step here overflows and the losses are
+// bitwise those of the uninterrupted run.
+TEST_CASE("amp's loss scale is checkpointed and resumed", "[torch][amp][train]") {
+  fs::path dir = scratch_dir("torch-amp-resume");
+  auto graph = [&](const std::string& run, int max_steps, bool amp) {
+    return "# amp resume\nseed: 3\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") + ", fields: [label, image], batch_size: 64, shuffle: true}}\n"
+           "  train: {type: torch.train, params: {model: {type: torch.small_cnn, channels: [8, 16], hidden: 32, embedding_dim: 16}, "
+           "loss: {type: torch.batch_hard_triplet, margin: 0.2}, optimizer: {type: torch.adam, lr: 0.01}, epochs: 2, "
+           "log_every: 1, threads: 1, amp: " + std::string(amp ? "true" : "false") + ", amp_init_scale: 1, amp_growth_interval: 2, "
+           "checkpoint_every: 5, keep_checkpoints: 0, resume: auto, max_steps: " + std::to_string(max_steps) +
+           ", log_dir: " + (dir / run).string() + ", checkpoint_dir: " + (dir / run / "ckpt").string() + "}}\n"
+           "edges: [data.out -> train.in]\n";
+  };
+  auto run = [&](const std::string& name, const std::string& yaml) {
+    write_file(dir / name, yaml);
+    auto r = run_cli({"run", (dir / name).string()});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.err;
+  };
+  const std::string full = run("full.yaml", graph("full", 0, true));
+  CHECK_THAT(full, Catch::Contains("trained 16 steps; last loss"));
+  CHECK_THAT(full, Catch::Contains("amp loss scale 256 (0 steps skipped in this run)"));
+  const std::string part = run("part.yaml", graph("part", 11, true));
+  CHECK_THAT(part, Catch::Contains("amp loss scale 32 ("));
+  const std::string resumed = run("resumed.yaml", graph("part", 0, true));
+  CHECK_THAT(resumed, Catch::Contains("(resumed at step 11)"));
+  CHECK_THAT(resumed, Catch::Contains("amp loss scale 256 (0 steps skipped in this run)"));
+  auto a = read_metrics(dir / "full" / "metrics.csv"), b = read_metrics(dir / "part" / "metrics.csv");
+  REQUIRE(a.size() == 16);
+  REQUIRE(b.size() == 16);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("row " << i);
+    CHECK(a[i].loss == b[i].loss);
+  }
+  // The same checkpoints resumed without amp: said, and trained in float32 from there.
+  fs::copy(dir / "part", dir / "plain", fs::copy_options::recursive);
+  fs::remove(dir / "plain" / "ckpt" / "step-00000016.pt");
+  const std::string plain = run("plain.yaml", graph("plain", 0, false));
+  CHECK_THAT(plain, Catch::Contains("was written with amp; this run (amp off) trains in full precision"));
+  CHECK(plain.find("amp loss scale") == std::string::npos);
+}
+
 // The GPU path end to end: device cuda (pinned, non-blocking batch copies), float16 autocast with
 // the loss scaler, against the same run in float32 on the CPU. On a machine where LibTorch sees no
 // CUDA device (a CPU build, or no GPU) it says so and checks only that asking for cuda is refused.
