@@ -3,7 +3,10 @@
 // and path, or skipped and counted; a whole graph from geo.csv_photos and geo.pair_sampler.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <set>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -262,4 +265,87 @@ edges: [photos.out -> pairs.photos, photos.out -> decode.photos, pairs.out -> de
     }
   }
   CHECK(rows > 6);
+}
+
+// Behind a sharded geo.pair_sampler each rank decodes the photos of its own pairs and no others.
+// With positives only (k_neg 0), each of two ranks takes three anchors and their partners; a photo
+// only rank 1's pairs name, cut short, stops rank 1 and the unsharded run, naming it, while rank 0
+// never opens it. With every file sound, the ranks' rows in rank order are the unsharded rows,
+// images included, and each rank decodes only the files its rows name.
+TEST_CASE("decode_by_id behind a sharded pair sampler decodes only the rank's pairs' photos", "[shard]") {
+  const PhotoDir p = write_photos("decode_by_id_shard");
+  std::string csv = "id,lat,lon,time,user,path\n";
+  const char* where[] = {"40.752216,-73.977597", "40.752230,-73.977610", "40.779571,-73.963691",
+                         "40.779580,-73.963700", "40.700000,-74.010000", "40.700010,-74.010010"};
+  for (std::size_t i = 0; i < 6; ++i)
+    csv += cat(p.ids[i], ",", where[i], ",2013-06-0", i + 1, "T10:00:00,u", i, "@N00,", fs::path(p.paths[i]).filename().string(), "\n");
+  write_file(p.dir / "photos.csv", csv);
+  auto graph = [&](int world, int rank) {
+    return R"(
+nodes:
+  photos: {type: geo.csv_photos, params: {path: )" + (p.dir / "photos.csv").string() + R"(}}
+  pairs:  {type: geo.pair_sampler, params: {positive_radius_m: 10, negative_min_m: 2000, k_neg: 0, batch_size: 4, shard_world_size: )" +
+           std::to_string(world) + ", shard_rank: " + std::to_string(rank) + R"(}}
+  decode: {type: image.decode_by_id, params: {path_field: path, root: )" + p.dir.string() + R"(, height: 24, width: 24}}
+edges: [photos.out -> pairs.photos, photos.out -> decode.photos, pairs.out -> decode.in]
+)";
+  };
+  // A run's rows in output order: "a-b" ids, both images, and the set of photos named.
+  struct Rows {
+    std::vector<std::string> keys;
+    std::vector<cv::Mat> a, b;
+    std::set<std::int64_t> photos;
+  };
+  auto rows_of = [](const GraphRun& run) {
+    Rows out;
+    for (const auto& r : run.records("decode")) {
+      const Array& a = r->get("a_id");
+      const Array& b = r->get("b_id");
+      for (std::int64_t i = 0; i < a.numel(); ++i) {
+        out.keys.push_back(cat(a.data<std::int64_t>()[i], "-", b.data<std::int64_t>()[i]));
+        out.a.push_back(row_image(r->get("a_image"), i));
+        out.b.push_back(row_image(r->get("b_image"), i));
+        out.photos.insert({a.data<std::int64_t>()[i], b.data<std::int64_t>()[i]});
+      }
+    }
+    return out;
+  };
+  auto run = [&](int world, int rank) { return GraphRunner(plugins(), graph(world, rank), "g.yaml").collect("decode").threads(2).run(); };
+
+  GraphRun whole = run(1, 0), r0 = run(2, 0), r1 = run(2, 1);
+  INFO(whole.message() << r0.message() << r1.message());
+  REQUIRE(whole.exit_code == 0);
+  REQUIRE(r0.exit_code == 0);
+  REQUIRE(r1.exit_code == 0);
+  const Rows w = rows_of(whole), s0 = rows_of(r0), s1 = rows_of(r1);
+  REQUIRE(w.keys.size() == 6);  // each photo's one nearby partner
+  REQUIRE(s0.keys.size() == 3);
+  REQUIRE(s1.keys.size() == 3);
+  for (std::size_t i = 0; i < w.keys.size(); ++i) {
+    const Rows& s = i < 3 ? s0 : s1;
+    const std::size_t j = i < 3 ? i : i - 3;
+    INFO("row " << i << " " << w.keys[i]);
+    CHECK(w.keys[i] == s.keys[j]);
+    CHECK(same(w.a[i], s.a[j]));
+    CHECK(same(w.b[i], s.b[j]));
+  }
+  CHECK(w.photos.size() == 6);
+  CHECK_THAT(whole.message(), Catch::Contains("decoded 6 image files"));
+  CHECK_THAT(r0.message(), Catch::Contains(cat("decoded ", s0.photos.size(), " image files")));
+  CHECK_THAT(r1.message(), Catch::Contains(cat("decoded ", s1.photos.size(), " image files")));
+
+  std::vector<std::int64_t> only1;
+  std::set_difference(s1.photos.begin(), s1.photos.end(), s0.photos.begin(), s0.photos.end(), std::back_inserter(only1));
+  REQUIRE(!only1.empty());
+  const std::int64_t cut = only1.front();
+  const std::string file = p.paths[static_cast<std::size_t>(cut - 1)];
+  fs::resize_file(file, 200);
+  GraphRun broken_whole = run(1, 0), broken0 = run(2, 0), broken1 = run(2, 1);
+  INFO("photo " << cut << " cut short: " << file);
+  CHECK(broken0.exit_code == 0);
+  CHECK(rows_of(broken0).keys == s0.keys);
+  CHECK(broken_whole.exit_code != 0);
+  CHECK(broken1.exit_code != 0);
+  CHECK_THAT(broken1.message(), Catch::Contains(cat("photo ", cut)) && Catch::Contains(file));
+  CHECK_THAT(broken_whole.message(), Catch::Contains(cat("photo ", cut)));
 }
