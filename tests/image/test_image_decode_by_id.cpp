@@ -45,6 +45,16 @@ PhotoDir write_photos(const std::string& name) {
   return p;
 }
 
+// photos.csv beside the photos: three places in Manhattan, two photos a few metres apart at each.
+void write_photo_table(const PhotoDir& p) {
+  std::string csv = "id,lat,lon,time,user,path\n";
+  const char* where[] = {"40.752216,-73.977597", "40.752230,-73.977610", "40.779571,-73.963691",
+                         "40.779580,-73.963700", "40.700000,-74.010000", "40.700010,-74.010010"};
+  for (std::size_t i = 0; i < 6; ++i)
+    csv += cat(p.ids[i], ",", where[i], ",2013-06-0", i + 1, "T10:00:00,u", i, "@N00,", fs::path(p.paths[i]).filename().string(), "\n");
+  write_file(p.dir / "photos.csv", csv);
+}
+
 RecordPtr table(const std::vector<std::int64_t>& ids, const std::vector<std::string>& paths) {
   Record r;
   r.set("id", Array::from_vector<std::int64_t>({static_cast<std::int64_t>(ids.size())}, ids));
@@ -222,12 +232,7 @@ TEST_CASE("decode_by_id: a missing or corrupt file names the photo id and path; 
 
 TEST_CASE("decode_by_id in a graph: geo.csv_photos -> geo.pair_sampler -> decode, same output for --threads 1 and 2") {
   const PhotoDir p = write_photos("decode_by_id_graph");
-  std::string csv = "id,lat,lon,time,user,path\n";
-  const char* where[] = {"40.752216,-73.977597", "40.752230,-73.977610", "40.779571,-73.963691",
-                         "40.779580,-73.963700", "40.700000,-74.010000", "40.700010,-74.010010"};
-  for (std::size_t i = 0; i < 6; ++i)
-    csv += cat(p.ids[i], ",", where[i], ",2013-06-0", i + 1, "T10:00:00,u", i, "@N00,", fs::path(p.paths[i]).filename().string(), "\n");
-  write_file(p.dir / "photos.csv", csv);
+  write_photo_table(p);
   const std::string yaml = R"(
 nodes:
   photos: {type: geo.csv_photos, params: {path: )" + (p.dir / "photos.csv").string() + R"(}}
@@ -274,12 +279,7 @@ edges: [photos.out -> pairs.photos, photos.out -> decode.photos, pairs.out -> de
 // images included, and each rank decodes only the files its rows name.
 TEST_CASE("decode_by_id behind a sharded pair sampler decodes only the rank's pairs' photos", "[shard]") {
   const PhotoDir p = write_photos("decode_by_id_shard");
-  std::string csv = "id,lat,lon,time,user,path\n";
-  const char* where[] = {"40.752216,-73.977597", "40.752230,-73.977610", "40.779571,-73.963691",
-                         "40.779580,-73.963700", "40.700000,-74.010000", "40.700010,-74.010010"};
-  for (std::size_t i = 0; i < 6; ++i)
-    csv += cat(p.ids[i], ",", where[i], ",2013-06-0", i + 1, "T10:00:00,u", i, "@N00,", fs::path(p.paths[i]).filename().string(), "\n");
-  write_file(p.dir / "photos.csv", csv);
+  write_photo_table(p);
   auto graph = [&](int world, int rank) {
     return R"(
 nodes:
