@@ -398,12 +398,45 @@ class Train final : public Node {
   bool done_ = false;
 };
 
+// The ranks (world_size, rank, the rendezvous), how they share the loss and the gradients, and
+// mixed precision: the parameters docs/distributed.md and docs/torch.md's GPU section describe.
+void add_data_parallel_and_precision(NodeTypeBuilder& b) {
+  b.param(Param::integer("world_size").default_value(1).min(0).not_fingerprinted().doc(
+          "data-parallel ranks over c10d's Gloo process group (each runs this graph and trains on its slice of every "
+          "batch); 0: the launcher's, WORLD_SIZE (torchrun) else SLURM_NTASKS (srun), 1 if neither; a value > 1 that "
+          "disagrees with them is an error (docs/distributed.md)"))
+      .param(Param::integer("rank").default_value(-1).min(-1).not_fingerprinted().doc(
+          "this process's rank in [0, world_size); -1: RANK (torchrun) else SLURM_PROCID (srun), 0 if neither"))
+      .param(Param::string("rendezvous").default_value("").not_fingerprinted().doc(
+          "where the ranks meet: tcp://HOST:PORT, file://PATH (a path every rank sees, not existing yet), or empty: "
+          "MASTER_ADDR (else the first host of Slurm's node list, else 127.0.0.1) and MASTER_PORT (29500), torchrun's "
+          "agent store when it serves one, as torch.distributed's env:// init"))
+      .param(Param::number("rendezvous_timeout").default_value(300.0).min(1.0).not_fingerprinted().doc(
+          "seconds to wait for the other ranks (joining and every collective: a silent peer fails the run after it)"))
+      .param(Param::boolean("amp").default_value(false).doc(
+          "mixed precision: the forward pass and loss under autocast (float16 on CUDA, bfloat16 on the CPU) and "
+          "the loss scaled as torch.cuda.amp.GradScaler does (scale 2^16, halved after a step with inf/NaN gradients, "
+          "which is skipped, doubled after amp_growth_interval clean steps); checkpoints keep the scale"))
+      .param(Param::number("amp_init_scale").default_value(65536.0).min(1e-30).doc(
+          "amp: the loss scale of the first step (GradScaler's init_scale)"))
+      .param(Param::integer("amp_growth_interval").default_value(2000).min(1).doc(
+          "amp: clean steps in a row after which the loss scale doubles (GradScaler's growth_interval)"))
+      .param(Param::choice("gather_embeddings", {"auto", "on", "off"}).default_value("auto").doc(
+          "data parallel: gather every rank's embeddings and labels (label batches, pair batches) so the loss and its "
+          "miner see the global batch, as pytorch-metric-learning's DistributedLossWrapper; auto: on when world_size > 1 "
+          "and the batch is of those kinds; off: each rank's loss sees its slice"))
+      .param(Param::number("bucket_mb").default_value(25.0).min(0.0).not_fingerprinted().doc(
+          "data parallel: gradients are all-reduced in buckets of about this many MiB (the first at most 1 MiB), "
+          "each started as soon as the backward pass has produced its gradients, as DistributedDataParallel's "
+          "bucket_cap_mb; 0: one all-reduce of every gradient after the backward pass"));
+}
+
 }  // namespace
 
 NodeType train_type() {
   auto component = [](const char* type) { return Value::map({{"type", Value::string(type)}}); };
-  return with_validation(NodeTypeBuilder("torch.train")
-      .doc("Trains a model component with a loss component on a stream of batches: optimizer and lr schedule "
+  NodeTypeBuilder b("torch.train");
+  b.doc("Trains a model component with a loss component on a stream of batches: optimizer and lr schedule "
            "components, epochs (replayed from memory), gradient clipping, checkpoints with exact resume, a metrics "
            "stream and files, and model snapshots for torch.embed.")
       .param(Param::component("model", "model").doc("the model, e.g. {type: torch.small_cnn, embedding_dim: 64}"))
@@ -446,39 +479,12 @@ NodeType train_type() {
           "images were normalised upstream; empty: none"))
       .param(Param::numbers("export_std").default_value(std::vector<double>{}).not_fingerprinted().doc(
           "export: per-channel std the module divides by (with export_mean)"))
-      .param(Param::integer("world_size").default_value(1).min(0).not_fingerprinted().doc(
-          "data-parallel ranks over c10d's Gloo process group (each runs this graph and trains on its slice of every "
-          "batch); 0: the launcher's, WORLD_SIZE (torchrun) else SLURM_NTASKS (srun), 1 if neither; a value > 1 that "
-          "disagrees with them is an error (docs/distributed.md)"))
-      .param(Param::integer("rank").default_value(-1).min(-1).not_fingerprinted().doc(
-          "this process's rank in [0, world_size); -1: RANK (torchrun) else SLURM_PROCID (srun), 0 if neither"))
-      .param(Param::string("rendezvous").default_value("").not_fingerprinted().doc(
-          "where the ranks meet: tcp://HOST:PORT, file://PATH (a path every rank sees, not existing yet), or empty: "
-          "MASTER_ADDR (else the first host of Slurm's node list, else 127.0.0.1) and MASTER_PORT (29500), torchrun's "
-          "agent store when it serves one, as torch.distributed's env:// init"))
-      .param(Param::number("rendezvous_timeout").default_value(300.0).min(1.0).not_fingerprinted().doc(
-          "seconds to wait for the other ranks (joining and every collective: a silent peer fails the run after it)"))
       .param(Param::integer("prefetch").default_value(1).min(0).not_fingerprinted().doc(
           "batches that may arrive while a step runs: the steps run on a training thread of their own, so the "
           "upstream nodes make the next batches meanwhile (same order, same losses); its records are emitted when "
-          "the next batch arrives or at the end. 0: steps run on the engine's thread, one batch at a time"))
-      .param(Param::boolean("amp").default_value(false).doc(
-          "mixed precision: the forward pass and loss under autocast (float16 on CUDA, bfloat16 on the CPU) and "
-          "the loss scaled as torch.cuda.amp.GradScaler does (scale 2^16, halved after a step with inf/NaN gradients, "
-          "which is skipped, doubled after amp_growth_interval clean steps); checkpoints keep the scale"))
-      .param(Param::number("amp_init_scale").default_value(65536.0).min(1e-30).doc(
-          "amp: the loss scale of the first step (GradScaler's init_scale)"))
-      .param(Param::integer("amp_growth_interval").default_value(2000).min(1).doc(
-          "amp: clean steps in a row after which the loss scale doubles (GradScaler's growth_interval)"))
-      .param(Param::choice("gather_embeddings", {"auto", "on", "off"}).default_value("auto").doc(
-          "data parallel: gather every rank's embeddings and labels (label batches, pair batches) so the loss and its "
-          "miner see the global batch, as pytorch-metric-learning's DistributedLossWrapper; auto: on when world_size > 1 "
-          "and the batch is of those kinds; off: each rank's loss sees its slice"))
-      .param(Param::number("bucket_mb").default_value(25.0).min(0.0).not_fingerprinted().doc(
-          "data parallel: gradients are all-reduced in buckets of about this many MiB (the first at most 1 MiB), "
-          "each started as soon as the backward pass has produced its gradients, as DistributedDataParallel's "
-          "bucket_cap_mb; 0: one all-reduce of every gradient after the backward pass"))
-      .param(Param::integer("snapshot_every").default_value(0).min(0).doc(
+          "the next batch arrives or at the end. 0: steps run on the engine's thread, one batch at a time"));
+  add_data_parallel_and_precision(b);
+  b.param(Param::integer("snapshot_every").default_value(0).min(0).doc(
           "steps between model snapshots on the `model` port; 0: only at the end"))
       .param(Param::number("ema_decay").default_value(0.0).range(0.0, 1.0).doc(
           "weight averaging: snapshots and checkpoints carry an exponential moving average of the weights with this "
@@ -515,7 +521,10 @@ NodeType train_type() {
           c.error("resume: auto looks for checkpoints in checkpoint_dir, which is not set", "resume");
         if (schedule_needs_total(p.value("schedule")) && p.integer("max_steps") == 0)
           c.error("a torch.cosine schedule without `steps` anneals over max_steps, which is 0 (no limit)", "schedule");
-      }))
+      });
+  // The validation ports and their check come after `in` (port 0) and the model outputs: the port
+  // indices the node uses.
+  return with_validation(b)
       .example("train: {type: torch.train, params: {model: {type: torch.small_cnn, embedding_dim: 32}, "
                "loss: {type: torch.batch_hard_triplet}, optimizer: {type: torch.adam, lr: 0.001}, epochs: 2, "
                "log_dir: out/train, checkpoint_dir: out/train/ckpt, checkpoint_every: 100, threads: 2}}")
