@@ -27,6 +27,8 @@
 //      over every pair or triplet of: positives, the batch's other rows of the anchor's label;
 //      negatives, the batch's rows of other labels and the anchor's mined items.
 // Validation's loss metric (evaluating) mines from the index as it stands and changes nothing.
+// Data parallel: each rank keeps its own mining set (the items it trained on) and mines for its
+// own rows, so torch.train needs gather_embeddings: off (the gathered global batch is refused).
 // Everything above is the loss's state (Loss::state: the set, the indexed embeddings, the step
 // counters, the last step's mined ids): a resume rebuilds the index from the same embeddings, so a
 // flat index continues exactly; an hnsw graph is rebuilt by faiss from the same rows.
@@ -58,6 +60,12 @@ class IndexHardNegatives final : public Loss {
     const torch::Tensor images = in.field("image");
     const torch::Tensor x = in.embed_one("image");
     const std::int64_t n = x.size(0);
+    // torch.train's cross-rank mining hands the loss every rank's embeddings, but the mining set
+    // keeps items by their images, which only the rank's own rows have here.
+    if (n != images.size(0))
+      throw ConfigError(cat(owner_, ": the trainer gathered every rank's embeddings (", n, " rows for this rank's ",
+                            images.size(0), " images), but the mining set keeps the rank's own items and images; set "
+                            "torch.train's gather_embeddings: off, so each rank mines for its own rows"));
     const LabelMasks batch = label_masks(in, n);
     const torch::Tensor labels = batch_labels(in, n).to(torch::kCPU).contiguous();
     torch::Tensor ids = in.field("id").flatten();

@@ -11,10 +11,13 @@
 #include <numeric>
 #include <random>
 
+#include "cli.hpp"
 #include "torch_test_util.hpp"
 #include "torch_types.hpp"
 
 using namespace embedflow;
+using namespace embedflow::test;
+namespace fs = std::filesystem;
 using embedflow::test::num;
 using embedflow::test::spec;
 using embedflow::torchfam::LossSequence;
@@ -231,4 +234,41 @@ TEST_CASE("index hard negatives: errors name the loss and what is wrong", "[torc
   Record state = seq.state();
   LossSequence other_k(miner_spec(1, 3));
   CHECK_THROWS_WITH(other_k.load_state(state), Catch::Contains("not k = 3 per anchor"));
+}
+
+// Two ranks over a file store: the trainer's cross-rank mining (gather_embeddings auto) would hand
+// the loss both ranks' embeddings for one rank's images, which is refused on each rank with what
+// to set; with gather_embeddings: off each rank mines its own set and both train to the end.
+TEST_CASE("index hard negatives: data-parallel ranks mine their own rows, gathered batches are refused",
+          "[torch][index_mining][gather]") {
+  fs::path dir = scratch_dir("torch-index-mining-ranks");
+  auto graph = [&](const std::string& run) {
+    return "# index mining, two ranks\nseed: 3\nnodes:\n"
+           "  data:  {type: io.hdf5_reader, params: {path: " + torch_data("train.h5") + ", fields: [id, label, image], batch_size: 64}}\n"
+           "  train: {type: torch.train, params: {model: {type: torch.mlp, hidden: [32], embedding_dim: 8}, "
+           "loss: {type: torch.index_hard_negatives, k: 2, every: 2, loss: {type: torch.batch_triplet_margin, margin: 0.2}}, "
+           "optimizer: {type: torch.sgd, lr: 0.05}, max_steps: 4, log_every: 1, threads: 1, world_size: 2, "
+           "rendezvous_timeout: 20, log_dir: " + (dir / run).string() + "}}\n"
+           "edges: [data.out -> train.in]\n";
+  };
+  auto two_ranks = [&](const std::string& run, const std::string& gather) {
+    write_file(dir / (run + "0.yaml"), graph(run + "0"));
+    write_file(dir / (run + "1.yaml"), graph(run + "1"));
+    const std::string store = "train.rendezvous=file://" + (dir / (run + "-store")).string();
+    auto rank1 = embedflow::test::spawn_cli({"run", (dir / (run + "1.yaml")).string(), "--quiet", "--set", "train.rank=1",
+                                             "--set", store, "--set", "train.gather_embeddings=" + gather});
+    auto rank0 = run_cli({"run", (dir / (run + "0.yaml")).string(), "--quiet", "--set", "train.rank=0", "--set", store,
+                          "--set", "train.gather_embeddings=" + gather});
+    return std::make_pair(rank0, embedflow::test::wait_child(rank1));
+  };
+  auto [gathered0, gathered1] = two_ranks("gathered", "auto");
+  INFO(gathered0.err << gathered1.err);
+  CHECK(gathered0.exit_code != 0);
+  CHECK(gathered1.exit_code != 0);
+  CHECK_THAT(gathered0.err, Catch::Contains("torch.index_hard_negatives") && Catch::Contains("gather_embeddings: off"));
+  auto [own0, own1] = two_ranks("own", "off");
+  INFO(own0.err << own1.err);
+  REQUIRE(own0.exit_code == 0);
+  REQUIRE(own1.exit_code == 0);
+  CHECK(read_metrics(dir / "own0" / "metrics.csv").size() == 4);
 }
