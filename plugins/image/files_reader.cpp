@@ -16,6 +16,18 @@
 // equally sized files. Directory labels: integer class names are used as labels, other names
 // get their index in sorted order (logged). Relative CSV paths are relative to `root`, default
 // the CSV's directory.
+// Sharding (shard_world_size W, shard_rank r; off by default), with image.idx_reader's plan
+// (core/reader.hpp's ReaderShard): every rank lists the whole CSV or tree and walks the same
+// epoch order (same seeded shuffle, classes and limit). With batch_size B > 0 rank r emits rows
+// rank_rows(B) of every global batch with `unsharded_rows` B, what core.shard after an unsharded
+// reader would pass, so every rank takes the same number of steps; a batch of fewer rows than
+// ranks is an error naming the epoch and the batch. Per image (0) and as one table (-1) rank r
+// takes positions rank_rows(N) of the epoch's order. A rank decodes, and so opens, only the files
+// of its own rows. With on_bad_image: skip a rank leaves its unreadable files out of its rows and
+// the batch keeps unsharded_rows B, the planned size: no rank knows which of the others' files
+// fail, so the ranks' rows fall short of B by the skipped files (torch.train, which checks that
+// they add up to B, stops at such a batch). A rank with no readable file in its share of a batch
+// would miss a step the others take: an error naming the epoch, the batch and a file.
 //
 //   nodes:
 //     photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 32, width: 32}}
@@ -305,7 +317,7 @@ NodeType files_reader_type() {
   NodeTypeBuilder b("image.files_reader");
   b.deterministic("shuffle")
       .doc("Decodes image files listed in a CSV column or a dir/<class>/<image> tree (OpenCV; grey or RGB; optional "
-           "resize); bad files are errors naming the file, or skipped and counted.")
+           "resize); bad files are errors naming the file, or skipped and counted; shards by rank (shard_world_size).")
       .example(
           "nodes:\n"
           "  photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 32, width: 32}}\n"
