@@ -108,8 +108,8 @@ class FilesReader final : public Node {
     if (shard_->sharded()) {
       const ParallelPlace& w = shard_->place();
       const RowRange mine = rank_rows(batch_ > 0 ? batch_ : k, w);
-      log_info(ctx.id(), "rank ", w.rank, " of ", w.world_size, ": decodes ", batch_ > 0 ? cat(mine.last - mine.first, " of each batch of ", batch_)
-                                                                                         : cat(mine.last - mine.first, " of ", k), " images");
+      log_info(ctx.id(), "rank ", w.rank, " of ", w.world_size, ": decodes ", mine.last - mine.first,
+               batch_ > 0 ? cat(" of each batch of ", batch_) : cat(" of ", k), " images");
     }
     ctx.set_expected_items(shard_->records(k) * static_cast<std::uint64_t>(epochs_));
     t0_ = std::chrono::steady_clock::now();

@@ -403,7 +403,8 @@ std::pair<std::size_t, std::size_t> epoch_records(const Emitted& e, std::int64_t
 
 // rank_rows by hand: rank r of w takes [n r / w, n (r+1) / w).
 std::size_t share(std::size_t n, int rank, int world) {
-  return n * static_cast<std::size_t>(rank + 1) / static_cast<std::size_t>(world) - n * static_cast<std::size_t>(rank) / static_cast<std::size_t>(world);
+  const auto r = static_cast<std::size_t>(rank), w = static_cast<std::size_t>(world);
+  return n * (r + 1) / w - n * r / w;
 }
 
 std::string sets_note(const std::vector<std::string>& sets) {
@@ -448,7 +449,8 @@ TEST_CASE("files_reader sharded over W = 2, 3, 4 ranks: the ranks' rows in rank 
           const auto [from, to] = epoch_records(whole, epoch);
           REQUIRE(rows_of(whole, from, to).size() == per_epoch);
         }
-        if (shuffle == "true" && epochs == 2) CHECK(rows_of(whole, 0, whole.ids.size() / 2) != rows_of(whole, whole.ids.size() / 2, whole.ids.size()));
+        const std::size_t half = whole.ids.size() / 2;
+        if (shuffle == "true" && epochs == 2) CHECK(rows_of(whole, 0, half) != rows_of(whole, half, whole.ids.size()));
         for (int world : {2, 3, 4}) {
           INFO("world " << world);
           std::vector<Emitted> ranks;
