@@ -16,6 +16,18 @@
 // equally sized files. Directory labels: integer class names are used as labels, other names
 // get their index in sorted order (logged). Relative CSV paths are relative to `root`, default
 // the CSV's directory.
+// Sharding (shard_world_size W, shard_rank r; off by default), with image.idx_reader's plan
+// (core/reader.hpp's ReaderShard): every rank lists the whole CSV or tree and walks the same
+// epoch order (same seeded shuffle, classes and limit). With batch_size B > 0 rank r emits rows
+// rank_rows(B) of every global batch with `unsharded_rows` B, what core.shard after an unsharded
+// reader would pass, so every rank takes the same number of steps; a batch of fewer rows than
+// ranks is an error naming the epoch and the batch. Per image (0) and as one table (-1) rank r
+// takes positions rank_rows(N) of the epoch's order. A rank decodes, and so opens, only the files
+// of its own rows. With on_bad_image: skip a rank leaves its unreadable files out of its rows and
+// the batch keeps unsharded_rows B, the planned size: no rank knows which of the others' files
+// fail, so the ranks' rows fall short of B by the skipped files (torch.train, which checks that
+// they add up to B, stops at such a batch). A rank with no readable file in its share of a batch
+// would miss a step the others take: an error naming the epoch, the batch and a file.
 //
 //   nodes:
 //     photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 32, width: 32}}
@@ -85,33 +97,46 @@ class FilesReader final : public Node {
     batch_ = p.integer("batch_size");
     drop_last_ = p.boolean("drop_last");
     chunk_ = static_cast<std::size_t>(p.integer("chunk"));
+    shard_ = std::make_unique<ReaderShard>(p);
     if (!class_names.empty()) {
       std::string names;
       for (std::size_t i = 0; i < class_names.size() && i < 20; ++i) names += (i ? ", " : "") + class_names[i];
       log_info(ctx.id(), entries_.size(), " images in ", class_names.size(), " class directories (", names,
                class_names.size() > 20 ? ", ..." : "", ")");
     }
-    const auto k = static_cast<std::uint64_t>(selected_.size());
-    std::uint64_t expected = batch_ < 0 ? 1 : batch_ == 0 ? k : (k + static_cast<std::uint64_t>(batch_) - 1) / static_cast<std::uint64_t>(batch_);
-    ctx.set_expected_items(expected * static_cast<std::uint64_t>(epochs_));
+    const auto k = static_cast<std::int64_t>(selected_.size());
+    if (shard_->sharded()) {
+      const ParallelPlace& w = shard_->place();
+      const RowRange mine = rank_rows(batch_ > 0 ? batch_ : k, w);
+      log_info(ctx.id(), "rank ", w.rank, " of ", w.world_size, ": decodes ", mine.last - mine.first,
+               batch_ > 0 ? cat(" of each batch of ", batch_) : cat(" of ", k), " images");
+    }
+    ctx.set_expected_items(shard_->records(k) * static_cast<std::uint64_t>(epochs_));
     t0_ = std::chrono::steady_clock::now();
     start_epoch();
   }
 
   bool produce(Emitter& out) override {
-    if (batch_ == 0) {
+    if (batch_ > 0 && shard_->sharded()) {
+      if (slice_ < plan_.size()) {
+        emit_slice(out);
+        return true;
+      }
+    } else if (batch_ == 0) {
       if (fill(1)) {
         emit_record(queue_.front(), out);
         queue_.pop_front();
         return true;
       }
     } else {
+      // Unsharded batches are the next B readable images, so a skipped file's place goes to the
+      // next one; the table (-1) is every readable image of the rank's share.
       const std::size_t want = batch_ < 0 ? SIZE_MAX : static_cast<std::size_t>(batch_);
       fill(want);
       const bool full = queue_.size() >= want;
       if (!queue_.empty() && (full || !drop_last_)) {
         const std::size_t n = std::min(want, queue_.size());
-        emit_batch(n, out);
+        emit_batch(n, out, nullptr);
         return true;
       }
       queue_.clear();
@@ -130,40 +155,58 @@ class FilesReader final : public Node {
  private:
   struct Decoded {
     std::int64_t entry;
+    std::size_t slot;  // its position in todo_
     Array image;
   };
 
+  // The epoch's order, and from it the entries this rank decodes, in emission order: all of them
+  // unsharded; the rank's positions of each planned slice sharded (core/reader.hpp), so nothing
+  // outside its share is ever opened.
   void start_epoch() {
     order_ = epoch_order(selected_, shuffle_, ctx_->seed(), epoch_);
+    todo_.clear();
+    slice_end_.clear();
+    plan_.clear();
+    if (!shard_->sharded()) {
+      todo_ = order_;
+    } else {
+      plan_ = shard_->plan(static_cast<std::int64_t>(order_.size()), epoch_);
+      for (const ReaderSlice& s : plan_) {
+        todo_.insert(todo_.end(), order_.begin() + s.first, order_.begin() + s.last);
+        slice_end_.push_back(todo_.size());
+      }
+    }
+    slice_ = 0;
     next_ = 0;
     queue_.clear();
     epoch_scalar_ = Array::scalar<std::int64_t>(epoch_);
   }
 
-  // Decodes chunks until `want` images wait in the queue or the epoch's list is exhausted.
-  // Returns whether the queue holds at least one image.
-  bool fill(std::size_t want) {
-    while (queue_.size() < want && next_ < order_.size()) {
-      const std::size_t end = std::min(order_.size(), next_ + chunk_);
+  // Decodes chunks of todo_ until `want` images wait in the queue and the first `slots` entries
+  // of todo_ are decoded, or todo_ is exhausted. Returns whether the queue holds an image.
+  bool fill(std::size_t want, std::size_t slots = 0) {
+    while ((queue_.size() < want || next_ < slots) && next_ < todo_.size()) {
+      const std::size_t end = std::min(todo_.size(), next_ + chunk_);
       const std::size_t n = end - next_;
       std::vector<cv::Mat> mats(n);
       std::vector<std::string> errors(n);
       tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) {
-        mats[i] = decode_image(entries_[static_cast<std::size_t>(order_[next_ + i])].path, decode_, errors[i]);
+        mats[i] = decode_image(entries_[static_cast<std::size_t>(todo_[next_ + i])].path, decode_, errors[i]);
       });
       for (std::size_t i = 0; i < n; ++i) {
-        const std::int64_t e = order_[next_ + i];
+        const std::int64_t e = todo_[next_ + i];
         const ImageEntry& entry = entries_[static_cast<std::size_t>(e)];
         if (mats[i].empty()) {
           // The file, its CSV line and its id: a photo's id is how pairs and triplets name it.
           const std::string where = entry.where == entry.path ? cat(entry.path, " (id ", entry.id, ")")
                                                               : cat(entry.path, " (", entry.where, ", id ", entry.id, ")");
           if (!skip_bad_) throw DataError(cat(where, ": ", errors[i]));
-          if (bad_.empty()) first_bad_ = cat(where, ": ", errors[i]);
+          last_bad_ = cat(where, ": ", errors[i]);
+          if (bad_.empty()) first_bad_ = last_bad_;
           bad_.insert(e);
           continue;
         }
-        queue_.push_back(Decoded{e, array_from_mat(std::move(mats[i]))});
+        queue_.push_back(Decoded{e, next_ + i, array_from_mat(std::move(mats[i]))});
         ++decoded_;
       }
       next_ = end;
@@ -172,6 +215,24 @@ class FilesReader final : public Node {
     return !queue_.empty();
   }
 
+  // A sharded batch: this rank's rows of the planned global batch, less the files skipped as
+  // unreadable, with unsharded_rows the planned B (no rank knows which of the others' files fail).
+  void emit_slice(Emitter& out) {
+    const ReaderSlice& s = plan_[slice_];
+    const std::size_t end = slice_end_[slice_];
+    fill(0, end);
+    std::size_t n = 0;
+    while (n < queue_.size() && queue_[n].slot < end) ++n;
+    if (n == 0) {
+      if (ctx_->stop_requested()) return;
+      const ParallelPlace& w = shard_->place();
+      throw DataError(cat("epoch ", epoch_, ", batch ", slice_, ": every file of rank ", w.rank, "'s ", s.last - s.first,
+                          " of the batch's ", s.end - s.begin, " images is unreadable, and the other ranks train on the "
+                          "batch (last: ", last_bad_, ")"));
+    }
+    emit_batch(n, out, &s);
+    ++slice_;
+  }
   void emit_record(const Decoded& d, Emitter& out) {
     const ImageEntry& e = entries_[static_cast<std::size_t>(d.entry)];
     Record r;
@@ -182,7 +243,9 @@ class FilesReader final : public Node {
     out.emit(std::move(r));
   }
 
-  void emit_batch(std::size_t n, Emitter& out) {
+  // The first n images of the queue as one batch; `sharded`: the planned batch they are a rank's
+  // rows of (adds unsharded_rows).
+  void emit_batch(std::size_t n, Emitter& out, const ReaderSlice* sharded) {
     std::vector<std::int64_t> ids(n), labels(n);
     std::vector<Array> images(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -203,6 +266,7 @@ class FilesReader final : public Node {
     r.set("label", Array::from_vector<std::int64_t>({b}, std::move(labels)));
     r.set("epoch", Array::from_vector<std::int64_t>({b}, std::vector<std::int64_t>(n, epoch_)));
     r.set("image", stack_images(images));
+    if (sharded) r.set("unsharded_rows", ReaderShard::unsharded_rows(b, *sharded));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     out.emit(std::move(r));
   }
@@ -210,6 +274,11 @@ class FilesReader final : public Node {
   NodeContext* ctx_ = nullptr;
   std::vector<ImageEntry> entries_;
   std::vector<std::int64_t> selected_, order_;
+  std::vector<std::int64_t> todo_;       // the entries this rank decodes this epoch, in emission order
+  std::unique_ptr<ReaderShard> shard_;   // which positions of each epoch this rank emits
+  std::vector<ReaderSlice> plan_;        // sharded: the epoch's records
+  std::vector<std::size_t> slice_end_;   // sharded: where each record's entries end in todo_
+  std::size_t slice_ = 0;
   DecodeOptions decode_;
   std::unique_ptr<DecodeBudget> budget_;  // pixels decoding at once, across the parallel decodes
   bool skip_bad_ = false, shuffle_ = false, drop_last_ = false;
@@ -218,7 +287,7 @@ class FilesReader final : public Node {
   std::deque<Decoded> queue_;
   Array epoch_scalar_;
   std::set<std::int64_t> bad_;
-  std::string first_bad_;
+  std::string first_bad_, last_bad_;
   std::uint64_t decoded_ = 0;
   std::chrono::steady_clock::time_point t0_;
 };
@@ -245,10 +314,10 @@ Param max_decoding_pixels_param() {
 }
 
 NodeType files_reader_type() {
-  return NodeTypeBuilder("image.files_reader")
-      .deterministic("shuffle")
+  NodeTypeBuilder b("image.files_reader");
+  b.deterministic("shuffle")
       .doc("Decodes image files listed in a CSV column or a dir/<class>/<image> tree (OpenCV; grey or RGB; optional "
-           "resize); bad files are errors naming the file, or skipped and counted.")
+           "resize); bad files are errors naming the file, or skipped and counted; shards by rank (shard_world_size).")
       .example(
           "nodes:\n"
           "  photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 32, width: 32}}\n"
@@ -281,8 +350,9 @@ NodeType files_reader_type() {
       .param(exif_orientation_param())
       .param(max_decoding_pixels_param())
       .param(Param::integer("chunk").default_value(256).range(1, 1 << 20).not_fingerprinted()
-                 .doc("images decoded ahead in parallel"))
-      .output("out", "id: i64, label: i64, epoch: i64, image: u8", "decoded images with ids, labels and epochs")
+                 .doc("images decoded ahead in parallel"));
+  add_shard_params(b);
+  return b.output("out", "id: i64, label: i64, epoch: i64, image: u8", "decoded images with ids, labels and epochs")
       .check([](SchemaContext& c) {
         const Params& p = c.params();
         check_classes(c);

@@ -18,7 +18,8 @@
 // so torch.train weights and checks the shares the same way and every rank takes the same number
 // of steps; only the rank's rows are copied out. Per record (batch_size 0) and as one table
 // (-1), rank r takes positions rank_rows(N) of the epoch's order (counts differ by at most one).
-// The IDX file is gzip, read whole either way.
+// The plan is core/reader.hpp's ReaderShard, which image.files_reader shares. The IDX file is
+// gzip, read whole either way.
 //
 //   nodes:
 //     train: {type: image.idx_reader, params: {split: train, classes: "0-4", limit: 1000}}
@@ -26,6 +27,7 @@
 //   edges: [train.out -> count.in]
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 
 #include "core/arrays.hpp"
@@ -83,14 +85,10 @@ class IdxReader final : public Node {
     shuffle_ = p.boolean("shuffle");
     epochs_ = p.integer("epochs");
     batch_ = p.integer("batch_size");
-    drop_last_ = p.boolean("drop_last");
-    place_ = shard_place(p);
-    sharded_ = p.integer("shard_world_size") != 1;
+    shard_ = std::make_unique<ReaderShard>(p);
     const auto k = static_cast<std::int64_t>(selected_.size());
     contiguous_ = !selected_.empty() && selected_.back() - selected_.front() + 1 == k;
-    const RowRange share = rank_rows(k, place_);
-    std::uint64_t expected = batch_ < 0 ? 1 : batch_ == 0 ? share.last - share.first : drop_last_ ? k / batch_ : (k + batch_ - 1) / batch_;
-    ctx.set_expected_items(expected * static_cast<std::uint64_t>(epochs_));
+    ctx.set_expected_items(shard_->records(k) * static_cast<std::uint64_t>(epochs_));
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     log_info(ctx.id(), "read ", n, " of ", images.count, " images ", images.rows, "x", images.cols, " from ", paths.images,
              " in ", secs, " s; ", k, " selected (classes ", classes.str(), limit ? cat(", limit ", limit) : "", ")");
@@ -98,13 +96,17 @@ class IdxReader final : public Node {
   }
 
   bool produce(Emitter& out) override {
-    const auto k = batch_ == 0 ? end_ : static_cast<std::int64_t>(order_.size());
-    if (pos_ >= k || (batch_ > 0 && drop_last_ && k - pos_ < batch_)) {
+    if (slice_ >= plan_.size()) {
       if (++epoch_ >= epochs_) return false;
       start_epoch();
       return true;
     }
-    if (batch_ == 0) {
+    const ReaderSlice& s = plan_[slice_];
+    if (batch_ == 0) {  // one record per position of this rank's slice
+      if (pos_ >= s.last) {
+        ++slice_;
+        return true;
+      }
       const std::int64_t i = order_[static_cast<std::size_t>(pos_++)];
       Record r;
       r.set("id", ids_.row(i));
@@ -114,41 +116,24 @@ class IdxReader final : public Node {
       out.emit(std::move(r));
       return true;
     }
-    if (batch_ < 0) {
-      const RowRange mine = rank_rows(k, place_);
-      emit_rows(mine.first, mine.last, out, 0);
-      pos_ = k;
-      return true;
-    }
-    const std::int64_t end = std::min(k, pos_ + batch_);
-    if (!sharded_) {
-      emit_rows(pos_, end, out, 0);
-    } else {
-      const std::int64_t rows = end - pos_;
-      if (rows < place_.world_size)
-        throw DataError(cat("epoch ", epoch_, ": a batch of ", rows, " images (the last of ", k,
-                            ") is fewer than the ", place_.world_size, " ranks sharing it; set drop_last: true"));
-      const RowRange mine = rank_rows(rows, place_);  // the rows core.shard would pass
-      emit_rows(pos_ + mine.first, pos_ + mine.last, out, rows);
-    }
-    pos_ = end;
+    emit_rows(s, out);
+    ++slice_;
     return true;
   }
 
  private:
   void start_epoch() {
     order_ = epoch_order(selected_, shuffle_, ctx_->seed(), epoch_);
-    // Per record, this rank's positions of the epoch's order; in batches the whole order.
-    const RowRange share = batch_ == 0 ? rank_rows(static_cast<std::int64_t>(order_.size()), place_)
-                                       : RowRange{0, static_cast<std::int64_t>(order_.size())};
-    pos_ = share.first;
-    end_ = share.last;
+    plan_ = shard_->plan(static_cast<std::int64_t>(order_.size()), epoch_);  // this rank's records (core/reader.hpp)
+    slice_ = 0;
+    pos_ = plan_.empty() ? 0 : plan_.front().first;
     epoch_scalar_ = Array::scalar<std::int64_t>(epoch_);
   }
 
-  // Rows [begin, end) of the epoch's order; unsharded > 0 adds unsharded_rows (the batch's B).
-  void emit_rows(std::int64_t begin, std::int64_t end, Emitter& out, std::int64_t unsharded) {
-    const std::int64_t n = end - begin;
+  // This rank's rows of slice s, positions [first, last) of the epoch's order; a sharded batch
+  // adds unsharded_rows (the batch's B).
+  void emit_rows(const ReaderSlice& s, Emitter& out) {
+    const std::int64_t begin = s.first, end = s.last, n = end - begin;
     Record r;
     if (!shuffle_ && contiguous_) {  // file order: views of the decompressed buffer
       const std::int64_t first = order_[static_cast<std::size_t>(begin)];
@@ -163,18 +148,18 @@ class IdxReader final : public Node {
       r.set("epoch", Array::from_vector<std::int64_t>({n}, std::vector<std::int64_t>(static_cast<std::size_t>(n), epoch_)));
       r.set("image", take_rows(images_, rows));
     }
-    if (unsharded > 0)
-      r.set("unsharded_rows", Array::from_vector<std::int64_t>({n}, std::vector<std::int64_t>(static_cast<std::size_t>(n), unsharded)));
+    if (shard_->sharded() && batch_ > 0) r.set("unsharded_rows", ReaderShard::unsharded_rows(n, s));
     out.emit(std::move(r));
   }
 
   NodeContext* ctx_ = nullptr;
   Array images_, ids_, labels_, epoch_scalar_;
   std::vector<std::int64_t> selected_, order_;
-  bool shuffle_ = false, drop_last_ = false, contiguous_ = false;
-  std::int64_t epochs_ = 1, epoch_ = 0, batch_ = 0, pos_ = 0, end_ = 0;
-  ParallelPlace place_;
-  bool sharded_ = false;
+  bool shuffle_ = false, contiguous_ = false;
+  std::int64_t epochs_ = 1, epoch_ = 0, batch_ = 0, pos_ = 0;
+  std::unique_ptr<ReaderShard> shard_;  // which positions of each epoch this rank emits
+  std::vector<ReaderSlice> plan_;       // the epoch's records
+  std::size_t slice_ = 0;
 };
 
 }  // namespace
@@ -220,12 +205,7 @@ NodeType idx_reader_type() {
         } catch (const Error& e) {
           c.error(e.what(), p.string("images").empty() ? "dir" : "images");
         }
-        const bool sharded = p.integer("shard_world_size") != 1;
-        PortSchema out = reader_schema(p, rows, cols, 1, sharded);
-        // Sharded batches carry their unsharded size, as core.shard's do.
-        if (sharded && p.integer("batch_size") > 0)
-          out.add(PortSchema::parse("unsharded_rows: i64[B]").fields().front());
-        c.set_output("out", out);
+        c.set_output("out", reader_schema(p, rows, cols, 1));
       })
       .create<IdxReader>();
 }

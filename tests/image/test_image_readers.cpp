@@ -1,10 +1,12 @@
 // Readers in graphs run in the test's process: image.idx_reader against gzip + numpy parsing of
 // the same files, truncated / corrupt IDX files, image.files_reader on PNG and JPEG files written
-// with OpenCV (directory tree and CSV), corrupt and missing files in error and skip modes.
+// with OpenCV (directory tree and CSV), corrupt and missing files in error and skip modes; both
+// readers sharded over ranks against their own unsharded runs (`[shard]`).
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
@@ -266,7 +268,8 @@ namespace {
 struct Emitted {
   std::vector<std::vector<std::int64_t>> ids;  // per record
   std::vector<std::int64_t> epochs, unsharded;
-  std::vector<std::vector<std::uint8_t>> first_pixels;
+  std::vector<std::vector<std::int64_t>> labels;      // per record
+  std::vector<std::vector<std::uint8_t>> first_pixels;  // per record: all of its image bytes
 };
 
 Emitted emitted(const GraphRun& r) {
@@ -275,6 +278,8 @@ Emitted emitted(const GraphRun& r) {
     const embedflow::Array& id = rec->get("id");
     e.ids.emplace_back(id.data<std::int64_t>(), id.data<std::int64_t>() + id.numel());
     e.epochs.push_back(rec->get("epoch").data<std::int64_t>()[0]);
+    const embedflow::Array& label = rec->get("label");
+    e.labels.emplace_back(label.data<std::int64_t>(), label.data<std::int64_t>() + label.numel());
     const embedflow::Array& img = rec->get("image");
     e.first_pixels.emplace_back(img.data<std::uint8_t>(), img.data<std::uint8_t>() + img.numel());
     if (const embedflow::Array* u = rec->find("unsharded_rows")) e.unsharded.push_back(u->data<std::int64_t>()[0]);
@@ -363,4 +368,313 @@ TEST_CASE("idx_reader sharded over W ranks: each batch splits into disjoint rank
   CHECK(bad.exit_code != 0);
   CHECK(bad.error.find("'read'") != std::string::npos);
   CHECK(bad.error.find("shard_world_size / shard_rank: rank 2 is outside [0, 2)") != std::string::npos);
+}
+
+namespace {
+
+// One image row of an emitted record: id, label and its bytes.
+struct Row {
+  std::int64_t id, label;
+  std::vector<std::uint8_t> pixels;
+  bool operator==(const Row& o) const { return id == o.id && label == o.label && pixels == o.pixels; }
+};
+
+// The rows of records [from, to) of e, in order.
+std::vector<Row> rows_of(const Emitted& e, std::size_t from, std::size_t to) {
+  std::vector<Row> rows;
+  for (std::size_t i = from; i < to; ++i) {
+    const std::size_t n = e.ids[i].size(), bytes = e.first_pixels[i].size() / n;
+    for (std::size_t j = 0; j < n; ++j)
+      rows.push_back(Row{e.ids[i][j], e.labels[i][j],
+                         std::vector<std::uint8_t>(e.first_pixels[i].begin() + static_cast<std::ptrdiff_t>(j * bytes),
+                                                   e.first_pixels[i].begin() + static_cast<std::ptrdiff_t>((j + 1) * bytes))});
+  }
+  return rows;
+}
+
+// The records of epoch `epoch`, as the range [from, to).
+std::pair<std::size_t, std::size_t> epoch_records(const Emitted& e, std::int64_t epoch) {
+  std::size_t from = 0;
+  while (from < e.epochs.size() && e.epochs[from] < epoch) ++from;
+  std::size_t to = from;
+  while (to < e.epochs.size() && e.epochs[to] == epoch) ++to;
+  return {from, to};
+}
+
+// rank_rows by hand: rank r of w takes [n r / w, n (r+1) / w).
+std::size_t share(std::size_t n, int rank, int world) {
+  const auto r = static_cast<std::size_t>(rank), w = static_cast<std::size_t>(world);
+  return n * (r + 1) / w - n * r / w;
+}
+
+std::string sets_note(const std::vector<std::string>& sets) {
+  std::string s;
+  for (const auto& x : sets) s += x + " ";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("files_reader sharded over W = 2, 3, 4 ranks: the ranks' rows in rank order are the unsharded reader's "
+          "batches (ids, labels, pixels), from a CSV list and a directory tree, shuffled or not, over two epochs", "[shard]") {
+  const fs::path dir = scratch_dir("image_files_shard");
+  write_tree(dir / "tree", {"0", "1", "2"}, 9);  // 27 PNG and JPEG files
+  std::vector<std::string> names;
+  const auto entries = embedflow::image::list_directory((dir / "tree").string(), names);
+  REQUIRE(entries.size() == 27);
+  // The same files listed by a CSV in reverse order, with ids of their own.
+  std::string csv = "path,id,label\n";
+  for (std::size_t i = entries.size(); i-- > 0;)
+    csv += entries[i].path + "," + std::to_string(500 + i) + "," + std::to_string(entries[i].label) + "\n";
+  write_file(dir / "list.csv", csv);
+  for (const std::string source : {"dir: " + (dir / "tree").string(), "csv: " + (dir / "list.csv").string()}) {
+    // 27 = 3 x 7 + 6 (a last batch every world can share), 3 x 9, 5 x 5 + 2 dropped; per image; one table.
+    for (const std::string batching : {"batch_size: 7", "batch_size: 9", "batch_size: 5, drop_last: true", "batch_size: 0",
+                                       "batch_size: -1"}) {
+      const bool table = batching == "batch_size: -1", per_image = batching == "batch_size: 0";
+      const std::int64_t batch = table ? 27 : per_image ? 0 : std::stoi(batching.substr(12));
+      const int epochs = table ? 1 : 2;
+      GraphRunner runner(plugins(), "seed: 5\nnodes:\n  read: {type: image.files_reader, params: {" + source +
+                                        ", mode: color, chunk: 4, epochs: " + std::to_string(epochs) + ", " + batching + "}}\n",
+                         "files_shard.yaml");
+      runner.collect("read.out");
+      for (const std::string shuffle : {"false", "true"}) {
+        INFO(source << ", " << batching << ", shuffle " << shuffle);
+        const GraphRun whole_run = runner.run({"read.shuffle=" + shuffle});
+        INFO(whole_run.message());
+        REQUIRE(whole_run.exit_code == 0);
+        const Emitted whole = emitted(whole_run);
+        const std::size_t per_epoch = batching.find("drop_last") != std::string::npos ? 25 : 27;
+        for (int epoch = 0; epoch < epochs; ++epoch) {
+          const auto [from, to] = epoch_records(whole, epoch);
+          REQUIRE(rows_of(whole, from, to).size() == per_epoch);
+        }
+        const std::size_t half = whole.ids.size() / 2;
+        if (shuffle == "true" && epochs == 2) CHECK(rows_of(whole, 0, half) != rows_of(whole, half, whole.ids.size()));
+        for (int world : {2, 3, 4}) {
+          INFO("world " << world);
+          std::vector<Emitted> ranks;
+          for (int rank = 0; rank < world; ++rank) {
+            const GraphRun r = runner.run({"read.shuffle=" + shuffle, "read.shard_world_size=" + std::to_string(world),
+                                           "read.shard_rank=" + std::to_string(rank)});
+            INFO(r.message());
+            REQUIRE(r.exit_code == 0);
+            ranks.push_back(emitted(r));
+          }
+          if (batch > 0 && !table) {
+            // Every rank emits every batch (equal step counts); its rows are rank_rows(B) of the batch.
+            for (const Emitted& e : ranks) REQUIRE(e.ids.size() == whole.ids.size());
+            for (std::size_t b = 0; b < whole.ids.size(); ++b) {
+              std::vector<Row> joined;
+              for (int rank = 0; rank < world; ++rank) {
+                const Emitted& e = ranks[static_cast<std::size_t>(rank)];
+                CHECK(e.ids[b].size() == share(whole.ids[b].size(), rank, world));
+                CHECK(e.epochs[b] == whole.epochs[b]);
+                REQUIRE(e.unsharded.size() == e.ids.size());
+                CHECK(e.unsharded[b] == static_cast<std::int64_t>(whole.ids[b].size()));
+                for (Row& row : rows_of(e, b, b + 1)) joined.push_back(std::move(row));
+              }
+              CHECK(joined == rows_of(whole, b, b + 1));
+            }
+          } else {
+            // Per epoch, rank r's records are positions rank_rows(N) of the epoch's; in rank order, all of them.
+            for (int epoch = 0; epoch < epochs; ++epoch) {
+              const auto [wf, wt] = epoch_records(whole, epoch);
+              std::vector<Row> joined;
+              for (int rank = 0; rank < world; ++rank) {
+                const Emitted& e = ranks[static_cast<std::size_t>(rank)];
+                CHECK(e.unsharded.empty());
+                const auto [from, to] = epoch_records(e, epoch);
+                std::vector<Row> mine = rows_of(e, from, to);
+                CHECK(mine.size() == share(27, rank, world));
+                if (table) CHECK(to - from == 1);
+                joined.insert(joined.end(), mine.begin(), mine.end());
+              }
+              CHECK(joined == rows_of(whole, wf, wt));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("files_reader sharded: WORLD_SIZE / RANK give the parameters' share; a bad place, a batch smaller than "
+          "the world and a short last batch are located errors", "[shard]") {
+  const fs::path dir = scratch_dir("image_files_shard_place");
+  write_tree(dir / "tree", {"4", "5"}, 8);  // 16 files
+  GraphRunner runner(plugins(), "seed: 2\nnodes:\n  read: {type: image.files_reader, params: {dir: " + (dir / "tree").string() +
+                                    ", shuffle: true, epochs: 2, batch_size: 5, drop_last: true}}\n", "place.yaml");
+  runner.collect("read.out");
+  const GraphRun explicit_run = runner.run({"read.shard_world_size=3", "read.shard_rank=2"});
+  INFO(explicit_run.message());
+  REQUIRE(explicit_run.exit_code == 0);
+  const Emitted explicit_rows = emitted(explicit_run);
+  REQUIRE(explicit_rows.ids.size() == 6);  // 3 batches of 5 per epoch, the 16th image dropped
+  {
+    ScopedEnv world("WORLD_SIZE", "3"), rank("RANK", "2");
+    const GraphRun env_run = runner.run({"read.shard_world_size=0"});
+    INFO(env_run.message());
+    REQUIRE(env_run.exit_code == 0);
+    const Emitted env_rows = emitted(env_run);
+    CHECK(env_rows.ids == explicit_rows.ids);
+    CHECK(env_rows.first_pixels == explicit_rows.first_pixels);
+    CHECK(env_rows.unsharded == explicit_rows.unsharded);
+    // A batch smaller than a world known only at run time stops at the first batch.
+    ScopedEnv big("WORLD_SIZE", "6");
+    const GraphRun small = runner.run({"read.shard_world_size=0"});
+    CHECK(small.exit_code == 1);
+    CHECK_THAT(small.error, Catch::Contains("node 'read'") &&
+                                Catch::Contains("epoch 0, batch 0: a batch of 5 images is fewer than the 6 ranks sharing it; raise batch_size"));
+  }
+  const GraphRun outside = runner.run({"read.shard_world_size=3", "read.shard_rank=3"});
+  CHECK(outside.exit_code != 0);
+  CHECK_THAT(outside.error, Catch::Contains("'read'") && Catch::Contains("shard_world_size / shard_rank: rank 3 is outside [0, 3)"));
+  // Known at validation: a batch smaller than an explicit world.
+  const GraphRun narrow = runner.run({"read.shard_world_size=6", "read.shard_rank=0"});
+  CHECK(narrow.exit_code == 2);
+  CHECK_THAT(narrow.problem_text(), Catch::Contains("read") && Catch::Contains("batch_size 5 is smaller than shard_world_size 6"));
+  // 16 = 3 x 5 + 1: the last batch's one image cannot be shared by 2 ranks.
+  const GraphRun last = runner.run({"read.drop_last=false", "read.shard_world_size=2", "read.shard_rank=1"});
+  CHECK(last.exit_code == 1);
+  CHECK_THAT(last.error, Catch::Contains("node 'read'") &&
+                             Catch::Contains("epoch 0, batch 3: a batch of 1 images (the last of 16) is fewer than the 2 ranks sharing it; set drop_last: true"));
+}
+
+namespace {
+
+// tree/<0|1>/<n>.png|.jpg, 12 files listed by list.csv with ids 0..11 (row i on CSV line i + 2),
+// except the rows in `bad`, which name a corrupt PNG (bad<i>.png) instead; the same list with
+// the good files is good.csv.
+void write_shard_list(const fs::path& dir, const std::set<int>& bad) {
+  write_tree(dir / "tree", {"0", "1"}, 6);
+  std::vector<std::string> names;
+  const auto entries = embedflow::image::list_directory((dir / "tree").string(), names);
+  REQUIRE(entries.size() == 12);
+  std::string csv = "path,id,label\n", good = csv;
+  for (int i = 0; i < 12; ++i) {
+    const auto& e = entries[static_cast<std::size_t>(i)];
+    const std::string tail = "," + std::to_string(i) + "," + std::to_string(e.label) + "\n";
+    good += e.path + tail;
+    if (bad.count(i)) {
+      const fs::path corrupt = dir / ("bad" + std::to_string(i) + ".png");
+      write_file(corrupt, std::string("\x89PNG\r\n\x1a\n", 8) + std::string(300, 'x'));
+      csv += corrupt.string() + tail;
+    } else {
+      csv += e.path + tail;
+    }
+  }
+  write_file(dir / "list.csv", csv);
+  write_file(dir / "good.csv", good);
+}
+
+}  // namespace
+
+TEST_CASE("files_reader sharded decodes only its rank's files: a corrupt file stops the rank that owns it, "
+          "naming it, and no other", "[shard]") {
+  const fs::path dir = scratch_dir("image_files_shard_own");
+  write_shard_list(dir, {7});  // row 7, CSV line 9
+  GraphRunner runner(plugins(), "nodes:\n  read: {type: image.files_reader, params: {csv: " + (dir / "list.csv").string() +
+                                    ", mode: color}}\n", "own.yaml");
+  runner.collect("read.out");
+  auto names_bad = [](const std::string& error) {
+    return error.find("bad7.png (") != std::string::npos && error.find("list.csv:9, id 7): not a decodable image") != std::string::npos;
+  };
+  // Owners of row 7: with batches of 6 over 3 ranks, rank 0 (rows 6-7 of batch 6-11); per image
+  // over 3 ranks, rank 1 (rows 4-7); as a table over 2 ranks, rank 1 (rows 6-11). The default
+  // chunk (256) would decode the whole list ahead in one go.
+  struct Case {
+    std::string batching;
+    int world, owner;
+  };
+  for (const Case& c : {Case{"read.batch_size=6", 3, 0}, Case{"read.batch_size=0", 3, 1}, Case{"read.batch_size=-1", 2, 1}}) {
+    INFO(c.batching);
+    const GraphRun whole = runner.run({c.batching});
+    INFO(whole.error);
+    CHECK(whole.exit_code == 1);
+    CHECK(names_bad(whole.error));
+    for (int rank = 0; rank < c.world; ++rank) {
+      const std::vector<std::string> sets{c.batching, "read.shard_world_size=" + std::to_string(c.world), "read.shard_rank=" + std::to_string(rank)};
+      INFO(sets_note(sets));
+      const GraphRun r = runner.run(sets);
+      if (rank == c.owner) {
+        INFO(r.error);
+        CHECK(r.exit_code == 1);
+        CHECK(r.error.find("node 'read'") != std::string::npos);
+        CHECK(names_bad(r.error));
+      } else {
+        INFO(r.message());
+        CHECK(r.exit_code == 0);
+        const Emitted e = emitted(r);
+        std::size_t rows = 0;
+        for (const auto& ids : e.ids) rows += ids.size();
+        CHECK(rows == (c.batching == "read.batch_size=6" ? 2 * share(6, rank, 3) : share(12, rank, c.world)));
+        CHECK_THAT(r.log, Catch::Contains("decoded " + std::to_string(rows) + " images"));
+      }
+    }
+  }
+}
+
+TEST_CASE("files_reader sharded with on_bad_image: skip: a rank leaves out its bad files, the batch keeps "
+          "unsharded_rows B, and the ranks' rows are the unsharded rows less the bad files", "[shard]") {
+  const fs::path dir = scratch_dir("image_files_shard_skip");
+  write_shard_list(dir, {2, 7});  // batch 0 row 2 (rank 1's rows 2-3), batch 1 row 7 (rank 0's rows 6-7)
+  const std::string yaml = "nodes:\n  read: {type: image.files_reader, params: {csv: LIST, mode: color, batch_size: 6, "
+                           "epochs: 2, chunk: 5, on_bad_image: skip}}\n";
+  auto runner = [&](const std::string& list) {
+    std::string y = yaml;
+    y.replace(y.find("LIST"), 4, (dir / list).string());
+    GraphRunner g(plugins(), y, "skip.yaml");
+    g.collect("read.out");
+    return g;
+  };
+  // The oracle: the unsharded reader on the same list with good files in the bad rows' places.
+  const GraphRun good_run = runner("good.csv").run();
+  INFO(good_run.message());
+  REQUIRE(good_run.exit_code == 0);
+  const Emitted good = emitted(good_run);
+  REQUIRE(good.ids.size() == 4);  // two batches of 6, two epochs
+  std::vector<Emitted> ranks;
+  for (int rank = 0; rank < 3; ++rank) {
+    const GraphRun r = runner("list.csv").run({"read.shard_world_size=3", "read.shard_rank=" + std::to_string(rank)});
+    INFO(r.message());
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.log, Catch::Contains(rank == 2 ? "skipped 0 unreadable files" : "skipped 1 unreadable files"));
+    ranks.push_back(emitted(r));
+    REQUIRE(ranks.back().ids.size() == 4);  // every batch, the one with a skipped file too
+  }
+  CHECK(ranks[1].ids[0] == std::vector<std::int64_t>{3});
+  CHECK(ranks[0].ids[1] == std::vector<std::int64_t>{6});
+  std::vector<Row> all;
+  for (std::size_t b = 0; b < 4; ++b) {
+    std::vector<Row> joined, want;
+    for (const Emitted& e : ranks) {
+      CHECK(e.unsharded[b] == 6);  // the planned global batch, whatever was skipped
+      for (Row& row : rows_of(e, b, b + 1)) joined.push_back(std::move(row));
+    }
+    for (Row& row : rows_of(good, b, b + 1))
+      if (row.id != 2 && row.id != 7) want.push_back(std::move(row));
+    CHECK(joined == want);
+    if (b < 2) all.insert(all.end(), joined.begin(), joined.end());
+  }
+  // Over the first epoch, the rows are the unsharded skipping reader's (which fills its batches
+  // from the next files instead).
+  const GraphRun skip_run = runner("list.csv").run();
+  REQUIRE(skip_run.exit_code == 0);
+  const Emitted skipped = emitted(skip_run);
+  const auto [from, to] = epoch_records(skipped, 0);
+  CHECK(rows_of(skipped, from, to) == all);
+  CHECK(all.size() == 10);
+
+  // A rank whose whole share of a batch is unreadable has no rows for a step the others take.
+  write_shard_list(dir / "worse", {2, 3});
+  const GraphRunner worse(plugins(), "nodes:\n  read: {type: image.files_reader, params: {csv: " + (dir / "worse/list.csv").string() +
+                                     ", batch_size: 6, on_bad_image: skip, shard_world_size: 3}}\n", "worse.yaml");
+  const GraphRun stuck = worse.run({"read.shard_rank=1"});
+  CHECK(stuck.exit_code == 1);
+  CHECK_THAT(stuck.error, Catch::Contains("node 'read'") &&
+                              Catch::Contains("epoch 0, batch 0: every file of rank 1's 2 of the batch's 6 images is unreadable") &&
+                              Catch::Contains("bad3.png"));
+  CHECK(worse.run({"read.shard_rank=0"}).exit_code == 0);
+  CHECK(worse.run({"read.shard_rank=2"}).exit_code == 0);
 }
