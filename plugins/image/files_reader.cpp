@@ -24,10 +24,11 @@
 // ranks is an error naming the epoch and the batch. Per image (0) and as one table (-1) rank r
 // takes positions rank_rows(N) of the epoch's order. A rank decodes, and so opens, only the files
 // of its own rows. With on_bad_image: skip a rank leaves its unreadable files out of its rows and
-// the batch keeps unsharded_rows B, the planned size: no rank knows which of the others' files
-// fail, so the ranks' rows fall short of B by the skipped files (torch.train, which checks that
-// they add up to B, stops at such a batch). A rank with no readable file in its share of a batch
-// would miss a step the others take: an error naming the epoch, the batch and a file.
+// the batch keeps unsharded_rows B, the planned size (no rank knows which of the others' files
+// fail), with `skipped_rows` the rank's rows left out: torch.train adds the ranks' rows and skipped
+// rows up to B and trains on the mean over the rows the ranks hold. A rank with no readable file
+// in its share of a batch would miss a step the others take: an error naming the epoch, the
+// batch and a file.
 //
 //   nodes:
 //     photos: {type: image.files_reader, params: {dir: tests/image/data/tiny, mode: grey, height: 32, width: 32}}
@@ -216,7 +217,8 @@ class FilesReader final : public Node {
   }
 
   // A sharded batch: this rank's rows of the planned global batch, less the files skipped as
-  // unreadable, with unsharded_rows the planned B (no rank knows which of the others' files fail).
+  // unreadable, with unsharded_rows the planned B (no rank knows which of the others' files fail)
+  // and, in skip mode, skipped_rows the rank's rows left out.
   void emit_slice(Emitter& out) {
     const ReaderSlice& s = plan_[slice_];
     const std::size_t end = slice_end_[slice_];
@@ -267,6 +269,8 @@ class FilesReader final : public Node {
     r.set("epoch", Array::from_vector<std::int64_t>({b}, std::vector<std::int64_t>(n, epoch_)));
     r.set("image", stack_images(images));
     if (sharded) r.set("unsharded_rows", ReaderShard::unsharded_rows(b, *sharded));
+    if (sharded && skip_bad_)
+      r.set("skipped_rows", Array::from_vector<std::int64_t>({b}, std::vector<std::int64_t>(n, sharded->last - sharded->first - b)));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     out.emit(std::move(r));
   }

@@ -368,6 +368,14 @@ void DataParallelGroup::average_gradients(const std::vector<torch::Tensor>& para
 
 double DataParallelGroup::sum(double value) { return start_sum(value)(); }
 
+std::vector<double> DataParallelGroup::sum(const std::vector<double>& values) {
+  std::vector<torch::Tensor> t{torch::tensor(values, torch::kFloat64).to(impl_->device)};
+  auto work = impl_->group->allreduce(t, c10d::AllreduceOptions{});
+  wait_collective(work, "the all-reduce of the batch's row counts", rank_, size_, impl_->where);
+  const torch::Tensor host = t[0].to(torch::kCPU).contiguous();
+  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+}
+
 std::function<double()> DataParallelGroup::start_sum(double value) {
   std::vector<torch::Tensor> t{torch::tensor({value}, torch::kFloat64).to(impl_->device)};
   auto work = impl_->group->allreduce(t, c10d::AllreduceOptions{});
@@ -427,13 +435,23 @@ Record rank_slice(const Record& batch, std::int64_t index, const DataParallelGro
 void check_shard(const Record& batch, std::int64_t index, DataParallelGroup* group, std::int64_t& full,
                  std::int64_t& local) {
   const Array& whole = batch.get("unsharded_rows");
+  const Array* skipped_field = batch.find("skipped_rows");
   local = batch.batch_size();
-  full = whole.numel() > 0 ? whole.as_int(0) : 0;
-  const std::int64_t total = group ? static_cast<std::int64_t>(std::llround(group->sum(static_cast<double>(local)))) : local;
-  if (local == 0 || total != full)
-    throw DataError(cat("input batch ", index, " was sharded by core.shard from ", full, " rows, but the ",
+  const std::int64_t planned = whole.numel() > 0 ? whole.as_int(0) : 0;
+  const std::int64_t skipped = skipped_field && skipped_field->numel() > 0 ? skipped_field->as_int(0) : 0;
+  std::int64_t total = local, total_skipped = skipped;
+  if (group) {
+    const std::vector<double> sums = group->sum(std::vector<double>{static_cast<double>(local), static_cast<double>(skipped)});
+    total = static_cast<std::int64_t>(std::llround(sums[0]));
+    total_skipped = static_cast<std::int64_t>(std::llround(sums[1]));
+  }
+  if (local == 0 || total + total_skipped != planned)
+    throw DataError(cat("input batch ", index, " was sharded upstream from ", planned, " rows, but the ",
                         group ? group->size() : 1, " rank(s) of this training hold ", total,
-                        ": give core.shard the world_size and rank of torch.train"));
+                        total_skipped > 0 ? cat(" and skipped ", total_skipped, " as unreadable") : "",
+                        ": give the sharding node (core.shard, or a reader's shard_world_size and shard_rank) the "
+                        "world_size and rank of torch.train"));
+  full = total;
 }
 
 }  // namespace embedflow::torchfam

@@ -68,6 +68,8 @@ class DataParallelGroup {
   std::size_t buckets() const;
   // The sum of `value` over the ranks.
   double sum(double value);
+  // Element-wise sums over the ranks of equally long vectors, in one all-reduce.
+  std::vector<double> sum(const std::vector<double>& values);
   // The same, started now and read by calling the result, so the caller can work meanwhile
   // (every rank must start its collectives in the same order).
   std::function<double()> start_sum(double value);
@@ -88,9 +90,11 @@ class DataParallelGroup {
 // batch's rows) and `local` (the rank's).
 Record rank_slice(const Record& batch, std::int64_t index, const DataParallelGroup& group, std::int64_t& full,
                   std::int64_t& local);
-// A batch core.shard split upstream: this rank's rows of a batch of `unsharded_rows` rows. The
-// ranks' rows (summed over `group`, null when not data parallel) must add up to it, or the shard
-// and the trainer disagree on the world.
+// A batch split upstream (core.shard, or a reader sharded at the source): this rank's rows of a
+// batch of `unsharded_rows` rows, less the `skipped_rows` a reader left out as unreadable. The
+// ranks' rows and skipped rows (summed over `group`, null when not data parallel) must add up to
+// it, or the sharding node and the trainer disagree on the world. `full` is the rows the ranks
+// hold (the batch whose mean loss they train on), `local` this rank's.
 void check_shard(const Record& batch, std::int64_t index, DataParallelGroup* group, std::int64_t& full,
                  std::int64_t& local);
 

@@ -309,8 +309,8 @@ TEST_CASE("two data-parallel ranks over Gloo take the steps of one process on th
   // A shard for two ranks in front of a trainer that runs alone is a located error.
   auto mismatch = run_cli({"run", (dir / "sharded.yaml").string(), "--quiet", "--set", "shard.world_size=2", "--set", "shard.rank=0"});
   CHECK(mismatch.exit_code == 1);
-  CHECK_THAT(mismatch.err, Catch::Contains("input batch 0 was sharded by core.shard from 64 rows, but the 1 rank(s) of this "
-                                           "training hold 32"));
+  CHECK_THAT(mismatch.err, Catch::Contains("input batch 0 was sharded upstream from 64 rows, but the 1 rank(s) of this "
+                                           "training hold 32: give the sharding node"));
   check_same_embeddings(embed_test_images(dir, "single"), embed_test_images(dir, "dp"), 1e-4);
 
   // A rank outside the world is a configuration error naming both numbers.

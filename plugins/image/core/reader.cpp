@@ -94,6 +94,8 @@ PortSchema reader_schema(const Params& p, std::int64_t height, std::int64_t widt
   const Dim w = width > 0 ? Dim{Dim::Kind::fixed, width, ""} : Dim{Dim::Kind::symbol, -1, "W"};
   s.add(FieldSchema{"image", DType::u8, dims({h, w, Dim{Dim::Kind::fixed, channels, ""}})});
   if (sharded && b > 0) s.add(FieldSchema{"unsharded_rows", DType::i64, dims({})});
+  if (sharded && b > 0 && p.has("on_bad_image") && p.string("on_bad_image") == "skip")
+    s.add(FieldSchema{"skipped_rows", DType::i64, dims({})});
   return s;
 }
 

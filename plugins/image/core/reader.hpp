@@ -67,7 +67,8 @@ void check_reader_batching(SchemaContext& c);
 // with the leading dim batch_size gives (none per image, B per batch, a fixed B with drop_last,
 // N for the one table record). A height or width not above 0 is unknown: symbol H or W. Sharded
 // (shard_world_size not 1), a batch is a rank's share, whose size is a symbol even with
-// drop_last, and carries unsharded_rows: i64[B] as core.shard's batches do.
+// drop_last, and carries unsharded_rows: i64[B] as core.shard's batches do; with on_bad_image: skip
+// (image.files_reader) also skipped_rows: i64[B], the rank's rows of the batch left out as unreadable.
 PortSchema reader_schema(const Params& p, std::int64_t height, std::int64_t width, std::int64_t channels);
 
 }  // namespace embedflow::image
