@@ -20,13 +20,15 @@
 //          after the reader would pass, so torch.train scales the shares correctly and every rank
 //          takes the same number of steps; a batch of fewer than W rows that drop_last does not
 //          drop is an error naming the epoch and the batch. Replaying a stream file's stored
-//          batches (batch_size 0) splits each stored batch the same way. Per row (batch_size 0
+//          batches (batch_size 0) splits each stored batch the same way (one of fewer than W
+//          rows is an error; a port that already has `unsharded_rows` is refused). Per row (batch_size 0
 //          on rows), rank r takes positions rank_rows(N) of the epoch's order. Only the share is
-//          read: without shuffle a rank's part of a batch is one contiguous hyperslab; shuffled,
-//          each window's rows of the rank are one HDF5 selection (or, for columns copied from
-//          the file mapping, only those rows are copied), so HDF5 touches only the chunks that
-//          hold them. Rows smaller than a chunk still share chunks between ranks, so a shuffled
-//          rank's disk reads shrink less than its rows do.
+//          read (hdf5::ReadOptions): without shuffle a rank's part of a batch is one contiguous
+//          hyperslab; shuffled, a rank reads its rows of each window in ascending runs, only the
+//          chunks holding them of a deflated column (whole: HDF5 decompresses whole chunks), and
+//          copies only its rows from the file mapping. Ranks whose rows share a chunk or a page
+//          both read it: for rows much smaller than a chunk (deflated) or a page (uncompressed)
+//          a shuffled rank reads more than 1/W of the bytes.
 //
 // Example (reads the file that the io.hdf5_writer example writes):
 //   nodes:
