@@ -52,9 +52,13 @@ hdf5::ReadOptions read_options(const Params& p) {
   o.shuffle = p.boolean("shuffle");
   o.shuffle_window = p.integer("shuffle_window");
   o.prefetch = p.boolean("prefetch");
-  const ParallelPlace place = shard_place(p);
-  o.shard_world_size = place.world_size;
-  o.shard_rank = place.rank;
+  // Sharded whenever asked (shard_world_size != 1), even when the world read from the
+  // environment is 1: the schema then promised unsharded_rows.
+  if (p.integer("shard_world_size") != 1) {
+    const ParallelPlace place = shard_place(p);
+    o.shard_world_size = place.world_size;
+    o.shard_rank = place.rank;
+  }
   return o;
 }
 

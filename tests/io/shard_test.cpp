@@ -419,6 +419,21 @@ TEST_CASE("io.hdf5_reader sharded and shuffled over two epochs: rank slices conc
   const Emitted whole = emitted(whole_run);
   REQUIRE(whole.ids.size() == 2 * 39);  // 963 rows: 38 batches of 25 and one of 13, per epoch
   CHECK(whole.ids[0] != whole.ids[39]);  // the epochs' orders differ
+  CHECK(whole.unsharded.empty());
+  {
+    // The world from an environment without WORLD_SIZE is one rank: every row, with the
+    // unsharded_rows the schema declares.
+    const char* launcher = std::getenv("WORLD_SIZE");
+    if (!launcher) {
+      const GraphRun one = runner.run({"read.shard_world_size=0"});
+      INFO(one.message());
+      REQUIRE(one.exit_code == 0);
+      const Emitted e = emitted(one);
+      CHECK(e.ids == whole.ids);
+      REQUIRE(e.unsharded.size() == whole.ids.size());
+      for (std::size_t b = 0; b < whole.ids.size(); ++b) CHECK(e.unsharded[b] == static_cast<std::int64_t>(whole.ids[b].size()));
+    }
+  }
   for (std::int64_t world : {2, 3, 4}) {
     INFO("world " << world);
     std::vector<Emitted> ranks;

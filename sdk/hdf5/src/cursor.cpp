@@ -385,7 +385,7 @@ void Cursor::Impl::plan() {
   } else {
     total_out = total_units;
   }
-  if (options.shard_world_size != 1) shard();
+  if (options.shard_world_size != 0) shard();
   start_prefetch();
 }
 

@@ -170,9 +170,11 @@ struct ReadOptions {
   std::int64_t shuffle_window = 0;      // units per window; 0 = about 16 MiB of data
   std::size_t slab_bytes = 1u << 20;    // sequential read size (whole chunks at the default chunk size)
   bool prefetch = true;                 // read the next slab on a background thread
-  // Data-parallel sharding (a ParallelPlace, embedflow/parallel.hpp; 1 = off): the cursor walks
-  // the unsharded epoch (same units, same seeded order, same batches) and reads and returns only
-  // rank `shard_rank`'s share of it, through rank_rows:
+  // Data-parallel sharding, rank `shard_rank` of `shard_world_size` (a ParallelPlace,
+  // embedflow/parallel.hpp; world 0 = off). The cursor walks the unsharded epoch (same units,
+  // same seeded order, same batches) and reads and returns only the rank's share of it, through
+  // rank_rows (a world of 1 keeps everything but still adds unsharded_rows, which a node's
+  // schema promises when its world comes from the environment):
   //   batch_size N > 0  rows rank_rows(n) of every batch of n rows, plus a field
   //                     `unsharded_rows: i64[rows]` holding n (what core.shard would add), so
   //                     every rank returns the same number of batches. A batch of fewer than
@@ -186,7 +188,7 @@ struct ReadOptions {
   // runs: a deflated column reads only the chunks holding them (whole, as HDF5 must), others
   // only the rows, merging runs less than a page apart (the kernel reads those pages anyway);
   // columns copied from the file mapping copy and prefetch only the rank's rows.
-  std::int64_t shard_world_size = 1;
+  std::int64_t shard_world_size = 0;
   std::int64_t shard_rank = 0;
 };
 
