@@ -271,7 +271,10 @@ TEST_CASE("sharded replay of stored batches splits each one as core.shard would"
       std::vector<std::vector<std::int64_t>> whole;
       {
         Cursor c = t.cursor(o);
-        while (RecordPtr r = c.next()) whole.emplace_back(r->get("id").data<std::int64_t>(), r->get("id").data<std::int64_t>() + r->get("id").numel());
+        while (RecordPtr r = c.next()) {
+          const Array& id = r->get("id");
+          whole.emplace_back(id.data<std::int64_t>(), id.data<std::int64_t>() + id.numel());
+        }
       }
       REQUIRE(whole.size() == sizes.size() - static_cast<std::size_t>(start));
       for (std::int64_t world : {2, 3, 4}) {
