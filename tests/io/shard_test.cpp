@@ -3,6 +3,7 @@
 // The tables are written by h5py, whose values (and, without shuffle, whose own reading of the
 // file) are the oracle.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <numeric>
 #include <set>
@@ -195,15 +196,18 @@ TEST_CASE("sharded cursors: the ranks' rows of every batch, in rank order, are t
   }
 }
 
-TEST_CASE("a sharded sequential read asks the kernel for about 1/W of the bytes", "[hdf5][shard][python]") {
+TEST_CASE("a sharded read asks the kernel for about 1/W of the bytes, sequential and shuffled", "[hdf5][shard][python]") {
   // /proc/self/io's rchar counts the bytes the process's read calls returned (page cache hits
   // included), independently of the cursor's own count. 2000 rows of 4 KiB, chunks of 16 rows,
-  // uncompressed: sequential replay reads them through HDF5 (no file mapping).
+  // uncompressed; x is native f32, xbe big-endian f32 (converted on reading, so shuffled batches
+  // read it through HDF5 as well rather than copying it from the file mapping).
   const fs::path file = scratch_dir("io-shard-bytes") / "wide.h5";
   Result py = run_python(R"PY(
 import sys, h5py, numpy as np
+x = np.arange(2000 * 1024, dtype=np.float32).reshape(2000, 1024)
 with h5py.File(sys.argv[1], "w") as f:
-    f.create_dataset("x", data=np.arange(2000 * 1024, dtype=np.float32).reshape(2000, 1024), chunks=(16, 1024))
+    f.create_dataset("x", data=x, chunks=(16, 1024))
+    f.create_dataset("xbe", data=x.astype(">f4"), chunks=(16, 1024))
 )PY", {file.string()});
   INFO(py.out << py.err);
   REQUIRE(py.exit_code == 0);
@@ -217,29 +221,42 @@ with h5py.File(sys.argv[1], "w") as f:
     return std::int64_t{0};
   };
   const Table t = open_table(file);
-  auto bytes_read = [&](std::int64_t world, std::int64_t rank) {
+  struct Pass {
+    std::int64_t bytes = 0, rows = 0;
+  };
+  auto pass = [&](const std::string& field, bool shuffle, std::int64_t world, std::int64_t rank) {
     ReadOptions o;
+    o.fields = {field};
     o.batch_size = 64;
+    o.shuffle = shuffle;
+    o.seed = 3;
     o.prefetch = false;  // the reads happen on this thread, between the two samples
     o.shard_world_size = world;
     o.shard_rank = rank;
+    Pass p;
     const std::int64_t before = rchar();
     Cursor c = t.cursor(o);
-    std::int64_t rows = 0;
-    while (RecordPtr r = c.next()) rows += r->get("x").dim(0);
-    const std::int64_t after = rchar();
-    return std::make_pair(after - before, rows);
+    while (RecordPtr r = c.next()) {
+      const Array& x = r->get(field);
+      for (std::int64_t k = 0; k < x.dim(0); ++k) REQUIRE(std::fmod(x.data<float>()[k * 1024], 1024.0f) == 0.0f);
+      p.rows += x.dim(0);
+    }
+    p.bytes = rchar() - before;
+    return p;
   };
-  const auto [whole, whole_rows] = bytes_read(1, 0);
-  REQUIRE(whole_rows == 2000);
-  CHECK(whole >= 2000 * 4096);
-  for (std::int64_t world : {2, 4}) {
-    for (std::int64_t rank = 0; rank < world; ++rank) {
-      const auto [mine, rows] = bytes_read(world, rank);
-      INFO("world " << world << " rank " << rank << ": " << mine << " of " << whole << " bytes");
-      CHECK(rows * world == 2000);
-      CHECK(mine >= rows * 4096);
-      CHECK(static_cast<double>(mine) < 1.15 * static_cast<double>(whole) / static_cast<double>(world));
+  for (const auto& [field, shuffle] : {std::make_pair(std::string("x"), false), std::make_pair(std::string("xbe"), true)}) {
+    const Pass whole = pass(field, shuffle, 0, 0);
+    REQUIRE(whole.rows == 2000);
+    CHECK(whole.bytes >= 2000 * 4096);
+    for (std::int64_t world : {2, 4}) {
+      for (std::int64_t rank = 0; rank < world; ++rank) {
+        const Pass mine = pass(field, shuffle, world, rank);
+        INFO(field << " shuffle " << shuffle << " world " << world << " rank " << rank << ": " << mine.bytes << " of " << whole.bytes
+                   << " bytes");
+        CHECK(mine.rows * world == 2000);
+        CHECK(mine.bytes >= mine.rows * 4096);
+        CHECK(static_cast<double>(mine.bytes) < 1.15 * static_cast<double>(whole.bytes) / static_cast<double>(world));
+      }
     }
   }
 }
