@@ -13,22 +13,23 @@
 //          seed from the graph seed, the node id and the epoch. Dtypes map to the nearest
 //          embedflow dtype (i16 -> i32, u32 -> i64, f16 -> f32); compound types are refused.
 //          Relative paths are relative to the working directory.
-// Sharding (shard_world_size W, shard_rank r; off by default): every rank walks the unsharded
-//          epoch (same rows, same seeded shuffle, same batches) and reads and emits only its share,
+// Sharding (shard_world_size W, shard_rank r; off by default): every rank walks the unsharded epoch
+//          (same rows, same seeded shuffle, same batches) and reads and emits only its share,
 //          through the SDK's rank_rows. With batch_size B, rank r emits rows rank_rows(n) of every
 //          batch of n rows plus `unsharded_rows: i64[rows]` holding n, exactly what core.shard
 //          after the reader would pass, so torch.train scales the shares correctly and every rank
 //          takes the same number of steps; a batch of fewer than W rows that drop_last does not
 //          drop is an error naming the epoch and the batch. Replaying a stream file's stored
-//          batches (batch_size 0) splits each stored batch the same way (one of fewer than W
-//          rows is an error; a port that already has `unsharded_rows` is refused). Per row (batch_size 0
-//          on rows), rank r takes positions rank_rows(N) of the epoch's order. Only the share is
-//          read (hdf5::ReadOptions): without shuffle a rank's part of a batch is one contiguous
-//          hyperslab; shuffled, a rank reads its rows of each window in ascending runs, only the
-//          chunks holding them of a deflated column (whole: HDF5 decompresses whole chunks), and
-//          copies only its rows from the file mapping. Ranks whose rows share a chunk or a page
-//          both read it: for rows much smaller than a chunk (deflated) or a page (uncompressed)
-//          a shuffled rank reads more than 1/W of the bytes.
+//          batches (batch_size 0) splits each stored batch the same way (one of fewer than W rows
+//          is an error; a port that already has `unsharded_rows` is refused). Per row (batch_size 0
+//          on rows), rank r takes positions rank_rows(N) of the epoch's order. A world of one
+//          (shard_world_size 0 without a launcher) emits every row, with unsharded_rows as the
+//          schema declares. Only the share is read (hdf5::ReadOptions): without shuffle a rank's
+//          part of a batch is one contiguous hyperslab; shuffled, a rank reads its rows of each
+//          window in ascending runs, only the chunks holding them of a deflated column (whole: HDF5
+//          decompresses whole chunks), and copies only its rows from the file mapping. Ranks whose
+//          rows share a chunk or a page both read it: for rows much smaller than a chunk (deflated)
+//          or a page (uncompressed) a shuffled rank reads more than 1/W of the bytes.
 //
 // Example (reads the file that the io.hdf5_writer example writes):
 //   nodes:
