@@ -13,6 +13,23 @@
 //          seed from the graph seed, the node id and the epoch. Dtypes map to the nearest
 //          embedflow dtype (i16 -> i32, u32 -> i64, f16 -> f32); compound types are refused.
 //          Relative paths are relative to the working directory.
+// Sharding (shard_world_size W, shard_rank r; off by default): every rank walks the unsharded epoch
+//          (same rows, same seeded shuffle, same batches) and reads and emits only its share,
+//          through the SDK's rank_rows. With batch_size B, rank r emits rows rank_rows(n) of every
+//          batch of n rows plus `unsharded_rows: i64[rows]` holding n, exactly what core.shard
+//          after the reader would pass, so torch.train scales the shares correctly and every rank
+//          takes the same number of steps; a batch of fewer than W rows that drop_last does not
+//          drop is an error naming the epoch and the batch. Replaying a stream file's stored
+//          batches (batch_size 0) splits each stored batch the same way (one of fewer than W rows
+//          is an error; a port that already has `unsharded_rows` is refused). Per row (batch_size 0
+//          on rows), rank r takes positions rank_rows(N) of the epoch's order. A world of one
+//          (shard_world_size 0 without a launcher) emits every row, with unsharded_rows as the
+//          schema declares. Only the share is read (hdf5::ReadOptions): without shuffle a rank's
+//          part of a batch is one contiguous hyperslab; shuffled, a rank reads its rows of each
+//          window in ascending runs, only the chunks holding them of a deflated column (whole: HDF5
+//          decompresses whole chunks), and copies only its rows from the file mapping. Ranks whose
+//          rows share a chunk or a page both read it: for rows much smaller than a chunk (deflated)
+//          or a page (uncompressed) a shuffled rank reads more than 1/W of the bytes.
 //
 // Example (reads the file that the io.hdf5_writer example writes):
 //   nodes:
@@ -36,6 +53,13 @@ hdf5::ReadOptions read_options(const Params& p) {
   o.shuffle = p.boolean("shuffle");
   o.shuffle_window = p.integer("shuffle_window");
   o.prefetch = p.boolean("prefetch");
+  // Sharded whenever asked (shard_world_size != 1), even when the world read from the
+  // environment is 1: the schema then promised unsharded_rows.
+  if (p.integer("shard_world_size") != 1) {
+    const ParallelPlace place = shard_place(p);
+    o.shard_world_size = place.world_size;
+    o.shard_rank = place.rank;
+  }
   return o;
 }
 
@@ -47,6 +71,7 @@ hdf5::Table open_from_params(const Params& p) {
 PortSchema schema_of(const hdf5::Table& t, const Params& p) {
   const std::int64_t batch = p.integer("batch_size");
   bool stored_batches = batch == 0 && t.has_records() && t.layout() == hdf5::Layout::batches;
+  const bool sharded = p.integer("shard_world_size") != 1;
   PortSchema s;
   std::vector<std::string> names = p.strings("fields");
   if (names.empty())
@@ -55,12 +80,18 @@ PortSchema schema_of(const hdf5::Table& t, const Params& p) {
     const hdf5::FieldInfo& f = t.field(name);
     std::vector<Dim> dims;
     if (stored_batches || batch > 0) {
-      if (batch > 0 && p.boolean("drop_last")) dims.push_back(Dim{Dim::Kind::fixed, batch, ""});
+      // A rank's share of a batch varies by a row between ranks.
+      if (batch > 0 && p.boolean("drop_last") && !sharded) dims.push_back(Dim{Dim::Kind::fixed, batch, ""});
       else dims.push_back(Dim{Dim::Kind::symbol, -1, "B"});
     }
     for (auto d : f.inner) dims.push_back(Dim{Dim::Kind::fixed, d, ""});
     s.add(FieldSchema{name, f.dtype, dims});
   }
+  // Sharded batches carry their unsharded size, as core.shard's do.
+  if (sharded && (stored_batches || batch > 0) && std::find(names.begin(), names.end(), "unsharded_rows") != names.end())
+    throw ConfigError(cat(t.path().string(), ": '", t.object(), "' has a field 'unsharded_rows' (its batches were sharded "
+                          "already); leave it out of fields or read it unsharded"));
+  if (sharded && (stored_batches || batch > 0)) s.add(PortSchema::parse("unsharded_rows: i64[B]").fields().front());
   return s;
 }
 
@@ -91,7 +122,11 @@ class Hdf5Reader final : public Node {
   void start_epoch() {
     hdf5::ReadOptions o = options_;
     o.seed = derive_seed(ctx_->seed(), static_cast<std::uint64_t>(epoch_));
-    cursor_ = std::make_unique<hdf5::Cursor>(table_->cursor(o));
+    try {
+      cursor_ = std::make_unique<hdf5::Cursor>(table_->cursor(o));
+    } catch (const DataError& e) {  // a batch too small to share among the ranks
+      throw DataError(cat("epoch ", epoch_, ": ", e.what()));
+    }
   }
 
   NodeContext* ctx_ = nullptr;
@@ -104,8 +139,8 @@ class Hdf5Reader final : public Node {
 }  // namespace
 
 NodeType hdf5_reader_type() {
-  return NodeTypeBuilder("io.hdf5_reader")
-      .deterministic("shuffle")
+  NodeTypeBuilder b("io.hdf5_reader");
+  b.deterministic("shuffle")
       .doc("Streams a dataset or group of an HDF5 file (embedflow stream files and h5py files) as records or "
            "batches, with field selection, slicing and seeded chunk-aware shuffling.")
       .source()
@@ -121,8 +156,9 @@ NodeType hdf5_reader_type() {
       .param(Param::boolean("shuffle").default_value(false).doc("chunk-aware seeded shuffle (block order, then rows within a window)"))
       .param(Param::integer("shuffle_window").default_value(0).min(0).doc("rows shuffled together; 0: about 16 MiB of rows"))
       .param(Param::integer("epochs").default_value(1).min(1).doc("passes over the data, reshuffled each time"))
-      .param(Param::boolean("prefetch").default_value(true).not_fingerprinted().doc("read the next slab on a background thread"))
-      .output("out", "*", "the selected fields, per row, per stored record or per batch")
+      .param(Param::boolean("prefetch").default_value(true).not_fingerprinted().doc("read the next slab on a background thread"));
+  add_shard_params(b);
+  return b.output("out", "*", "the selected fields, per row, per stored record or per batch (sharded batches add unsharded_rows)")
       .check([](SchemaContext& c) {
         const Params& p = c.params();
         if (p.integer("stop") >= 0 && p.integer("stop") < p.integer("start")) {
@@ -130,6 +166,11 @@ NodeType hdf5_reader_type() {
           return;
         }
         if (p.boolean("drop_last") && p.integer("batch_size") == 0) c.error("drop_last needs batch_size > 0", "drop_last");
+        try {
+          shard_place(p);
+        } catch (const ConfigError& e) {
+          c.error(e.what(), "shard_rank");
+        }
         try {
           hdf5::Table t = open_from_params(p);
           c.set_output("out", schema_of(t, p));

@@ -135,21 +135,75 @@ void Table::Column::read(std::int64_t begin, std::int64_t end, void* dst, std::v
   }
 }
 
-Array Table::Column::read_ranges(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, BufferPool* pool) const {
+std::vector<Table::Column::Span> Table::Column::spans(const Ranges& ranges) const {
+  constexpr std::size_t kPage = 4096;
+  std::vector<Span> out;
+  for (std::size_t k = 0; k < ranges.size(); ++k) {
+    const auto [b, e] = ranges[k];
+    if (!out.empty()) {
+      Span& s = out.back();
+      const bool same_chunk = filtered && info.chunk_rows > 0 && (s.end - 1) / info.chunk_rows >= b / info.chunk_rows;
+      const std::size_t stored = info.dtype == DType::string ? static_cast<std::size_t>(row_elems) * 16 : row_bytes;
+      const bool near = !filtered && static_cast<std::size_t>(b - s.end) * stored < kPage;
+      if (b >= s.end && (same_chunk || near)) {
+        s.last = k + 1;
+        s.end = e;
+        continue;
+      }
+    }
+    out.push_back(Span{k, k + 1, b, e});
+  }
+  return out;
+}
+
+Array Table::Column::read_ranges(const Ranges& ranges, BufferPool* pool) const {
   std::int64_t total = 0;
-  for (const auto& [b, e] : ranges) total += e - b;
+  bool ascending = true;
+  for (std::size_t k = 0; k < ranges.size(); ++k) {
+    total += ranges[k].second - ranges[k].first;
+    if (k > 0 && ranges[k].first < ranges[k - 1].second) ascending = false;
+  }
+  // One read per span; a span holding several ranges is read whole and the ranges copied out.
+  // (One H5Dread over the union of the ranges' hyperslabs would read only their rows, but
+  // HDF5 1.10.8 reads such a selection much more slowly than the same rows as spans.)
+  std::vector<Span> plan;
+  if (ascending) plan = spans(ranges);
+  else
+    for (std::size_t k = 0; k < ranges.size(); ++k) plan.push_back(Span{k, k + 1, ranges[k].first, ranges[k].second});
   Shape shape = info.inner;
   shape.insert(shape.begin(), total);
   if (info.dtype == DType::string) {
     std::vector<std::string> values;
-    for (const auto& [b, e] : ranges) read(b, e, nullptr, &values);
+    values.reserve(static_cast<std::size_t>(total * row_elems));
+    for (const Span& s : plan) {
+      if (s.last - s.first == 1) {
+        read(s.begin, s.end, nullptr, &values);
+        continue;
+      }
+      std::vector<std::string> span;
+      read(s.begin, s.end, nullptr, &span);
+      for (std::size_t k = s.first; k < s.last; ++k)
+        for (std::int64_t i = (ranges[k].first - s.begin) * row_elems; i < (ranges[k].second - s.begin) * row_elems; ++i)
+          values.push_back(std::move(span[static_cast<std::size_t>(i)]));
+    }
     return Array::strings(std::move(values)).reshape(shape);
   }
   auto buf = detail::raw_buffer(pool, static_cast<std::size_t>(total) * row_bytes);
   std::uint8_t* dst = buf.get();
-  for (const auto& [b, e] : ranges) {
-    read(b, e, dst, nullptr);
-    dst += static_cast<std::size_t>(e - b) * row_bytes;
+  std::vector<std::uint8_t> scratch;
+  for (const Span& s : plan) {
+    if (s.last - s.first == 1) {
+      read(s.begin, s.end, dst, nullptr);
+      dst += static_cast<std::size_t>(s.end - s.begin) * row_bytes;
+      continue;
+    }
+    scratch.resize(static_cast<std::size_t>(s.end - s.begin) * row_bytes);
+    read(s.begin, s.end, scratch.data(), nullptr);
+    for (std::size_t k = s.first; k < s.last; ++k) {
+      const std::size_t n = static_cast<std::size_t>(ranges[k].second - ranges[k].first) * row_bytes;
+      std::memcpy(dst, scratch.data() + static_cast<std::size_t>(ranges[k].first - s.begin) * row_bytes, n);
+      dst += n;
+    }
   }
   std::uint8_t* p = buf.get();
   return Array::wrap(info.dtype, std::move(shape), p, std::shared_ptr<const void>(std::move(buf), p));
@@ -202,6 +256,7 @@ std::shared_ptr<Table::Column> open_column(const std::shared_ptr<File>& file, hi
     H5Pget_chunk(dcpl, rank, chunk.data());
     c->info.chunk_rows = static_cast<std::int64_t>(chunk[0]);
     filtered = H5Pget_nfilters(dcpl) > 0;
+    c->filtered = filtered;
     // Slabs cover whole chunks, so unfiltered chunks are read straight into our buffers; the
     // chunk cache would add a copy. Filtered chunks must be cached (decompressed once even when
     // a slab ends inside one).

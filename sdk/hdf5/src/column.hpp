@@ -27,6 +27,7 @@ struct Table::Column {
   std::int64_t rows = 0;
   std::int64_t row_elems = 1;
   std::size_t row_bytes = 0;
+  bool filtered = false;  // chunks pass through a filter (deflate, Fletcher32): read whole
 
   [[noreturn]] void fail(const std::string& what) const {
     throw CorruptFileError(file->path, cat("reading dataset '", object, "': ", what, ": ", detail::last_error()));
@@ -50,8 +51,19 @@ struct Table::Column {
   // Reads rows [begin, end) into dst (numeric) or appends to out (strings).
   void read(std::int64_t begin, std::int64_t end, void* dst, std::vector<std::string>* out) const;
 
-  // Rows of several ranges, concatenated into one array with the leading axis.
-  Array read_ranges(const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, BufferPool* pool = nullptr) const;
+  using Ranges = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  // Rows of several ranges, concatenated into one array with the leading axis. Ascending ranges
+  // are read in spans (see spans()); each span is one hyperslab read.
+  Array read_ranges(const Ranges& ranges, BufferPool* pool = nullptr) const;
+  // Ascending ranges grouped into the spans worth one read each: ranges whose gap holds no byte
+  // the storage would not fetch anyway are merged, i.e. that share a chunk of a filtered column
+  // (HDF5 decompresses whole chunks), or lie less than a page apart otherwise (the kernel reads
+  // whole pages). Each span is [first, last) of `ranges` with its row range.
+  struct Span {
+    std::size_t first, last;
+    std::int64_t begin, end;
+  };
+  std::vector<Span> spans(const Ranges& ranges) const;
 
  private:
   bool compute_direct() const;

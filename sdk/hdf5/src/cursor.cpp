@@ -2,6 +2,7 @@
 // background thread; shuffled batches are gathered row by row from the file mapping.
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "column.hpp"
+#include "embedflow/parallel.hpp"
 #include "embedflow/rng.hpp"
 
 namespace embedflow::hdf5 {
@@ -19,8 +21,8 @@ using detail::select_columns;
 
 namespace {
 
-// Rows of every selected column for one load (a run of blocks), concatenated.
-// Rows of every selected column for one contiguous block of the file.
+// Rows of every selected column for one contiguous block of the file, or for all the ranges of
+// a joined load, concatenated.
 struct Slab {
   std::vector<Array> columns;
 };
@@ -38,6 +40,9 @@ struct Unit {
 struct Load {
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
   std::vector<Unit> units;
+  // Joined (a sharded cursor's loads): the ranges ascend and are read together into one slab
+  // (Column::read_ranges), range k starting at its row offsets[k]. Empty: one slab per range.
+  std::vector<std::int64_t> offsets;
 };
 
 }  // namespace
@@ -63,6 +68,12 @@ struct Cursor::Impl {
   std::size_t current_load = 0;
   std::size_t unit_in_load = 0;
   std::int64_t total_units = 0, returned = 0, total_out = 0;
+  std::atomic<std::int64_t> rows_read{0};
+  // Sharded batches (batch_size > 0, or stored batches): per record returned, the rank's rows and
+  // the unsharded batch's rows (its unsharded_rows).
+  bool sharded = false;
+  std::int64_t first_unit = 0;  // the first unit selected (start, clamped)
+  std::vector<std::int64_t> shard_rows, shard_unsharded;
   // Columns gathered straight from the file mapping (shuffled batches), parallel to `columns`.
   std::vector<bool> mapped;
   bool any_mapped = false;
@@ -85,8 +96,25 @@ struct Cursor::Impl {
     }
   }
 
-  LoadData read_load(std::size_t i) const {
+  LoadData read_load(std::size_t i) {
     LoadData blocks;
+    std::int64_t rows = 0;
+    for (const auto& range : loads[i].ranges) rows += range.second - range.first;
+    rows_read.fetch_add(columns.empty() ? 0 : rows, std::memory_order_relaxed);
+    if (!loads[i].offsets.empty()) {
+      auto s = std::make_shared<Slab>();
+      for (std::size_t c = 0; c < columns.size(); ++c) {
+        const Table::Column& col = *table->columns_[columns[c]];
+        if (mapped[c]) {  // the rows are copied from the mapping in gather()
+          for (const auto& span : col.spans(loads[i].ranges)) col.will_need(span.begin, span.end);
+          s->columns.emplace_back();
+        } else {
+          s->columns.push_back(col.read_ranges(loads[i].ranges, pool));
+        }
+      }
+      blocks.push_back(std::move(s));
+      return blocks;
+    }
     for (const auto& range : loads[i].ranges) {
       auto s = std::make_shared<Slab>();
       for (std::size_t i = 0; i < columns.size(); ++i) {
@@ -216,6 +244,15 @@ struct Cursor::Impl {
     return r;
   }
 
+  // A sharded batch's record: the rank's rows plus unsharded_rows, as core.shard emits it.
+  RecordPtr sharded_batch(Record r) {
+    const std::int64_t n = shard_rows[static_cast<std::size_t>(returned)];
+    const std::int64_t whole = shard_unsharded[static_cast<std::size_t>(returned)];
+    r.set("unsharded_rows", Array::from_vector<std::int64_t>({n}, std::vector<std::int64_t>(static_cast<std::size_t>(n), whole)));
+    ++returned;
+    return share(std::move(r));
+  }
+
   RecordPtr next() {
     std::int64_t batch = options.batch_size;
     for (;;) {
@@ -223,14 +260,20 @@ struct Cursor::Impl {
         if (!advance()) break;
         continue;
       }
-      const Unit& u = loads[current_load].units[unit_in_load++];
-      const SlabPtr& block = slab[u.block];
+      const Load& load = loads[current_load];
+      const Unit& u = load.units[unit_in_load++];
+      // Joined loads have one slab, range k at offsets[k].
+      const SlabPtr& block = load.offsets.empty() ? slab[u.block] : slab[0];
+      const std::int64_t at = load.offsets.empty() ? 0 : load.offsets[u.block];
       if (batch == 0) {
+        if (sharded && slice_records) return sharded_batch(make_slice(*block, at + u.begin, at + u.end));
         ++returned;
-        return share(slice_records ? make_slice(*block, u.begin, u.end) : make_row(*block, u.begin));
+        return share(slice_records ? make_slice(*block, at + u.begin, at + u.end) : make_row(*block, at + u.begin));
       }
-      pending.push_back(Pending{block, u.begin, loads[current_load].ranges[u.block].first + u.begin});
-      if (static_cast<std::int64_t>(pending.size()) == batch) {
+      pending.push_back(Pending{block, at + u.begin, load.ranges[u.block].first + u.begin});
+      if (sharded && static_cast<std::int64_t>(pending.size()) == shard_rows[static_cast<std::size_t>(returned)])
+        return sharded_batch(take_batch());
+      if (!sharded && static_cast<std::int64_t>(pending.size()) == batch) {
         ++returned;
         return share(take_batch());
       }
@@ -247,6 +290,8 @@ struct Cursor::Impl {
   // Cuts the selected units into loads (slabs in order, or shuffled windows of chunk-aligned
   // blocks) and starts the prefetch.
   void plan();
+  // Keeps of each load only the rows of this rank's share, as joined loads (see ReadOptions).
+  void shard();
 };
 
 void Cursor::Impl::plan() {
@@ -299,6 +344,7 @@ void Cursor::Impl::plan() {
     u = v;
   }
   total_units = stop - start;
+  first_unit = start;
   if (!options.shuffle) {
     for (const auto& [ub, ue] : blocks) {
       Load l;
@@ -339,7 +385,98 @@ void Cursor::Impl::plan() {
   } else {
     total_out = total_units;
   }
+  if (options.shard_world_size != 0) shard();
   start_prefetch();
+}
+
+void Cursor::Impl::shard() {
+  const Table& t = *table;
+  const std::string path = t.path().string();
+  const ParallelPlace place{options.shard_world_size, options.shard_rank};
+  if (place.world_size < 1 || place.rank < 0 || place.rank >= place.world_size)
+    throw ConfigError(cat(path, ": shard rank ", place.rank, " is outside [0, ", place.world_size, ")"));
+  sharded = true;
+  const std::int64_t batch = options.batch_size;
+  if (batch > 0 || slice_records)
+    for (const std::string& name : names)
+      if (name == "unsharded_rows")
+        throw ConfigError(cat(path, ": '", t.object(), "' has a field 'unsharded_rows' (its records were sharded already); "
+                                    "leave it out of fields or read it unsharded"));
+  // The batches are the unsharded cursor's: batch k holds positions [kB, kB + n) of the order.
+  // Every batch returned must give each rank a row.
+  if (batch > 0 && total_units > 0) {
+    const std::int64_t batches = total_units / batch + (total_units % batch ? 1 : 0);
+    const std::int64_t last = total_units - (batches - 1) * batch;
+    const bool last_dropped = options.drop_last && last < batch;
+    if (batch < place.world_size && (batches > 1 || !last_dropped))
+      throw DataError(cat(path, ": batch 0 holds ", batch, " rows, fewer than the ", place.world_size,
+                          " ranks sharing it; batch_size must be at least the number of ranks"));
+    if (last < place.world_size && !last_dropped)
+      throw DataError(cat(path, ": batch ", batches - 1, " (the last of ", batches, ") holds ", last, " of the ", total_units,
+                          " rows, fewer than the ", place.world_size, " ranks sharing it; set drop_last: true"));
+  }
+  // Stored batches: each is split as core.shard would, so each must have a row per rank.
+  if (slice_records)
+    for (std::int64_t u = first_unit; u < first_unit + total_units; ++u)
+      if (t.record_end(u) - t.record_begin(u) < place.world_size)
+        throw DataError(cat(path, ": stored batch ", u, " of '", t.object(), "' holds ", t.record_end(u) - t.record_begin(u),
+                            " rows, fewer than the ", place.world_size, " ranks sharing it"));
+  const RowRange positions = rank_rows(total_units, place);  // single rows: this rank's part of the order
+  std::vector<Load> kept;
+  std::int64_t pos = 0;  // the unit's position in the epoch's order
+  for (const Load& l : loads) {
+    // This rank's rows of the load, in the order they are returned.
+    std::vector<std::pair<std::int64_t, std::int64_t>> rows;
+    for (const Unit& u : l.units) {
+      const std::int64_t p = pos++;
+      std::int64_t b = l.ranges[u.block].first + u.begin, e = l.ranges[u.block].first + u.end;
+      if (batch > 0) {
+        const std::int64_t first = p / batch * batch;
+        const std::int64_t n = std::min(batch, total_units - first);
+        if (options.drop_last && n < batch) continue;
+        const RowRange mine = rank_rows(n, place);
+        if (p - first < mine.first || p - first >= mine.last) continue;
+        if (p - first == mine.first) {
+          shard_rows.push_back(mine.last - mine.first);
+          shard_unsharded.push_back(n);
+        }
+      } else if (slice_records) {
+        const std::int64_t n = e - b;
+        const RowRange mine = rank_rows(n, place);
+        e = b + mine.last;
+        b += mine.first;
+        shard_rows.push_back(mine.last - mine.first);
+        shard_unsharded.push_back(n);
+      } else if (p < positions.first || p >= positions.last) {
+        continue;
+      }
+      rows.emplace_back(b, e);
+    }
+    if (rows.empty()) continue;
+    // The rows as ascending runs (adjacent rows merged), read together (Column::read_ranges).
+    std::vector<std::pair<std::int64_t, std::int64_t>> sorted = rows;
+    std::sort(sorted.begin(), sorted.end());
+    Load j;
+    for (const auto& r : sorted) {
+      if (!j.ranges.empty() && j.ranges.back().second == r.first) j.ranges.back().second = r.second;
+      else j.ranges.push_back(r);
+    }
+    std::int64_t offset = 0;
+    for (const auto& r : j.ranges) {
+      j.offsets.push_back(offset);
+      offset += r.second - r.first;
+    }
+    for (const auto& [b, e] : rows) {
+      auto k = static_cast<std::size_t>(
+          std::upper_bound(j.ranges.begin(), j.ranges.end(), b, [](std::int64_t v, const auto& r) { return v < r.first; }) -
+          j.ranges.begin() - 1);
+      j.units.push_back(Unit{static_cast<std::uint32_t>(k), b - j.ranges[k].first, e - j.ranges[k].first});
+    }
+    kept.push_back(std::move(j));
+  }
+  loads = std::move(kept);
+  if (batch > 0 || slice_records) total_out = static_cast<std::int64_t>(shard_rows.size());
+  else total_out = positions.last - positions.first;
 }
 
 Cursor Table::cursor(ReadOptions options) const {
@@ -360,5 +497,6 @@ Cursor::~Cursor() = default;
 RecordPtr Cursor::next() { return impl_->next(); }
 std::int64_t Cursor::units() const { return impl_->total_out; }
 std::int64_t Cursor::returned() const { return impl_->returned; }
+std::int64_t Cursor::rows_read() const { return impl_->rows_read.load(std::memory_order_relaxed); }
 
 }  // namespace embedflow::hdf5

@@ -1,10 +1,12 @@
 // Benchmark: replaying Fashion-MNIST (60k train images 28x28 u8 + labels) from an HDF5 stream
 // file, against h5py reading the same file and against decoding the IDX .gz source again, all in
 // one run on the same machine. Targets: sequential >= 1.0x h5py, >= 5x IDX decode;
-// shuffled >= 0.5x sequential.
+// shuffled >= 0.5x sequential. Also reported, without a target: one rank's sharded replay
+// (rank 0 of --shards, sequential and shuffled), which reads only that rank's rows.
 //
 //   build/bin/bench_hdf5_replay [--data /usr/share/datasets/fashion-mnist] [--out DIR]
 //                               [--repeats 7] [--batch 256] [--deflate 0] [--window ROWS]
+//                               [--shards 4]
 //
 // Every timing is the best over --repeats interleaved rounds with the file in the page cache
 // (what a cache re-run sees). Each pass touches every batch (a checksum both sides compute) so no read is
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "embedflow/hdf5/stream_file.hpp"
+#include "embedflow/parallel.hpp"
 #include "embedflow/version.hpp"
 
 using namespace embedflow;
@@ -136,6 +139,20 @@ double json_number(const std::string& json, const std::string& key) {
   return std::stod(json.substr(pos + key.size() + 3));
 }
 
+// Rank 0's rows of every batch of `batch` over n rows, sharded over `shards` ranks.
+std::int64_t rank0_rows(std::int64_t n, std::int64_t batch, std::int64_t shards) {
+  std::int64_t rows = 0;
+  for (std::int64_t b = 0; b < n; b += batch) rows += rank_rows(std::min(batch, n - b), ParallelPlace{shards, 0}).last;
+  return rows;
+}
+
+// One rank's sharded pass: its time, rate over its rows, and its time against the whole pass's.
+void print_rank(const std::string& name, double s, double unsharded_s, std::int64_t rows, double row_mb) {
+  const double n = static_cast<double>(rows);
+  std::printf("  %-44s %8.4f s %12.0f img/s %8.0f MB/s  (%lld rows, %.2fx the unsharded pass's time)\n", name.c_str(), s, n / s,
+              row_mb * n / s, static_cast<long long>(rows), s / unsharded_s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,6 +162,7 @@ int main(int argc, char** argv) {
   std::int64_t batch = 256;
   int deflate = 0;
   std::int64_t window = 0;
+  std::int64_t shards = 4;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&] {
@@ -157,8 +175,10 @@ int main(int argc, char** argv) {
     else if (a == "--batch") batch = std::stoll(value());
     else if (a == "--deflate") deflate = std::stoi(value());
     else if (a == "--window") window = std::stoll(value());
+    else if (a == "--shards") shards = std::stoll(value());
     else {
-      std::cerr << "usage: bench_hdf5_replay [--data DIR] [--out DIR] [--repeats N] [--batch N] [--deflate 0-9] [--window ROWS]\n";
+      std::cerr << "usage: bench_hdf5_replay [--data DIR] [--out DIR] [--repeats N] [--batch N] [--deflate 0-9] [--window ROWS] "
+                   "[--shards W]\n";
       return 2;
     }
   }
@@ -195,12 +215,15 @@ int main(int argc, char** argv) {
     shuf.seed = 7;
     shuf.shuffle_window = window;
     hdf5::ReadOptions stored;  // 60k single-image records, as stored
+    hdf5::ReadOptions seq_rank = seq, shuf_rank = shuf;  // rank 0 of `shards`
+    seq_rank.shard_world_size = shuf_rank.shard_world_size = shards;
+    const std::int64_t rank_rows_expected = rank0_rows(d.n, batch, shards);
 
-    std::int64_t rows_seq = 0, rows_shuf = 0, rows_idx = 0, rows_rec = 0;
+    std::int64_t rows_seq = 0, rows_shuf = 0, rows_idx = 0, rows_rec = 0, rows_seq_rank = 0, rows_shuf_rank = 0, check_rank = 0;
     replay_pass(t, seq, check_seq);  // warm the page cache
     // Rounds interleave every contender, so load from other processes on a shared machine hits
     // them alike; each figure is the best over all rounds.
-    double seq_s = 1e30, shuf_s = 1e30, rec_s = 1e30, idx_s = 1e30, h5py_s = 1e30;
+    double seq_s = 1e30, shuf_s = 1e30, rec_s = 1e30, idx_s = 1e30, h5py_s = 1e30, seq_rank_s = 1e30, shuf_rank_s = 1e30;
     std::int64_t h5py_check = -1;
     for (int round = 0; round < repeats; ++round) {
       std::string py = run_capture(cat("/usr/bin/python3 ", HDF5_REPLAY_PY, " '", file.string(), "' out ", batch, " 3"));
@@ -210,12 +233,17 @@ int main(int argc, char** argv) {
         seq_s = std::min(seq_s, best_of(1, [&] { rows_seq = replay_pass(t, seq, check_seq); }));
         shuf_s = std::min(shuf_s, best_of(1, [&] { rows_shuf = replay_pass(t, shuf, check_shuf); }));
         rec_s = std::min(rec_s, best_of(1, [&] { rows_rec = replay_pass(t, stored, check_rec); }));
+        seq_rank_s = std::min(seq_rank_s, best_of(1, [&] { rows_seq_rank = replay_pass(t, seq_rank, check_rank); }));
+        shuf_rank_s = std::min(shuf_rank_s, best_of(1, [&] { rows_shuf_rank = replay_pass(t, shuf_rank, check_rank); }));
       }
       idx_s = std::min(idx_s, best_of(1, [&] { rows_idx = idx_pass(data, batch, check_idx); }));
     }
 
     if (rows_seq != d.n || rows_shuf != d.n || rows_idx != d.n || rows_rec != d.n)
       throw Error(cat("row counts differ: seq ", rows_seq, " shuffled ", rows_shuf, " records ", rows_rec, " idx ", rows_idx));
+    if (rows_seq_rank != rank_rows_expected || rows_shuf_rank != rank_rows_expected)
+      throw Error(cat("rank 0 of ", shards, " returned ", rows_seq_rank, " rows sequential and ", rows_shuf_rank,
+                      " shuffled, not its ", rank_rows_expected));
     if (check_seq != h5py_check || check_seq != check_idx)
       throw Error(cat("checksums differ: ours ", check_seq, " h5py ", h5py_check, " idx ", check_idx));
 
@@ -228,6 +256,9 @@ int main(int argc, char** argv) {
     std::printf("  %-44s %8.4f s %12.0f img/s %8.0f MB/s\n", "embedflow sequential (batches)", seq_s, rate(seq_s), mb / seq_s);
     std::printf("  %-44s %8.4f s %12.0f img/s %8.0f MB/s\n", "embedflow shuffled (chunk-aware, batches)", shuf_s, rate(shuf_s), mb / shuf_s);
     std::printf("  %-44s %8.4f s %12.0f img/s %8.0f MB/s\n", "embedflow as stored (one record per image)", rec_s, rate(rec_s), mb / rec_s);
+    const double row_mb = mb / static_cast<double>(d.n);
+    print_rank(cat("embedflow sequential, rank 0 of ", shards), seq_rank_s, seq_s, rank_rows_expected, row_mb);
+    print_rank(cat("embedflow shuffled, rank 0 of ", shards), shuf_rank_s, shuf_s, rank_rows_expected, row_mb);
     std::printf("  %-44s %8.4f s %12.0f img/s %8.0f MB/s\n", "h5py sequential (batches)", h5py_s, rate(h5py_s), mb / h5py_s);
     std::printf("  %-44s %8.4f s %12.0f img/s %8.0f MB/s\n", "IDX .gz decode (batches)", idx_s, rate(idx_s), mb / idx_s);
     double vs_h5py = h5py_s / seq_s, vs_idx = idx_s / seq_s, shuf_ratio = seq_s / shuf_s;

@@ -170,6 +170,26 @@ struct ReadOptions {
   std::int64_t shuffle_window = 0;      // units per window; 0 = about 16 MiB of data
   std::size_t slab_bytes = 1u << 20;    // sequential read size (whole chunks at the default chunk size)
   bool prefetch = true;                 // read the next slab on a background thread
+  // Data-parallel sharding, rank `shard_rank` of `shard_world_size` (a ParallelPlace,
+  // embedflow/parallel.hpp; world 0 = off). The cursor walks the unsharded epoch (same units,
+  // same seeded order, same batches) and reads and returns only the rank's share of it, through
+  // rank_rows (a world of 1 keeps everything but still adds unsharded_rows, which a node's
+  // schema promises when its world comes from the environment):
+  //   batch_size N > 0  rows rank_rows(n) of every batch of n rows, plus a field
+  //                     `unsharded_rows: i64[rows]` holding n (what core.shard would add), so
+  //                     every rank returns the same number of batches. A batch of fewer than
+  //                     shard_world_size rows that drop_last does not drop is a DataError.
+  //   0, stored batches rows rank_rows(n) of every stored batch of n rows, with unsharded_rows,
+  //                     the same way (a stored batch of fewer rows than ranks is a DataError; a
+  //                     port that already has an `unsharded_rows` field is a ConfigError).
+  //   0, single rows    positions rank_rows(units) of the epoch's order.
+  // Only the share is read. Without shuffle a rank's part of a batch is one contiguous
+  // hyperslab, read as such. Shuffled, each window's rows of the rank are read in ascending
+  // runs: a deflated column reads only the chunks holding them (whole, as HDF5 must), others
+  // only the rows, merging runs less than a page apart (the kernel reads those pages anyway);
+  // columns copied from the file mapping copy and prefetch only the rank's rows.
+  std::int64_t shard_world_size = 0;
+  std::int64_t shard_rank = 0;
 };
 
 class Cursor;
@@ -280,6 +300,10 @@ class Cursor {
   RecordPtr next();
   std::int64_t units() const;     // how many records next() will return in total
   std::int64_t returned() const;  // records returned so far
+  // Rows of the table this cursor has asked the file for so far, the same rows of every field:
+  // whole slabs unsharded, only the rank's rows sharded (about 1/W). A field may fetch a little
+  // around them, as ReadOptions says: the rest of a chunk it decompresses, or a sub-page gap.
+  std::int64_t rows_read() const;
 
   struct Impl;
 
