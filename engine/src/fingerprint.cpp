@@ -9,6 +9,7 @@
 #include <set>
 
 #include "embedflow/error.hpp"
+#include "embedflow/parallel.hpp"
 #include "embedflow/hdf5/stream_file.hpp"
 #include "embedflow/rng.hpp"
 #include "embedflow_engine/cache.hpp"
@@ -150,6 +151,30 @@ void describe_params(const Registry* registry, const std::vector<ParamSpec>& spe
   }
 }
 
+// A node that shards by rank may take its place from the launcher's environment (the SDK's
+// add_shard_params pair shard_world_size 0 / shard_rank -1, or core.shard's world_size 0 / rank
+// -1): the same parameters on every rank. The key holds the place they resolve to, so ranks that
+// share a cache directory never replay each other's share. Pairs left out of fingerprints (the
+// trainer's ranks, whose output is the same model) are skipped.
+void describe_parallel_place(const std::vector<ParamSpec>& specs, const Value& values, Lines& lines) {
+  auto fingerprinted = [&](const std::string& name) {
+    return std::any_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == name && s.affects_output; });
+  };
+  for (const auto& [world, rank] : {std::pair<const char*, const char*>{"shard_world_size", "shard_rank"}, {"world_size", "rank"}}) {
+    const Value* w = values.get(world);
+    const Value* r = values.get(rank);
+    if (!fingerprinted(world) || !fingerprinted(rank) || !w || !r || !w->is_integer() || !r->is_integer()) continue;
+    try {
+      const ParallelPlace place = resolve_parallel_place(w->as_integer(), r->as_integer());
+      // A world of one reads everything: its key stays the unsharded node's.
+      if (place.world_size > 1) lines.emplace_back("parallel_place", cat("rank ", place.rank, " of ", place.world_size));
+    } catch (const ConfigError& e) {
+      lines.emplace_back("parallel_place", cat("unresolved: ", e.what()));  // validation reports it
+    }
+    return;
+  }
+}
+
 }  // namespace
 
 Fingerprinter::Fingerprinter(const ResolvedGraph& graph)
@@ -191,6 +216,7 @@ const Manifest& Fingerprinter::manifest(std::size_t node) {
   Value values = Value::map({});
   for (const auto& [k, v] : rn.params.all()) values.set(k, v);
   describe_params(graph_.registry, rn.type->params, values, "param.", full_hash_[node], lines);
+  describe_parallel_place(rn.type->params, values, lines);
   for (std::size_t p = 0; p < rn.in_edges.size(); ++p) {
     std::string sources;
     for (std::size_t e : rn.in_edges[p]) {

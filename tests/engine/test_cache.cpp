@@ -500,3 +500,38 @@ print("edited")
   CHECK_THAT(hit.err, Catch::Contains("shuffle: hit"));
   CHECK(count_lines(f.log) == 2);
 }
+
+// core.shard taking its place from the launcher (world_size 0, rank -1) has the same parameters on
+// every rank: the key holds the resolved place, so the ranks sharing a cache directory each write
+// and replay their own share, and a rank run again replays its own.
+TEST_CASE("a sharding node placed by WORLD_SIZE and RANK is cached per rank") {
+  fs::path dir = scratch_dir("cache-ranks");
+  const fs::path graph = dir / "g.yaml";
+  auto printed = [&](int rank) { return dir / ("rank" + std::to_string(rank) + ".txt"); };
+  auto run = [&](int rank) {
+    write_file(graph, "# cached shard\nnodes:\n"
+                      "  numbers: {type: core.range, params: {count: 10}}\n"
+                      "  rows:    {type: core.batch, params: {size: 5}}\n"
+                      "  shard:   {type: core.shard, cache: true}\n"
+                      "  show:    {type: core.sink, params: {mode: print, out: " + printed(rank).string() + "}}\n"
+                      "edges: [numbers.out -> rows.in, rows.out -> shard.in, shard.out -> show.in]\n");
+    return run_cli({"run", graph.string(), "--cache-dir", (dir / "cache").string(), "--explain-cache"},
+                   {"WORLD_SIZE=2", "RANK=" + std::to_string(rank)});
+  };
+  Result r0 = run(0), r1 = run(1);
+  INFO(r0.err << r1.err);
+  REQUIRE(r0.exit_code == 0);
+  REQUIRE(r1.exit_code == 0);
+  CHECK_THAT(r1.err, Catch::Contains("shard: miss"));
+  CHECK(read_file(printed(0)) == "{index: [0, 1], value: [0, 1], unsharded_rows: [5, 5]}\n"
+                                 "{index: [5, 6], value: [5, 6], unsharded_rows: [5, 5]}\n");
+  CHECK(read_file(printed(1)) == "{index: [2, 3, 4], value: [2, 3, 4], unsharded_rows: [5, 5, 5]}\n"
+                                 "{index: [7, 8, 9], value: [7, 8, 9], unsharded_rows: [5, 5, 5]}\n");
+  CHECK(entries(dir / "cache").size() == 2);
+  fs::remove(printed(1));
+  Result again = run(1);
+  REQUIRE(again.exit_code == 0);
+  CHECK_THAT(again.err, Catch::Contains("shard: hit"));
+  CHECK(read_file(printed(1)) == "{index: [2, 3, 4], value: [2, 3, 4], unsharded_rows: [5, 5, 5]}\n"
+                                 "{index: [7, 8, 9], value: [7, 8, 9], unsharded_rows: [5, 5, 5]}\n");
+}
