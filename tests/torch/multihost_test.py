@@ -5,7 +5,8 @@ Two network namespaces joined by a veth pair stand for two hosts (each has its o
 loopback; they share the filesystem, as hosts sharing a checkpoint volume do). Checked:
   - torchrun --standalone --nproc_per_node 2 --no_python embedflow run: weights equal one process, and
     rank 1's run record in its rank-1 folder;
-  - torchrun --nnodes 2 (one node per namespace, static rendezvous on torchrun's agent store);
+  - torchrun --nnodes 2 (one node per namespace, static rendezvous on torchrun's agent store), the
+    reader sharded at the source by the launcher's world;
   - Slurm's variables (SLURM_NTASKS, SLURM_PROCID, SLURM_LOCALID, SLURM_JOB_NODELIST) as srun sets them,
     and the store's host taken from a bracketed node list;
   - explicit world_size/rank over tcp:// rendezvous, one rank per namespace;
@@ -62,12 +63,12 @@ def explicit(g, i):
     return in_ns(i, [CLI, 'run', g, '--quiet', '--set', f'train.rank={i}', '--out', os.path.splitext(g)[0] + f'-rank{i}'])
 
 
-def graph(work, name, extra='', max_steps=48, every=8):
+def graph(work, name, extra='', max_steps=48, every=8, data_extra=''):
     path = os.path.join(work, name + '.yaml')
     with open(path, 'w') as f:
         f.write(f"""seed: 1
 nodes:
-  data:  {{type: io.hdf5_reader, params: {{path: {work}/pairs.h5, batch_size: 64, epochs: 100}}}}
+  data:  {{type: io.hdf5_reader, params: {{path: {work}/pairs.h5, batch_size: 64, epochs: 100{data_extra}}}}}
   train: {{type: torch.train, params: {{model: {{type: torch.mlp, hidden: [64], embedding_dim: 8}},
           loss: {{type: torch.contrastive, margin: 1.0}}, optimizer: {{type: torch.sgd, lr: 0.05, momentum: 0.9}},
           max_steps: {max_steps}, log_every: 1, threads: 1, log_dir: {work}/{name}, checkpoint_dir: {work}/{name}/ckpt,
@@ -157,15 +158,18 @@ def main():
         print(f'SKIP: cannot build two network namespaces joined by a veth pair ({reason})')
         return 77 if not failures else 1
     try:
-        # torchrun with two nodes, one per namespace, static rendezvous at node 0's address.
-        g = graph(work, 'torchrun2', ', world_size: 0, rank: -1')
+        # torchrun with two nodes, one per namespace, static rendezvous at node 0's address; the
+        # reader sharded at the source by the launcher's world (each rank reads its 32 rows of every
+        # batch of 64: rows the trainer's check adds up to the batch, or the run stops).
+        g = graph(work, 'torchrun2', ', world_size: 0, rank: -1', data_extra=', shard_world_size: 0')
         port = 29400 + os.getpid() % 500
         out = both([in_ns(i, TORCHRUN + ['--nnodes', '2', '--node_rank', str(i), '--nproc_per_node', '1', '--master_addr',
                               ADDR[0], '--master_port', str(port), '--no_python', CLI, 'run', g]) for i in (0, 1)],
                    [env(), env()])
         check(all(c == 0 for c, _ in out), 'torchrun --nnodes 2 across namespaces: exit 0 ' + ' | '.join(e[-400:] for _, e in out))
         if all(c == 0 for c, _ in out):
-            check(close(weights(os.path.join(work, 'torchrun2')), single, tol), 'torchrun --nnodes 2: weights equal one process')
+            check(close(weights(os.path.join(work, 'torchrun2')), single, tol),
+                  'torchrun --nnodes 2, reader sharded at the source: weights equal one process')
             check("rank 0 of 2 joined the Gloo group at tcp://%s:%d (torchrun's agent store, attempt 0)" % (ADDR[0], port)
                   in out[0][1], "torchrun --nnodes 2: rank 0 joins torchrun's agent store as a client")
 
