@@ -48,8 +48,8 @@ class CsvPhotosNode final : public PhotoTableSource {
 }  // namespace
 
 NodeType csv_photos_type() {
-  return NodeTypeBuilder("geo.csv_photos")
-      .deterministic()
+  NodeTypeBuilder builder("geo.csv_photos");
+  builder.deterministic()
       .doc("Streams photo metadata (id, lat, lon, time, user, accuracy, text, path) from a CSV file in batches.")
       .example("nodes:\n  photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv}}\n")
       .source()
@@ -75,10 +75,14 @@ NodeType csv_photos_type() {
       .param(Param::choice("id_from", {"column", "hash"}).default_value("column")
                  .doc("column: the id column holds 64-bit integers; hash: the id is the first 63 bits of SHA-256 of "
                       "the id text, as geo.photo_folder derives ids from paths (for string or hex ids)"))
-      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns"))
+      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns"));
+  // The rank's byte range of the file only (photo_table_source.hpp, CsvReadOptions::shard).
+  add_shard_params(builder);
+  return builder
       .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (when the file has it)")
       .check([](SchemaContext& c) {
+        declare_shard_rank(c);
         if (c.params().has("columns")) check_column_map(c, "columns", photo_csv_fields());
         if (c.params().has("bbox")) {
           const auto b = c.params().numbers("bbox");

@@ -51,8 +51,8 @@ class YfccPhotosNode final : public PhotoTableSource {
 }  // namespace
 
 NodeType yfcc_photos_type() {
-  return NodeTypeBuilder("geo.yfcc_photos")
-      .deterministic()
+  NodeTypeBuilder builder("geo.yfcc_photos");
+  builder.deterministic()
       .doc("Streams geotagged photos (id, lat, lon, time, user, accuracy, text, path) from the YFCC100M metadata file.")
       .example("nodes:\n  photos: {type: geo.yfcc_photos, params: {path: tests/geo/data/yfcc_sample.tsv, images: photos}}\n")
       .source()
@@ -73,10 +73,14 @@ NodeType yfcc_photos_type() {
                  .doc("[min_lon, min_lat, max_lon, max_lat]: rows outside are dropped and counted"))
       .param(Param::integer("min_accuracy").default_value(16).range(0, 16)
                  .doc("drop rows whose Flickr accuracy level is below this (16 = street level); 0 keeps all geotagged rows"))
-      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns, percent-decoded"))
+      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns, percent-decoded"));
+  // The rank's byte range of the file only (photo_table_source.hpp, CsvReadOptions::shard).
+  add_shard_params(builder);
+  return builder
       .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (images or image_path)")
       .check([](SchemaContext& c) {
+        declare_shard_rank(c);
         if (c.params().has("images") && c.params().has("image_path"))
           c.error("give either images (a folder of <photo id>.jpg) or image_path (a template), not both", "image_path");
         if (c.params().has("bbox")) {
