@@ -16,6 +16,13 @@
 // and counts it (logged at the end with the first few locations). Rows outside `bbox` or below
 // `min_accuracy` are dropped and counted. The `path` parameter is relative to the working
 // directory; relative paths in the file's path column are relative to the file's folder.
+// Sharding (shard_world_size W, shard_rank r; off by default): rank r reads only the data rows whose
+// first byte lies in [S r / W, S (r+1) / W) of the file's S bytes (it seeks there and skips to the
+// next line start; the header is read by every rank), so the ranks' rows in rank order are the
+// file's rows, each once, and each batch carries shard_rank i64[B]. Every record must then be one
+// line: a record spanning lines (a quoted line break) stops the run naming its line, even under
+// on_bad_row: skip. Duplicate ids and the counts logged at the end cover the rank's rows only.
+// A sharded table must not feed geo.pair_sampler, which needs the whole table (refused at validation).
 //
 //   seed: 1
 //   nodes:

@@ -17,6 +17,11 @@
 // `min_accuracy` (16, street level, by default). Caveats: a malformed row (wrong column count, a
 // bad id, coordinate, date or marker) stops the run with file:line unless on_bad_row: skip, which
 // skips and counts it.
+// Sharding (shard_world_size W, shard_rank r; off by default): rank r reads only the rows whose
+// first byte lies in [S r / W, S (r+1) / W) of the file's S bytes (the file is unquoted, so every
+// row is one line; with layout: auto every rank reads the first row to pick the layout), as
+// geo.csv_photos does; each batch carries shard_rank i64[B]. Duplicate ids and the counts logged
+// at the end cover the rank's rows only. A sharded table must not feed geo.pair_sampler.
 //
 //   seed: 1
 //   nodes:
