@@ -92,7 +92,11 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
     : path_((refuse_special_input(path, "photo CSV"), std::move(path))), options_(std::move(options)),
       in_(path_, std::ios::binary) {
   if (!in_) throw DataError(cat(path_, ": cannot open: ", std::strerror(errno)));
-  buf_.resize(1 << 22);
+  std::error_code ec;
+  file_size_ = std::filesystem::file_size(path_, ec);
+  if (ec) throw DataError(cat(path_, ": cannot read its size: ", ec.message()));
+  // 4 MiB reads, less for a small file (a record longer than the buffer grows it).
+  buf_.resize(std::clamp<std::uint64_t>(file_size_ + 1, 1 << 16, 1 << 22));
   csv_dir_ = std::filesystem::path(path_).parent_path().string();
   if (!options_.layouts.empty()) {
     // No header: the first row's column count picks the layout, then it is read again as data.
@@ -109,9 +113,7 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
 }
 
 void PhotoCsvReader::seek_share() {
-  std::error_code ec;
-  const std::uint64_t size = std::filesystem::file_size(path_, ec);
-  if (ec) throw DataError(cat(path_, ": cannot read its size: ", ec.message()));
+  const std::uint64_t size = file_size_;
   share_end_ = size;
   const ParallelPlace& place = options_.shard;
   if (place.world_size <= 1) return;

@@ -199,6 +199,7 @@ class PhotoCsvReader {
   std::vector<char> buf_;
   std::size_t pos_ = 0, end_ = 0;
   std::uint64_t buf_offset_ = 0;  // the file offset of buf_[0]
+  std::uint64_t file_size_ = 0;   // at open: the byte ranges of a sharded read split this
   bool eof_ = false;
   int line_ = 1;                 // line of the next unread character (from the rank's first line)
   // Sharding: records starting at or after stop_at_ belong to later ranks; line_ restarted at 1
