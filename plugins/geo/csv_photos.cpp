@@ -16,6 +16,13 @@
 // and counts it (logged at the end with the first few locations). Rows outside `bbox` or below
 // `min_accuracy` are dropped and counted. The `path` parameter is relative to the working
 // directory; relative paths in the file's path column are relative to the file's folder.
+// Sharding (shard_world_size W, shard_rank r; off by default): rank r reads only the data rows whose
+// first byte lies in [S r / W, S (r+1) / W) of the file's S bytes (it seeks there and skips to the
+// next line start; the header is read by every rank), so the ranks' rows in rank order are the
+// file's rows, each once, and each batch carries shard_rank i64[B]. Every record must then be one
+// line: a record spanning lines (a quoted line break) stops the run naming its line, even under
+// on_bad_row: skip. Duplicate ids and the counts logged at the end cover the rank's rows only.
+// A sharded table must not feed geo.pair_sampler, which needs the whole table (refused at validation).
 //
 //   seed: 1
 //   nodes:
@@ -48,8 +55,8 @@ class CsvPhotosNode final : public PhotoTableSource {
 }  // namespace
 
 NodeType csv_photos_type() {
-  return NodeTypeBuilder("geo.csv_photos")
-      .deterministic()
+  NodeTypeBuilder builder("geo.csv_photos");
+  builder.deterministic()
       .doc("Streams photo metadata (id, lat, lon, time, user, accuracy, text, path) from a CSV file in batches.")
       .example("nodes:\n  photos: {type: geo.csv_photos, params: {path: tests/geo/data/photos_small.csv}}\n")
       .source()
@@ -75,10 +82,14 @@ NodeType csv_photos_type() {
       .param(Param::choice("id_from", {"column", "hash"}).default_value("column")
                  .doc("column: the id column holds 64-bit integers; hash: the id is the first 63 bits of SHA-256 of "
                       "the id text, as geo.photo_folder derives ids from paths (for string or hex ids)"))
-      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns"))
+      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns"));
+  // The rank's byte range of the file only (photo_table_source.hpp, CsvReadOptions::shard).
+  add_shard_params(builder);
+  return builder
       .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (when the file has it)")
       .check([](SchemaContext& c) {
+        declare_shard_rank(c);
         if (c.params().has("columns")) check_column_map(c, "columns", photo_csv_fields());
         if (c.params().has("bbox")) {
           const auto b = c.params().numbers("bbox");

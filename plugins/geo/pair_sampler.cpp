@@ -26,6 +26,11 @@
 // the sampling time and the output rows, not the index. The ranks' outputs concatenated in rank
 // order equal the unsharded output row for row. Their lengths differ (anchors without positives
 // emit nothing), so a trainer needing equal step counts must equalise downstream.
+// The photo stream must be the whole table: a photo source sharded itself (geo.csv_photos,
+// geo.yfcc_photos, geo.photo_folder with shard_world_size other than 1) would give a partial index
+// and silently different pairs. Its batches carry shard_rank, so such a graph is refused at
+// validation (or, when a node between them hid the field from the schema, at the first batch);
+// shard here, with shard_world_size on this node, instead.
 // Caveats: holds the photo columns in memory (~40 bytes a photo); output is grouped by location,
 // not shuffled; each anchor's draws are seeded from (node seed, photo id), so results do not
 // depend on --threads.
@@ -46,6 +51,7 @@
 #include "geo_types.hpp"
 #include "pair_sampler.hpp"
 #include "photo_csv.hpp"
+#include "photo_table_source.hpp"
 
 namespace embedflow::geo {
 namespace {
@@ -101,6 +107,11 @@ class PairSamplerNode : public Node {
 
   void process(std::size_t, const RecordPtr& record, Emitter&) override {
     const Record& r = *record;
+    if (r.find(kShardRankField))
+      throw DataError(cat("photo batch ", batches_, " carries '", kShardRankField, "': it is one rank's share of a photo "
+                          "table sharded at its source, and the sampler needs the whole table (every rank holds the "
+                          "whole index); set shard_world_size on this node instead of on the photo source"));
+    ++batches_;
     const Array& id = r.get("id");
     const Array& lat = r.get("lat");
     const Array& lon = r.get("lon");
@@ -226,6 +237,7 @@ class PairSamplerNode : public Node {
   SamplerConfig c_;
   bool triplets_ = false;
   std::size_t batch_size_ = 0;
+  std::size_t batches_ = 0;  // photo batches received
   std::string name_;
   PhotoSet photos_;
   std::int64_t outside_dates_ = 0;
@@ -283,6 +295,11 @@ NodeType pair_sampler_type() {
               "one record at the end describing the set, for geo.pair_stats")
       .check([](SchemaContext& c) {
         const Params& p = c.params();
+        if (c.input("photos").find(kShardRankField))
+          c.error(cat("the photos arrive sharded (they carry '", kShardRankField, "': a photo source with "
+                      "shard_world_size other than 1 upstream), but the sampler needs the whole table: every rank "
+                      "samples its anchors against the whole index. Leave the source unsharded and set "
+                      "shard_world_size on this node"));
         const double rp = p.number("positive_radius_m"), rn = p.number("negative_min_m"), rx = p.number("negative_max_m");
         if (rn <= rp) c.error(cat("negative_min_m (", rn, ") must exceed positive_radius_m (", rp, ")"), "negative_min_m");
         if (rx > 0 && rx < rn) c.error(cat("negative_max_m (", rx, ") is below negative_min_m (", rn, ")"), "negative_max_m");

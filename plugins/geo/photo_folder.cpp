@@ -17,6 +17,13 @@
 // coordinates out of range, a missing reference, an unreadable file, a FIFO, a symlink loop,
 // HEIC that libheif cannot open) stops the run naming the file and the tag, or with
 // on_bad_image: skip is skipped and counted.
+// Sharding (shard_world_size W, shard_rank r; off by default): rank r takes the files at positions
+// rank_rows(N) of the sorted listing of N photo files and reads EXIF only from those, so a bad
+// file is reported (or skipped and counted) by the rank that owns it alone, and the ranks' rows in
+// rank order are the unsharded rows. Every batch then carries shard_rank i64[B] (photo_table_source.hpp).
+// Counts in the log and the id collision check cover the rank's files; each rank keeps its own
+// header index (the index path with ".rank<r>of<W>" before its extension), so ranks never
+// rewrite one file at once.
 //
 //   seed: 1
 //   nodes:
@@ -64,13 +71,24 @@ class PhotoFolderNode final : public Node {
     const auto t0 = std::chrono::steady_clock::now();
     FolderListing listing = list_photo_folder(root_);
     const auto t_listed = std::chrono::steady_clock::now();
-    const std::vector<FolderEntry>& entries = listing.entries;
+    // This rank's files: a contiguous share of the sorted listing, the only ones it reads.
+    sharded_ = shard_requested(p);
+    place_ = shard_place(p);
+    const std::size_t listed = listing.entries.size();
+    const RowRange share = rank_rows(static_cast<std::int64_t>(listed), place_);
+    const std::vector<FolderEntry> entries(listing.entries.begin() + share.first, listing.entries.begin() + share.last);
     const std::size_t n = entries.size();
+    const std::string rank_note =
+        place_.world_size > 1 ? cat(" (rank ", place_.rank, " of ", place_.world_size, ": files ", share.first, " to ",
+                                    share.last, " of ", listed, ")")
+                              : std::string();
 
     // Headers already read, from the index, for files whose size and mtime are unchanged.
     const std::string index_param = p.string("header_index");
     const bool use_index = index_param != "off";
-    const fs::path index = index_param == "auto" ? default_header_index(root_) : fs::path(index_param);
+    fs::path index = index_param == "auto" ? default_header_index(root_) : fs::path(index_param);
+    if (place_.world_size > 1)
+      index.replace_filename(cat(index.stem().string(), ".rank", place_.rank, "of", place_.world_size, index.extension().string()));
     std::unordered_map<std::string, IndexedHeader> known;
     std::string why_not;
     if (use_index)
@@ -110,7 +128,7 @@ class PhotoFolderNode final : public Node {
     const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     // Rewritten when a header was read or a file the index holds is gone.
     if (use_index && (!to_read.empty() || known.size() != reused)) save_header_index(index, root_, entries, headers);
-    log_info(id_, root_, ": ", n, " photo files, ", reused, " headers from the index",
+    log_info(id_, root_, rank_note, ": ", n, " photo files, ", reused, " headers from the index",
               use_index ? cat(" (", index.string(), why_not.empty() ? "" : "; " + why_not, ")") : std::string(" (off)"), ", ",
               to_read.size(), " read (listed in ", seconds(t0, t_listed), " s, read in ", seconds(t_listed, t_read), " s)");
 
@@ -153,7 +171,7 @@ class PhotoFolderNode final : public Node {
       cols_.accuracy.push_back(f.h_positioning_error_m < 0 ? -1 : static_cast<std::int64_t>(std::ceil(f.h_positioning_error_m)));
       cols_.path.push_back(where);
     }
-    log_info(id_, root_, ": ", cols_.size(), " of ", n, " photos emitted; ", missing, " without a GPS position skipped, ", bad,
+    log_info(id_, root_, rank_note, ": ", cols_.size(), " of ", n, " photos emitted; ", missing, " without a GPS position skipped, ", bad,
               " bad files skipped, ", fallback, " without OffsetTimeOriginal timed at timezone ", p.string("timezone"), ", ",
               listing.other_files, " other files ignored");
     if (missing > 0) {
@@ -182,7 +200,9 @@ class PhotoFolderNode final : public Node {
     slice(cols_.accuracy, batch.accuracy);
     slice(cols_.path, batch.path);
     next_ = end;
-    out.emit(photo_record(batch, true));
+    Record r = photo_record(batch, true);
+    add_shard_rank(r, sharded_, place_);
+    out.emit(std::move(r));
     return true;
   }
 
@@ -190,13 +210,15 @@ class PhotoFolderNode final : public Node {
   std::string id_, root_;
   std::size_t batch_size_ = 0, next_ = 0;
   PhotoColumns cols_;
+  bool sharded_ = false;
+  ParallelPlace place_;
 };
 
 }  // namespace
 
 NodeType photo_folder_type() {
-  return NodeTypeBuilder("geo.photo_folder")
-      .deterministic()
+  NodeTypeBuilder builder("geo.photo_folder");
+  builder.deterministic()
       .doc("Reads a folder tree of JPEG, PNG and HEIC photos as a photo table (id, lat, lon, time, user, accuracy, "
            "path) from their EXIF: GPS position, DateTimeOriginal with OffsetTimeOriginal, Artist or body serial, "
            "GPSHPositioningError.")
@@ -220,10 +242,14 @@ NodeType photo_folder_type() {
       .param(Param::string("header_index").default_value("auto").not_fingerprinted()
                  .doc("where the header index is kept (headers keyed by relative path, size and mtime, so a re-run "
                       "reads only changed files): auto = <cache dir>/photo_folder/<hash of the folder>.h5, a file "
-                      "path, or off"))
+                      "path, or off"));
+  // The rank's share of the sorted file list only; each rank keeps its own header index.
+  add_shard_params(builder);
+  return builder
       .output("out", cat(kPhotoTableFields, ", path: str[B]"),
               "one batch of photos, in relative-path order (accuracy: metres of horizontal error, -1 when unknown)")
       .check([](SchemaContext& c) {
+        declare_shard_rank(c);
         int seconds = 0;
         if (!parse_utc_offset(c.params().string("timezone"), seconds))
           c.error(cat("timezone '", c.params().string("timezone"), "' is not UTC or a fixed offset such as +02:00 or -0530"),

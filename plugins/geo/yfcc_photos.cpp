@@ -17,6 +17,11 @@
 // `min_accuracy` (16, street level, by default). Caveats: a malformed row (wrong column count, a
 // bad id, coordinate, date or marker) stops the run with file:line unless on_bad_row: skip, which
 // skips and counts it.
+// Sharding (shard_world_size W, shard_rank r; off by default): rank r reads only the rows whose
+// first byte lies in [S r / W, S (r+1) / W) of the file's S bytes (the file is unquoted, so every
+// row is one line; with layout: auto every rank reads the first row to pick the layout), as
+// geo.csv_photos does; each batch carries shard_rank i64[B]. Duplicate ids and the counts logged
+// at the end cover the rank's rows only. A sharded table must not feed geo.pair_sampler.
 //
 //   seed: 1
 //   nodes:
@@ -51,8 +56,8 @@ class YfccPhotosNode final : public PhotoTableSource {
 }  // namespace
 
 NodeType yfcc_photos_type() {
-  return NodeTypeBuilder("geo.yfcc_photos")
-      .deterministic()
+  NodeTypeBuilder builder("geo.yfcc_photos");
+  builder.deterministic()
       .doc("Streams geotagged photos (id, lat, lon, time, user, accuracy, text, path) from the YFCC100M metadata file.")
       .example("nodes:\n  photos: {type: geo.yfcc_photos, params: {path: tests/geo/data/yfcc_sample.tsv, images: photos}}\n")
       .source()
@@ -73,10 +78,14 @@ NodeType yfcc_photos_type() {
                  .doc("[min_lon, min_lat, max_lon, max_lat]: rows outside are dropped and counted"))
       .param(Param::integer("min_accuracy").default_value(16).range(0, 16)
                  .doc("drop rows whose Flickr accuracy level is below this (16 = street level); 0 keeps all geotagged rows"))
-      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns, percent-decoded"))
+      .param(Param::boolean("text").default_value(true).doc("emit the title and description columns, percent-decoded"));
+  // The rank's byte range of the file only (photo_table_source.hpp, CsvReadOptions::shard).
+  add_shard_params(builder);
+  return builder
       .output("out", kPhotoTableFields,
               "one batch of photos; also title, description (text: true) and path (images or image_path)")
       .check([](SchemaContext& c) {
+        declare_shard_rank(c);
         if (c.params().has("images") && c.params().has("image_path"))
           c.error("give either images (a folder of <photo id>.jpg) or image_path (a template), not both", "image_path");
         if (c.params().has("bbox")) {

@@ -92,7 +92,11 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
     : path_((refuse_special_input(path, "photo CSV"), std::move(path))), options_(std::move(options)),
       in_(path_, std::ios::binary) {
   if (!in_) throw DataError(cat(path_, ": cannot open: ", std::strerror(errno)));
-  buf_.resize(1 << 22);
+  std::error_code ec;
+  file_size_ = std::filesystem::file_size(path_, ec);
+  if (ec) throw DataError(cat(path_, ": cannot read its size: ", ec.message()));
+  // 4 MiB reads, less for a small file (a record longer than the buffer grows it).
+  buf_.resize(std::clamp<std::uint64_t>(file_size_ + 1, 1 << 16, 1 << 22));
   csv_dir_ = std::filesystem::path(path_).parent_path().string();
   if (!options_.layouts.empty()) {
     // No header: the first row's column count picks the layout, then it is read again as data.
@@ -105,6 +109,70 @@ PhotoCsvReader::PhotoCsvReader(std::string path, CsvReadOptions options)
     map_header();
   }
   compile_image_template();
+  seek_share();
+}
+
+void PhotoCsvReader::seek_share() {
+  const std::uint64_t size = file_size_;
+  share_end_ = size;
+  const ParallelPlace& place = options_.shard;
+  if (place.world_size <= 1) return;
+  if (place.rank < 0 || place.rank >= place.world_size)
+    throw DataError(cat(path_, ": shard rank ", place.rank, " is outside [0, ", place.world_size, ")"));
+  // 128-bit products: S r cannot overflow for any file size.
+  const auto cut = [&](std::int64_t r) {
+    return static_cast<std::uint64_t>(static_cast<unsigned __int128>(size) * static_cast<std::uint64_t>(r) /
+                                      static_cast<std::uint64_t>(place.world_size));
+  };
+  share_begin_ = cut(place.rank);
+  share_end_ = cut(place.rank + 1);
+  stop_at_ = share_end_;
+  const std::uint64_t data_start = buf_offset_ + pos_;  // after the header: a line start
+  if (share_begin_ <= data_start) return;                 // the rank starts at the first data row
+  // The first line start at or after share_begin_: just past the first '\n' at or after the byte
+  // before it. Only these bytes of the earlier ranks' share are read, and not parsed.
+  in_.clear();
+  in_.seekg(static_cast<std::streamoff>(share_begin_ - 1));
+  if (!in_) throw DataError(cat(path_, ": cannot seek to byte ", share_begin_ - 1));
+  buf_offset_ = share_begin_ - 1;
+  pos_ = end_ = 0;
+  eof_ = false;
+  for (;;) {
+    const void* nl = std::memchr(buf_.data() + pos_, '\n', end_ - pos_);
+    if (nl) {
+      pos_ = static_cast<std::size_t>(static_cast<const char*>(nl) - buf_.data()) + 1;
+      break;
+    }
+    pos_ = end_;
+    if (!refill()) break;  // no line starts in the rest of the file: nothing to read
+  }
+  line_ = 1;
+  line_restart_ = buf_offset_ + pos_;
+}
+
+std::string PhotoCsvReader::at(int line) { return cat(path_, ":", file_line(line)); }
+
+std::int64_t PhotoCsvReader::file_line(int line) {
+  if (line_restart_ == 0) return line;
+  if (line_base_ < 0) {
+    // The newlines before the rank's first line, counted once (memchr over the bytes, no parsing).
+    std::ifstream f(path_, std::ios::binary);
+    std::vector<char> chunk(1 << 20);
+    std::uint64_t left = line_restart_;
+    std::int64_t newlines = 0;
+    while (left > 0 && f) {
+      f.read(chunk.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(left, chunk.size())));
+      const auto got = static_cast<std::size_t>(f.gcount());
+      if (got == 0) break;
+      for (const char* p = chunk.data(); (p = static_cast<const char*>(std::memchr(p, '\n', chunk.data() + got - p)));) {
+        ++newlines;
+        ++p;
+      }
+      left -= got;
+    }
+    line_base_ = newlines;
+  }
+  return line_base_ + line;
 }
 
 // No header and several layouts: the first row's column count picks one, then the row is read
@@ -259,6 +327,7 @@ bool PhotoCsvReader::refill() {
   if (eof_) return false;
   if (pos_ > 0) {
     std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+    buf_offset_ += pos_;
     end_ -= pos_;
     pos_ = 0;
   }
@@ -275,6 +344,8 @@ bool PhotoCsvReader::refill() {
 bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& line) {
   fields.clear();
   for (;;) {
+    // Sharded: the records starting from here on are later ranks'.
+    if (buf_offset_ + pos_ >= stop_at_) return false;
     // Find the end of the record, refilling until it is in the buffer.
     std::size_t rec_end = std::string::npos;
     bool quoted = false;
@@ -321,7 +392,7 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
           const int start_line = line_;
           line_ += static_cast<int>(std::count(buf_.data() + pos_, buf_.data() + end_, '\n'));
           pos_ = end_;
-          throw DataError(cat(path_, ":", start_line, ": unterminated quoted field at end of file"));
+          throw DataError(cat(at(start_line), ": unterminated quoted field at end of file"));
         }
         rec_end = end_;  // last line without a newline
         break;
@@ -333,8 +404,14 @@ bool PhotoCsvReader::read_record(std::vector<std::string_view>& fields, int& lin
     const char* base = buf_.data();
     const std::size_t rec_begin = pos_;
     std::size_t rec_stop = rec_end;
-    line_ += 1 + static_cast<int>(std::count(base + rec_begin, base + rec_end, '\n'));
+    const int breaks = static_cast<int>(std::count(base + rec_begin, base + rec_end, '\n'));
+    line_ += 1 + breaks;
     pos_ = rec_end < end_ ? rec_end + 1 : rec_end;
+    if (breaks > 0 && options_.shard.world_size > 1)
+      throw DataError(cat(at(line), ": this record spans ", breaks + 1,
+                          " lines (a quoted field holds a line break, or a '\"' is unmatched); a sharded read "
+                          "(shard_world_size ", options_.shard.world_size,
+                          ") splits the file at line starts, so each record must be one line"));
     if (rec_stop > rec_begin && base[rec_stop - 1] == '\r') --rec_stop;
     if (rec_stop == rec_begin) continue;  // blank line
 
@@ -410,7 +487,7 @@ void IdLines::grow() {
 }
 
 void PhotoCsvReader::bad_row(int line, const std::string& reason) {
-  std::string where = cat(path_, ":", line, ": ", reason);
+  std::string where = cat(at(line), ": ", reason);
   if (!options_.skip_bad_rows) throw DataError(where + " (on_bad_row: skip skips such rows)");
   ++stats_.bad_rows;
   if (stats_.first_bad.size() < 5) stats_.first_bad.push_back(std::move(where));
@@ -481,7 +558,7 @@ bool PhotoCsvReader::next(std::size_t max_rows, PhotoColumns& out) {
     if (options_.bbox && !options_.bbox->contains(lat, lon)) { ++stats_.outside_bbox; continue; }
     if (options_.min_accuracy > 0 && acc < options_.min_accuracy) { ++stats_.low_accuracy; continue; }
     if (const int first = seen_ids_.insert(id, line)) {
-      std::string where = cat(path_, ":", line, ": photo id ", id, " repeats the id of line ", first);
+      std::string where = cat(at(line), ": photo id ", id, " repeats the id of line ", file_line(first));
       if (options_.duplicate_ids == DuplicateIds::error)
         throw DataError(where + " (duplicate_ids: keep_first keeps the first row of each id and drops the others)");
       ++stats_.duplicate_ids;

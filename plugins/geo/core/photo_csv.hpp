@@ -4,6 +4,8 @@
 // or hashed from text.
 // The same reader takes header-less, tab-separated layouts with fixed column positions (the
 // YFCC100M metadata file). It is plain C++ so tests and benchmarks use it without a graph.
+// Sharded (CsvReadOptions::shard), it reads one rank's byte range of the file, as Hadoop's input
+// splits do: see CsvReadOptions::shard.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "embedflow/parallel.hpp"
 #include "embedflow/record.hpp"
 
 namespace embedflow::geo {
@@ -109,6 +112,18 @@ struct CsvReadOptions {
   // Non-empty: each photo's image path, with {id} and the layout's named columns filled in
   // ("photos/{id}.jpg"). Takes precedence over a path column.
   std::string image_template;
+  // A data-parallel rank's share of the file (world_size 1: the whole file). The file of S bytes
+  // is split by byte range: rank r reads the data rows whose first byte lies in
+  // [S r / W, S (r+1) / W); a rank past 0 seeks to the first line start at or after its start,
+  // and every rank reads past its end to finish its last row. The header (or, for several fixed
+  // layouts, the first row that picks the layout) is read by every rank. The ranks' rows in rank
+  // order are then the file's rows, each once, and no rank parses another's rows. Splitting at
+  // line starts needs every record on one line: with W > 1, a record that spans lines (a quoted
+  // field holding a line break, or an unmatched '"') stops the run naming its line; the rank that
+  // owns the first such record always meets it, so a job over such a file fails rather than
+  // misreading it. Statistics, bad rows and duplicate ids (DuplicateIds) cover the rank's rows
+  // only; line numbers in messages are the file's.
+  ParallelPlace shard;
 };
 
 struct CsvReadStats {
@@ -154,6 +169,9 @@ class PhotoCsvReader {
   const std::string& layout_name() const { return layout_name_; }
   bool has_accuracy_column() const { return col_accuracy_ >= 0; }
   const std::string& path() const { return path_; }
+  const ParallelPlace& shard() const { return options_.shard; }
+  // The rank's byte range [first, last) of the file (the whole file when not sharded).
+  std::pair<std::uint64_t, std::uint64_t> share_bytes() const { return {share_begin_, share_end_}; }
 
  private:
   bool read_record(std::vector<std::string_view>& fields, int& line);
@@ -166,6 +184,12 @@ class PhotoCsvReader {
   void map_header();
   void compile_image_template();
   std::string image_path(const std::vector<std::string_view>& fields, std::int64_t id) const;
+  // Sharded: moves to the rank's first data row and sets where its rows end.
+  void seek_share();
+  // "<file>:<line>" for a line counted by line_ (relative to the rank's first line when it
+  // sought; the newlines before that are counted once, when a message first needs them).
+  std::string at(int line);
+  std::int64_t file_line(int line);
   // "column 'taken' (time)" for messages: the file's header name and the field it is read as.
   std::string column_label(int col, const char* field) const;
 
@@ -174,8 +198,17 @@ class PhotoCsvReader {
   std::ifstream in_;
   std::vector<char> buf_;
   std::size_t pos_ = 0, end_ = 0;
+  std::uint64_t buf_offset_ = 0;  // the file offset of buf_[0]
+  std::uint64_t file_size_ = 0;   // at open: the byte ranges of a sharded read split this
   bool eof_ = false;
-  int line_ = 1;                 // line of the next unread character
+  int line_ = 1;                 // line of the next unread character (from the rank's first line)
+  // Sharding: records starting at or after stop_at_ belong to later ranks; line_ restarted at 1
+  // at file offset line_restart_ (0: it counts from the file's start), which follows
+  // line_base_ newlines (-1: not counted yet).
+  std::uint64_t stop_at_ = UINT64_MAX;
+  std::uint64_t share_begin_ = 0, share_end_ = 0;
+  std::uint64_t line_restart_ = 0;
+  std::int64_t line_base_ = -1;
   std::string scratch_;          // unescaped quoted fields of the current record
   std::string record_problem_;   // why the current record's bytes are malformed ("" when fine)
   std::vector<std::size_t> scratch_offsets_;
