@@ -61,29 +61,52 @@ class PhotoFolderNode final : public Node {
     id_ = ctx.id();
     root_ = p.string("dir");
     batch_size_ = static_cast<std::size_t>(p.integer("batch_size"));
-    const bool skip_bad = p.string("on_bad_image") == "skip";
-    const bool skip_missing = p.string("on_missing_gps") == "skip";
-    int fallback_offset = 0;
-    if (!parse_utc_offset(p.string("timezone"), fallback_offset))
+    if (!parse_utc_offset(p.string("timezone"), fallback_offset_))
       throw ConfigError(cat("timezone '", p.string("timezone"), "' is not UTC or a fixed offset such as +02:00"));
-    const std::string fallback_user = p.string("user");
 
     const auto t0 = std::chrono::steady_clock::now();
     FolderListing listing = list_photo_folder(root_);
-    const auto t_listed = std::chrono::steady_clock::now();
+    const double listed_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // This rank's files: a contiguous share of the sorted listing, the only ones it reads.
     sharded_ = shard_requested(p);
     place_ = shard_place(p);
     const std::size_t listed = listing.entries.size();
     const RowRange share = rank_rows(static_cast<std::int64_t>(listed), place_);
     const std::vector<FolderEntry> entries(listing.entries.begin() + share.first, listing.entries.begin() + share.last);
-    const std::size_t n = entries.size();
-    const std::string rank_note =
-        place_.world_size > 1 ? cat(" (rank ", place_.rank, " of ", place_.world_size, ": files ", share.first, " to ",
-                                    share.last, " of ", listed, ")")
-                              : std::string();
+    rank_note_ = place_.world_size > 1 ? cat(" (rank ", place_.rank, " of ", place_.world_size, ": files ", share.first,
+                                             " to ", share.last, " of ", listed, ")")
+                                       : std::string();
+    const std::vector<PhotoHeader> headers = read_headers(ctx, entries, listed_seconds);
+    build_rows(p, entries, headers, listing.other_files);
+    ctx.set_expected_items((cols_.size() + batch_size_ - 1) / batch_size_);
+  }
 
-    // Headers already read, from the index, for files whose size and mtime are unchanged.
+  bool produce(Emitter& out) override {
+    if (next_ >= cols_.size()) return false;  // no photos at all: an empty stream
+    PhotoColumns batch;
+    const std::size_t end = std::min(cols_.size(), next_ + batch_size_);
+    auto slice = [&](auto& from, auto& to) { to.assign(std::make_move_iterator(from.begin() + next_), std::make_move_iterator(from.begin() + end)); };
+    slice(cols_.id, batch.id);
+    slice(cols_.lat, batch.lat);
+    slice(cols_.lon, batch.lon);
+    slice(cols_.time, batch.time);
+    slice(cols_.user, batch.user);
+    slice(cols_.accuracy, batch.accuracy);
+    slice(cols_.path, batch.path);
+    next_ = end;
+    Record r = photo_record(batch, true);
+    add_shard_rank(r, sharded_, place_);
+    out.emit(std::move(r));
+    return true;
+  }
+
+ private:
+  // The files' headers: from the header index where a file's size and mtime are unchanged, else
+  // read in parallel (and the index rewritten).
+  std::vector<PhotoHeader> read_headers(NodeContext& ctx, const std::vector<FolderEntry>& entries, double listed_seconds) {
+    const Params& p = ctx.params();
+    const std::size_t n = entries.size();
+    const auto t_listed = std::chrono::steady_clock::now();
     const std::string index_param = p.string("header_index");
     const bool use_index = index_param != "off";
     fs::path index = index_param == "auto" ? default_header_index(root_) : fs::path(index_param);
@@ -125,14 +148,23 @@ class PhotoFolderNode final : public Node {
     });
     if (ctx.stop_requested()) throw Error("interrupted while reading photo headers");
     const auto t_read = std::chrono::steady_clock::now();
-    const auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     // Rewritten when a header was read or a file the index holds is gone.
     if (use_index && (!to_read.empty() || known.size() != reused)) save_header_index(index, root_, entries, headers);
-    log_info(id_, root_, rank_note, ": ", n, " photo files, ", reused, " headers from the index",
+    log_info(id_, root_, rank_note_, ": ", n, " photo files, ", reused, " headers from the index",
               use_index ? cat(" (", index.string(), why_not.empty() ? "" : "; " + why_not, ")") : std::string(" (off)"), ", ",
-              to_read.size(), " read (listed in ", seconds(t0, t_listed), " s, read in ", seconds(t_listed, t_read), " s)");
+              to_read.size(), " read (listed in ", listed_seconds, " s, read in ",
+              std::chrono::duration<double>(t_read - t_listed).count(), " s)");
+    return headers;
+  }
 
-    // Rows in relative-path order; ids checked for collisions.
+  // The table's rows, in relative-path order: bad files and photos without a GPS fix stop the run
+  // or are skipped and counted (the first few named); ids are checked for collisions.
+  void build_rows(const Params& p, const std::vector<FolderEntry>& entries, const std::vector<PhotoHeader>& headers,
+                  std::size_t other_files) {
+    const bool skip_bad = p.string("on_bad_image") == "skip";
+    const bool skip_missing = p.string("on_missing_gps") == "skip";
+    const std::string fallback_user = p.string("user");
+    const std::size_t n = entries.size();
     std::unordered_map<std::int64_t, std::size_t> id_rows;
     std::int64_t bad = 0, missing = 0, fallback = 0;
     std::vector<std::string> first_bad, first_missing;
@@ -166,14 +198,14 @@ class PhotoFolderNode final : public Node {
       cols_.lat.push_back(f.lat);
       cols_.lon.push_back(f.lon);
       if (!f.has_offset) ++fallback;
-      cols_.time.push_back(f.local_time - (f.has_offset ? f.offset_seconds : fallback_offset));
+      cols_.time.push_back(f.local_time - (f.has_offset ? f.offset_seconds : fallback_offset_));
       cols_.user.push_back(!f.artist.empty() ? f.artist : !f.body_serial.empty() ? f.body_serial : fallback_user);
       cols_.accuracy.push_back(f.h_positioning_error_m < 0 ? -1 : static_cast<std::int64_t>(std::ceil(f.h_positioning_error_m)));
       cols_.path.push_back(where);
     }
-    log_info(id_, root_, rank_note, ": ", cols_.size(), " of ", n, " photos emitted; ", missing, " without a GPS position skipped, ", bad,
+    log_info(id_, root_, rank_note_, ": ", cols_.size(), " of ", n, " photos emitted; ", missing, " without a GPS position skipped, ", bad,
               " bad files skipped, ", fallback, " without OffsetTimeOriginal timed at timezone ", p.string("timezone"), ", ",
-              listing.other_files, " other files ignored");
+              other_files, " other files ignored");
     if (missing > 0) {
       std::string names;
       for (const auto& m : first_missing) names += "\n  " + m;
@@ -184,30 +216,11 @@ class PhotoFolderNode final : public Node {
       for (const auto& b : first_bad) names += "\n  " + b;
       log_warning(id_, "skipped ", bad, " bad files (on_bad_image: skip); first ones:", names);
     }
-    ctx.set_expected_items((cols_.size() + batch_size_ - 1) / batch_size_);
   }
 
-  bool produce(Emitter& out) override {
-    if (next_ >= cols_.size()) return false;  // no photos at all: an empty stream
-    PhotoColumns batch;
-    const std::size_t end = std::min(cols_.size(), next_ + batch_size_);
-    auto slice = [&](auto& from, auto& to) { to.assign(std::make_move_iterator(from.begin() + next_), std::make_move_iterator(from.begin() + end)); };
-    slice(cols_.id, batch.id);
-    slice(cols_.lat, batch.lat);
-    slice(cols_.lon, batch.lon);
-    slice(cols_.time, batch.time);
-    slice(cols_.user, batch.user);
-    slice(cols_.accuracy, batch.accuracy);
-    slice(cols_.path, batch.path);
-    next_ = end;
-    Record r = photo_record(batch, true);
-    add_shard_rank(r, sharded_, place_);
-    out.emit(std::move(r));
-    return true;
-  }
-
- private:
   std::string id_, root_;
+  std::string rank_note_;  // " (rank r of W: files a to b of N)" when sharded, for the log lines
+  int fallback_offset_ = 0;  // seconds east of UTC for photos without OffsetTimeOriginal (`timezone`)
   std::size_t batch_size_ = 0, next_ = 0;
   PhotoColumns cols_;
   bool sharded_ = false;
