@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -517,18 +516,17 @@ TEST_CASE("output is identical for 1 and 2 threads and depends on the seed", "[g
   CHECK(other_seed.other != one.other);
 }
 
-TEST_CASE("a 20k-photo hot spot samples in linear time", "[geo][sampler]") {
-  // O(group^2) would be 4e8 candidate visits; per-location grouping keeps it to O(group * k).
+TEST_CASE("a 20k-photo hot spot: every anchor draws, spread over the whole spot", "[geo][sampler]") {
+  // Per-location grouping keeps a hot spot at O(group * k) candidate visits rather than
+  // O(group^2); speed is tools/bench/geo_pairs' business (generated photos, whose venues share
+  // coordinates), not a wall-clock bound here, which a loaded machine makes flaky.
   const PhotoSet p = synthetic_photos(25000, 4, 20000);
   SamplerConfig c;
   c.k_pos = 4;
   c.threads = 2;
-  const auto t0 = std::chrono::steady_clock::now();
   SamplerStats s;
   const Pairs out = run_sampler(p, c, &s);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(s.anchors_with_positive >= 20000);
-  CHECK(secs < 2.0);
   // Draws within the hot spot are spread over it, not stuck on neighbours in storage order.
   std::set<std::int64_t> partners;
   for (std::size_t r = 0; r < out.anchor.size(); ++r)
