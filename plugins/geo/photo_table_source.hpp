@@ -71,8 +71,13 @@ class PhotoTableSource : public Node {
   }
 
   bool produce(Emitter& out) override {
+    if (!reader_) return false;  // the file was read to its end
     if (!reader_->next(batch_size_, cols_)) {
       report();
+      // Past the end of the file its duplicate-id table (24 bytes a row) and read buffer serve
+      // nothing, while the node below (geo.pair_sampler) builds its index over the whole table.
+      reader_.reset();
+      cols_ = PhotoColumns{};
       return false;
     }
     Record r = photo_record(cols_, reader_->has_path_column());
