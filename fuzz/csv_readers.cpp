@@ -58,13 +58,7 @@ void geo_yfcc(const std::string& path) {
     embedflow::geo::CsvReadOptions o;
     o.skip_bad_rows = skip;
     o.min_accuracy = 16;
-    o.time_format = embedflow::geo::TimeFormat::iso8601;
-    o.delimiter = '\t';
-    o.quoting = false;
-    o.missing_coordinates_bad = false;
-    o.url_decode_text = true;
-    o.layouts = {embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::webscope),
-                 embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::commons)};
+    embedflow::geo::set_yfcc_format(o);
     o.image_template = "img/{id}.jpg";
     try {
       embedflow::geo::CsvReadStats stats;
@@ -140,13 +134,7 @@ void geo_sharded(const std::string& path) {
   csv.duplicate_ids = embedflow::geo::DuplicateIds::keep_first;
   check_shards(path, csv, g_world);
   embedflow::geo::CsvReadOptions tsv = csv;
-  tsv.time_format = embedflow::geo::TimeFormat::iso8601;
-  tsv.delimiter = '\t';
-  tsv.quoting = false;
-  tsv.missing_coordinates_bad = false;
-  tsv.url_decode_text = true;
-  tsv.layouts = {embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::webscope),
-                 embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::commons)};
+  embedflow::geo::set_yfcc_format(tsv);
   check_shards(path, tsv, g_world);
 }
 

@@ -39,14 +39,7 @@ namespace {
 class YfccPhotosNode final : public PhotoTableSource {
  protected:
   void read_options(const Params& p, CsvReadOptions& o) override {
-    o.time_format = TimeFormat::iso8601;
-    o.delimiter = '\t';
-    o.quoting = false;
-    o.missing_coordinates_bad = false;
-    o.url_decode_text = true;
-    const std::string& layout = p.string("layout");
-    if (layout != "commons") o.layouts.push_back(yfcc_columns(YfccLayout::webscope));
-    if (layout != "webscope") o.layouts.push_back(yfcc_columns(YfccLayout::commons));
+    set_yfcc_format(o, p.string("layout"));
     if (p.has("images")) o.image_template = p.string("images") + "/{id}.jpg";
     else if (p.has("image_path")) o.image_template = p.string("image_path");
   }

@@ -674,12 +674,7 @@ TEST_CASE("gen_photos --format yfcc: the YFCC100M reader reads what the CSV read
     REQUIRE(r.exit_code == 0);
   }
   CsvReadOptions yfcc;
-  yfcc.delimiter = '\t';
-  yfcc.quoting = false;
-  yfcc.missing_coordinates_bad = false;
-  yfcc.url_decode_text = true;
-  yfcc.time_format = TimeFormat::iso8601;
-  yfcc.layouts = {yfcc_columns(YfccLayout::webscope), yfcc_columns(YfccLayout::commons)};
+  set_yfcc_format(yfcc);
   yfcc.image_template = "photos/{id}.jpg";
   CsvReadStats stats;
   const PhotoColumns a = read_photos_csv(csv.string(), CsvReadOptions{});

@@ -632,12 +632,7 @@ TEST_CASE("YFCC100M layouts: the column count picks Webscope or Multimedia Commo
                                             commons(row2, 1, "9b1c0d2e3f405162738495a6b7c8d9e0") + "\n");
   test::write_file(dir / "webscope.tsv", row1 + "\n" + row2 + "\n");
   CsvReadOptions o;
-  o.delimiter = '\t';
-  o.quoting = false;
-  o.missing_coordinates_bad = false;
-  o.url_decode_text = true;
-  o.time_format = TimeFormat::iso8601;
-  o.layouts = {yfcc_columns(YfccLayout::webscope), yfcc_columns(YfccLayout::commons)};
+  set_yfcc_format(o);
   o.image_template = "/img/{hash}.jpg";
   {
     PhotoCsvReader r((dir / "commons.tsv").string(), o);

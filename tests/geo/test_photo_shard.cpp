@@ -54,13 +54,7 @@ CsvReadOptions yfcc_options() {
   CsvReadOptions o;
   o.skip_bad_rows = true;
   o.min_accuracy = 0;
-  o.time_format = embedflow::geo::TimeFormat::iso8601;
-  o.delimiter = '\t';
-  o.quoting = false;
-  o.missing_coordinates_bad = false;
-  o.url_decode_text = true;
-  o.layouts = {embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::webscope),
-               embedflow::geo::yfcc_columns(embedflow::geo::YfccLayout::commons)};
+  embedflow::geo::set_yfcc_format(o);
   o.image_template = "img/{id}.jpg";
   return o;
 }

@@ -126,6 +126,11 @@ struct CsvReadOptions {
   ParallelPlace shard;
 };
 
+// The YFCC100M dump's format as geo.yfcc_photos reads it: tab-separated, unquoted, ISO 8601
+// times, percent-encoded text, rows without coordinates counted rather than bad, and the fixed
+// layouts `layout` allows ("auto": both, the first row's width picks one; "webscope"; "commons").
+void set_yfcc_format(CsvReadOptions& o, const std::string& layout = "auto");
+
 struct CsvReadStats {
   std::int64_t rows = 0;            // data rows seen
   std::int64_t emitted = 0;

@@ -17,6 +17,17 @@ namespace embedflow::geo {
 
 using photo_fields::trim;
 
+void set_yfcc_format(CsvReadOptions& o, const std::string& layout) {
+  o.time_format = TimeFormat::iso8601;
+  o.delimiter = '\t';
+  o.quoting = false;
+  o.missing_coordinates_bad = false;
+  o.url_decode_text = true;
+  o.layouts.clear();
+  if (layout != "commons") o.layouts.push_back(yfcc_columns(YfccLayout::webscope));
+  if (layout != "webscope") o.layouts.push_back(yfcc_columns(YfccLayout::commons));
+}
+
 FixedColumns yfcc_columns(YfccLayout layout) {
   // Positions in the Webscope release; the Multimedia Commons copy shifts them: a line number
   // comes first and the photo hash follows the id.
